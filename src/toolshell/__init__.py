@@ -1,0 +1,35 @@
+"""toolshell: an MCP host that gives an agent one sandboxed `bash` tool with a `tools` command inside."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["Config", "Host", "Session", "ToolshellError", "ErrorCode", "__version__"]
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from toolshell.config import Config
+    from toolshell.errors import ErrorCode, ToolshellError
+    from toolshell.host import Host
+    from toolshell.session import Session
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: `import mcp` alone costs most of a second, and the CLI must start fast.
+    if name == "Host":
+        from toolshell.host import Host
+
+        return Host
+    if name == "Session":
+        from toolshell.session import Session
+
+        return Session
+    if name == "Config":
+        from toolshell.config import Config
+
+        return Config
+    if name in ("ToolshellError", "ErrorCode"):
+        from toolshell import errors
+
+        return getattr(errors, name)
+    raise AttributeError(name)

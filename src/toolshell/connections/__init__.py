@@ -1,0 +1,1 @@
+"""One connection per configured server, all through `mcp.client.Client`."""

@@ -1,0 +1,49 @@
+"""A tool as the registry sees it: where it lives, what it takes, what it declares about itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ToolEntry:
+    """One callable tool.
+
+    `server` is the MCP server name, or None for a top-level tool (e.g. `web_fetch`).
+    `annotations` keeps the MCP camelCase keys (`readOnlyHint`, `destructiveHint`, ...), only those
+    the tool declared: a missing key means "declares nothing", which policy needs to tell apart.
+    """
+
+    server: str | None
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+    annotations: dict[str, Any] = field(default_factory=dict)
+    output_schema: dict[str, Any] | None = None
+    trusted: bool = True
+
+    @property
+    def flat_name(self) -> str:
+        """`mcp_<server>__<tool>` for an MCP tool, the plain name for a top-level tool."""
+        return f"mcp_{self.server}__{self.name}" if self.server else self.name
+
+    @property
+    def command(self) -> str:
+        """How a script writes it: `tools github list-pulls`, `tools web-fetch`."""
+        parts = [self.server, self.name] if self.server else [self.name]
+        return "tools " + " ".join(p.replace("_", "-") for p in parts)
+
+    def __hash__(self) -> int:
+        return hash((self.server, self.name))
+
+
+@dataclass
+class ServerInfo:
+    """A configured server as the catalog lists it."""
+
+    name: str
+    loaded: bool
+    tool_count: int
+    state: str = "ready"
+    description: str = ""
