@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Set up a fresh checkout and run the test suite (the README's test command).
+#   bash scripts/test.sh [pytest args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
+python -m pip install --quiet -e '.[dev]'
+# Third-party MCP servers the tests run as real subprocesses (npm); node_modules stays local.
+if command -v npm >/dev/null 2>&1; then
+  npm install --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
+else
+  echo "npm not found: tests against the npm MCP servers will be skipped" >&2
+fi
+set +e
+python -m pytest "$@"
+code=$?
+set -e
+if [ "$code" -eq 5 ]; then
+  echo "pytest collected no tests: failing" >&2
+  exit 1
+fi
+exit "$code"

@@ -1,0 +1,51 @@
+"""`toolshell servers`: each server's state, with a live progress display while servers load."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from toolshell.config import Config
+
+
+async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> None:
+    from rich.console import Console
+    from rich.status import Status
+
+    from toolshell.host import Host
+
+    console = Console(stderr=True)
+    status: Status | None = None if as_json or not console.is_terminal else console.status("loading servers…")
+
+    def on_progress(server: str, state: Any) -> None:
+        if status is not None:
+            status.update(f"loading servers… {server}: {state}")
+
+    if status is not None:
+        status.start()
+    try:
+        async with Host.open(config, state_dir=state_dir, on_server_progress=on_progress) as host:
+            rows = [s.to_json() for s in host.statuses()]
+    finally:
+        if status is not None:
+            status.stop()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(render_servers(rows))
+
+
+def render_servers(rows: list[dict[str, Any]]) -> str:
+    """Plain text: one block per server, the stderr tail indented under a failing one."""
+    lines = []
+    for r in rows:
+        tools = "-" if r["tool_count"] is None else str(r["tool_count"])
+        version = r["protocol_version"] or "-"
+        lines.append(f"{r['name']:<16} {r['type']:<8} {r['state']:<11} load={r['load']:<10} tools={tools:<4} {version}")
+        if r["last_error"]:
+            lines.append(f"    last error: {r['last_error']}")
+        if r["stderr_tail"] and r["state"] != "ready":
+            lines.extend(f"    stderr| {line}" for line in r["stderr_tail"][-10:])
+    return "\n".join(lines)

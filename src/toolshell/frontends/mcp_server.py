@@ -1,0 +1,131 @@
+"""`toolshell serve`: an MCP server that exposes `bash` (plus any `keep_visible` tools).
+
+The agent host configures this one server instead of twenty. Each `bash` call is one shell call in
+a session of its own per upstream connection; the result is the JSON object of `RunResult`.
+Elicitation from a server during a script goes to the upstream client when it declared the
+elicitation capability, and is declined otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+
+from toolshell.config import Config
+from toolshell.errors import ToolshellError
+from toolshell.host import Host
+from toolshell.registry.entry import ToolEntry
+from toolshell.session import Session
+
+BASH_DESCRIPTION = """Run a bash script in a sandboxed shell (no host files, network or environment).
+Inside it, `tools` calls every tool of every configured MCP server:
+  tools --help                      list servers and tools
+  tools <server> --help             one server's tools
+  tools <server> <tool> --help      a tool's input schema
+  tools search <words>              find tools
+  tools <server> <tool> k=v --flag '{"json": 1}'   call (stdin JSON works too)
+  tools plan <<'EOF' … EOF          what a script would call, with risk
+Filter results with jq and print only what you need. Errors are one JSON line on stderr, exit 1."""
+
+BASH_SCHEMA = {
+    "type": "object",
+    "properties": {"script": {"type": "string", "description": "The bash script to run."}},
+    "required": ["script"],
+    "additionalProperties": False,
+}
+
+
+class UpstreamAnswerer:
+    """Asks the upstream MCP client (when it declared elicitation) on behalf of a server."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self.ctx = ctx
+
+    async def elicit(self, server: str, params: Any) -> types.ElicitResult:
+        caps = self.ctx.session.client_capabilities
+        if caps is None or caps.elicitation is None:
+            return types.ElicitResult(action="decline")
+        message = f"[{server}] {getattr(params, 'message', '')}"
+        schema = getattr(params, "requested_schema", None) or {"type": "object", "properties": {}}
+        return await self.ctx.session.elicit_form(message, schema, related_request_id=self.ctx.request_id)
+
+
+def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
+    """The lowlevel server: `bash` plus proxies for the `keep_visible` tools."""
+    sessions: dict[int, Session] = {}
+    visible = {e.flat_name: e for e in keep_visible}
+
+    def session_for(ctx: ServerRequestContext[Any]) -> Session:
+        key = id(ctx.session)
+        if key not in sessions:
+            sessions[key] = host.session(source="agent")
+        return sessions[key]
+
+    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        tools = [types.Tool(name="bash", description=BASH_DESCRIPTION, input_schema=BASH_SCHEMA)]
+        tools += [
+            types.Tool(name=flat, description=e.description, input_schema=e.input_schema) for flat, e in visible.items()
+        ]
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+        session = session_for(ctx)
+        session.answerer = UpstreamAnswerer(ctx)
+        args = dict(params.arguments or {})
+        if params.name == "bash":
+            script = args.get("script")
+            if not isinstance(script, str):
+                return _error('bash takes {"script": "<bash script>"}')
+            result = await session.run(script)
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=json.dumps(result.to_json(), ensure_ascii=False))],
+                is_error=not result.success,
+            )
+        entry = visible.get(params.name)
+        if entry is None:
+            return _error(f"Unknown tool: {params.name}; call `bash` and use `tools --help` inside it")
+        try:
+            return await host.call_tool(entry.server, entry.name, args, session=session)
+        except ToolshellError as e:
+            return _error(json.dumps(e.to_json(), separators=(",", ":")))
+
+    return Server("toolshell", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+def _error(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+async def serve(config: Config, state_dir: str | None, *, http: bool, host: str, port: int) -> None:
+    async with Host.open(config, state_dir=state_dir) as h:
+        wanted = set(config.tools_in_shell.keep_visible)
+        entries = [e for e in await h.list_tools() if e.flat_name in wanted or e.name in wanted]
+        server = build_server(h, entries)
+        if http:
+            await _serve_http(server, host, port)
+        else:
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+
+async def _serve_http(server: Server[Any], host: str, port: int) -> None:
+    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection)."""
+    import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"{host}:{port}"],
+        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://{host}:{port}"],
+    )
+    manager = StreamableHTTPSessionManager(app=server, security_settings=security)
+    app = Starlette(routes=[Mount("/mcp", app=manager.handle_request)], lifespan=lambda _: manager.run())
+    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

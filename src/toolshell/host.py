@@ -1,0 +1,291 @@
+"""`Host`: owns the connections, the catalog, policy, state and timeline. The Python API.
+
+    async with Host.open() as host:                    # the embedded default
+        result = await host.session().run("tools text-metrics text-length text=hello")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+
+from toolshell import config as config_mod
+from toolshell.builtin import resolve_builtin
+from toolshell.config import Config, ServerConfig
+from toolshell.connections.base import CallOptions, Connection, ConnState, ServerStatus
+from toolshell.connections.factory import make_connection
+from toolshell.connections.manager import ConnectionManager
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.policy.policy import Policy
+from toolshell.registry.catalog import Catalog
+from toolshell.registry.entry import ServerInfo, ToolEntry
+from toolshell.registry.filters import active_servers, filter_entries
+from toolshell.registry.validate import validate_input
+from toolshell.session import Session
+from toolshell.store import Store
+from toolshell.timeline.sinks import EventSink, SqliteSink
+
+_TOP_LEVEL = ServerConfig(name="toolshell-top-level", type="builtin", timeout_seconds=60)
+
+
+class Host:
+    """An MCP host. Use `Host.open(config)`; it starts the `load = "startup"` servers concurrently.
+
+    Args:
+        config: The configuration; None is the embedded default (built-in servers only).
+        state_dir: Where the SQLite state lives (default: `[state] dir` or the user data dir).
+        rater: A `policy.rating.Rater` for tools that declare nothing about their risk.
+        guardrails: Extra `policy.guardrails.Guardrail`s run before and after every call.
+        servers: In-process servers by name (an `MCPServer`, a lowlevel `Server`, or a factory),
+            added as `type = "builtin"` servers unless the config declares that name itself.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        state_dir: str | Path | None = None,
+        store: Store | None = None,
+        rater: Any = None,
+        guardrails: Sequence[Any] = (),
+        sink: EventSink | None = None,
+        on_server_progress: Any = None,
+        servers: dict[str, Any] | None = None,
+    ) -> None:
+        self.config = _with_inproc(config or Config(), servers or {})
+        self._inproc = dict(servers or {})
+        self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
+        self.store = store or Store(self.state_dir / "toolshell.db")
+        self.sink: EventSink = sink or SqliteSink(self.store)
+        self.policy = Policy(self.config, self.store, rater)
+        for guard in guardrails:
+            self.policy.guardrails.add(guard)
+        self.project_id = _project_id(Path.cwd())
+        self.manager = ConnectionManager(self._servers(), self._builtin_for, on_progress=on_server_progress)
+        self._top = make_connection(_TOP_LEVEL, builtin=self._top_level_server)
+        self._disabled: dict[str, set[str]] = {}
+
+    @classmethod
+    @asynccontextmanager
+    async def open(cls, config: Config | str | Path | None = None, **kwargs: Any) -> AsyncIterator[Host]:
+        """Open a host from a `Config`, a config file path, or nothing (the embedded default)."""
+        if isinstance(config, str | Path):
+            config = config_mod.load_file(config)
+        host = cls(config, **kwargs)
+        async with AsyncExitStack() as stack:
+            stack.push_async_callback(host.aclose)
+            await host.manager.start_all()
+            yield host
+
+    async def aclose(self) -> None:
+        try:
+            await self.manager.aclose()
+            await self._top.close()
+        finally:
+            self.store.close()
+
+    # --- servers -----------------------------------------------------------------------------
+
+    def _servers(self) -> list[ServerConfig]:
+        """Configured servers, plus the shipped built-ins the file does not declare itself."""
+        from toolshell.builtin import SHIPPED
+
+        servers = [s for s in self.config.mcp.servers if s.enabled]
+        if self.config.include_builtins:
+            declared = {s.name for s in self.config.mcp.servers}
+            servers += [ServerConfig(name=n, type="builtin") for n in SHIPPED if n not in declared]
+        return servers
+
+    def _builtin_for(self, server: ServerConfig) -> Any:
+        if server.name in self._inproc:
+            obj = self._inproc[server.name]
+            return obj if callable(obj) and not _is_server(obj) else (lambda: obj)
+        factory = resolve_builtin(server.name, server.module)
+        return lambda: _call_factory(factory, self)
+
+    def _top_level_server(self) -> Any:
+        from toolshell.builtin.web_fetch import create
+
+        return create(self, config=self.config.web_fetch)
+
+    def statuses(self) -> list[ServerStatus]:
+        return self.manager.statuses()
+
+    def set_enabled(self, session_id: str, server: str, enabled: bool) -> None:
+        if server not in {s.name for s in self._servers()}:
+            names = ", ".join(s.name for s in self._servers())
+            raise ToolshellError(ErrorCode.INVALID_INPUT, f"no configured server {server!r}; configured: {names}")
+        disabled = self._disabled.setdefault(session_id, set())
+        (disabled.discard if enabled else disabled.add)(server)
+
+    def enabled_for(self, session_id: str) -> dict[str, bool]:
+        disabled = self._disabled.get(session_id, set())
+        return {s.name: s.name not in disabled for s in self._servers()}
+
+    async def load_server(self, name: str) -> None:
+        """Open a server (an `on_demand` one on first use)."""
+        await self.manager.get(name)
+
+    # --- catalog -----------------------------------------------------------------------------
+
+    async def catalog(self, session: Session | None = None) -> Catalog:
+        """The tools this session can call now. Rebuilt at the start of every shell call."""
+        session = session or self.session()
+        role = self.config.role_named(session.role)
+        disabled = self._disabled.get(session.id, set())
+        infos: list[ServerInfo] = []
+        entries: list[ToolEntry] = []
+        for server in active_servers(self.config_with_builtins, session.role):
+            if server.name in disabled:
+                continue
+            tools, info = await self._server_tools(server, session)
+            infos.append(info)
+            entries += filter_entries(tools, server, role)
+        return Catalog(infos, entries, await self._top_level_entries(session))
+
+    @property
+    def config_with_builtins(self) -> Config:
+        return self.config.model_copy(update={"mcp": self.config.mcp.model_copy(update={"servers": self._servers()})})
+
+    async def _server_tools(self, server: ServerConfig, session: Session) -> tuple[list[ToolEntry], ServerInfo]:
+        conn = self.manager.connection(server.name)
+        status = conn.status()
+        if status.state in (ConnState.NOT_LOADED,):
+            return [], ServerInfo(server.name, loaded=False, tool_count=0, state=str(status.state))
+        if status.state != ConnState.READY:
+            try:
+                conn = await self.manager.get(server.name)
+            except ToolshellError:
+                return [], ServerInfo(server.name, loaded=True, tool_count=0, state=str(conn.status().state))
+        try:
+            tools = await conn.list_tools(session.context)
+        except ToolshellError:
+            return [], ServerInfo(server.name, loaded=True, tool_count=0, state="failed")
+        entries = [_entry(server.name, t, server.trusted) for t in tools]
+        return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")
+
+    async def _top_level_entries(self, session: Session) -> list[ToolEntry]:
+        if not self.config.web_fetch.enabled:
+            return []
+        await self._top.start()
+        return [_entry(None, t, True) for t in await self._top.list_tools(session.context)]
+
+    async def list_tools(self, session: Session | None = None) -> list[ToolEntry]:
+        catalog = await self.catalog(session)
+        return [*catalog.entries, *catalog.top_level]
+
+    # --- calls -------------------------------------------------------------------------------
+
+    async def call_entry(self, entry: ToolEntry, arguments: dict[str, Any], session: Session) -> types.CallToolResult:
+        """Guardrails, the call, guardrails again: the chain every call goes through, script or direct."""
+        from toolshell.policy.guardrails import GuardCall
+
+        guard_call = GuardCall(entry, arguments, session.id)
+        arguments = await self.policy.guardrails.before(guard_call)
+        guard_call = GuardCall(entry, arguments, session.id)
+        conn = self._top if entry.server is None else await self.manager.get(entry.server)
+        options = CallOptions(session=session.context, answerer=session.answerer)
+        result = await conn.call_tool(entry.name, arguments, options)
+        return await self.policy.guardrails.after(guard_call, result)
+
+    async def call_tool(
+        self, server: str | None, tool: str, arguments: dict[str, Any] | None = None, *, session: Session | None = None
+    ) -> types.CallToolResult:
+        """Call one tool directly, through the same validation, policy and guardrails as a script.
+
+        Raises:
+            ToolshellError: `unknown_command`, `invalid_input`, `denied`, `needs_approval`, `unavailable`...
+        """
+        session = session or self.session()
+        catalog = await self.catalog(session)
+        words = [server, tool] if server else [tool]
+        look = catalog.lookup(words)
+        if look.kind == "unloaded_server":
+            await self.load_server(words[0])
+            look = (await self.catalog(session)).lookup(words)
+        if look.entry is None:
+            raise ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no tool {' '.join(words)!r}")
+        arguments = arguments or {}
+        validate_input(look.entry, arguments)
+        risk = await self.policy.check(look.entry, arguments, session_id=session.id)
+        if risk.level == "blocked":
+            raise ToolshellError(ErrorCode.DENIED, risk.message or "blocked by policy")
+        if risk.level == "needs_approval":
+            self.policy.approvals.request(look.entry, arguments, session.id, risk.why or "")
+            raise ToolshellError(ErrorCode.NEEDS_APPROVAL, risk.message or "this call needs approval")
+        return await self.call_entry(look.entry, arguments, session)
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    def session(self, **kwargs: Any) -> Session:
+        """A new agent session (its own sandboxed shell). See `Session` for the keyword arguments."""
+        return Session(self, **kwargs)
+
+    async def plan(self, script: str, **kwargs: Any) -> dict[str, Any]:
+        """What `tools plan` prints for a script: each visible call with input and risk. Runs nothing."""
+        from toolshell.shell_call import ShellCall
+
+        session = self.session(**kwargs)
+        return await ShellCall(session, await self.catalog(session), script).plan(script)
+
+    async def run(self, script: str, **kwargs: Any) -> Any:
+        """Run one script in a new session and return its `RunResult`."""
+        return await self.session(**kwargs).run(script)
+
+
+def _entry(server: str | None, tool: types.Tool, trusted: bool) -> ToolEntry:
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+    annotations.pop("title", None)
+    return ToolEntry(
+        server=server,
+        name=tool.name,
+        description=tool.description or "",
+        input_schema=dict(tool.input_schema or {"type": "object"}),
+        annotations=annotations,
+        output_schema=dict(tool.output_schema) if tool.output_schema else None,
+        trusted=trusted,
+    )
+
+
+def _is_server(obj: Any) -> bool:
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
+
+    return isinstance(obj, Server | MCPServer)
+
+
+def _with_inproc(config: Config, servers: dict[str, Any]) -> Config:
+    """Declare in-process servers passed to `Host(servers=...)` that the config does not name."""
+    declared = {s.name for s in config.mcp.servers}
+    extra = [ServerConfig(name=n, type="builtin") for n in servers if n not in declared]
+    if not extra:
+        return config
+    return config.model_copy(update={"mcp": config.mcp.model_copy(update={"servers": [*config.mcp.servers, *extra]})})
+
+
+def _call_factory(factory: Any, host: Host) -> Any:
+    try:
+        return factory(host)
+    except TypeError:
+        return factory()
+
+
+def _project_id(workdir: Path) -> str:
+    """16 hex chars from the normalized git remote, or from the canonical path without one."""
+    key = str(workdir.resolve())
+    git_config = workdir / ".git" / "config"
+    if git_config.is_file():
+        m = re.search(r'\[remote "origin"\][^\[]*?url\s*=\s*(\S+)', git_config.read_text(errors="ignore"))
+        if m:
+            key = re.sub(r"^(https?://|git@|ssh://)", "", m.group(1)).replace(":", "/").removesuffix(".git")
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+__all__ = ["Host"]

@@ -1,0 +1,372 @@
+"""One shell call: the `tools` builtin's state from the first call of a script to its report.
+
+The call path of one `tools` invocation reads top to bottom in `ShellCall.invoke`:
+parse → resolve → build input → validate → policy → guardrails → call → guardrails → render.
+Errors become the seed's JSON error line here and nowhere else (`_fail`).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from bashkit import Bash, BuiltinContext, BuiltinResult
+
+from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
+from toolshell.command.helptext import search_text, server_help, tool_help, top_help
+from toolshell.command.inputs import build_input
+from toolshell.command.render import error_line, render_result
+from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.registry.entry import ToolEntry
+from toolshell.registry.validate import validate_input
+from toolshell.timeline.events import NestedCall, ShellCallEvent, preview
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+    from toolshell.policy.risk import Risk
+    from toolshell.registry.catalog import Catalog
+    from toolshell.session import RunResult, Session
+
+_STOPPED = "an earlier call stopped the script, so this call did not run"
+
+
+class ShellCall:
+    """State of one shell call, shared by nested saved-script runs (budget, report, stop)."""
+
+    def __init__(self, session: Session, catalog: Catalog, script: str) -> None:
+        from toolshell.policy.report import ScriptReport
+
+        self.session = session
+        self.host = session.host
+        self.catalog = catalog
+        self.script = script
+        self.id = uuid.uuid4().hex[:16]
+        self.started = time.time()
+        self.calls = 0
+        self.report = ScriptReport()
+        self.stopped = False
+        self.before_start_stop: dict[str, Any] | None = None
+        self.shells: list[Bash] = [session.bash]
+        self.stderr_sink: Any = None
+        self.hints: list[str] = []
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    @classmethod
+    async def begin(cls, session: Session, script: str) -> ShellCall:
+        call = cls(session, await session.host.catalog(session), script)
+        await call._check_before_start()
+        return call
+
+    async def _check_before_start(self) -> None:
+        """A call written out in full that needs approval holds the whole script (seed: Approvals)."""
+        from toolshell.policy.plan import scan
+
+        for scanned in scan(self.script).calls:
+            resolved = self._resolve_literal(scanned)
+            if resolved is None:
+                continue
+            entry, arguments = resolved
+            risk = await self.host.policy.assess(entry, arguments, session_id=self.session.id)
+            if risk.level != "needs_approval":
+                continue
+            request = self.host.policy.approvals.request(entry, arguments, self.session.id, risk.why or "")
+            call = {"tool": entry.command, "input": arguments}
+            self.report.stop("needs_approval", call, approval="requested", before_start=True)
+            self.before_start_stop = {"request": request, "message": risk.message}
+            self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
+            return
+
+    def _resolve_literal(self, scanned: Any) -> tuple[ToolEntry, dict[str, Any]] | None:
+        """Entry and input of a fully literal call that does not read stdin; None otherwise."""
+        if not scanned.literal or scanned.argv is None or scanned.reads_stdin:
+            return None
+        request = _quiet(lambda: parse(list(scanned.argv)))
+        if not isinstance(request, Invoke):
+            return None
+        look = _quiet(lambda: self.catalog.lookup(request.argv))
+        if look is None or look.kind != "tool" or look.entry is None:
+            return None
+        if not look.rest:
+            return None  # no input arguments: stdin decides the input at run time
+        arguments = _quiet(lambda: build_input(look.rest, None, look.entry.input_schema))
+        return None if arguments is None else (look.entry, arguments)
+
+    def finish_before_start(self) -> RunResult:
+        from toolshell.session import RunResult
+
+        assert self.before_start_stop is not None
+        msg = self.before_start_stop["message"] or "a call in this script needs a person's approval"
+        err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{msg}; the script did not start")
+        self._emit_shell_call(1)
+        return RunResult(1, "", error_line(err), tools=self.report.to_json(), hints=self._drain_hints())
+
+    def finish(self, exit_code: int, stdout: str, stderr: str) -> RunResult:
+        from toolshell.session import RunResult
+
+        self._emit_shell_call(exit_code)
+        report = self.report.to_json()
+        return RunResult(exit_code, stdout, stderr, tools=report, hints=self._drain_hints())
+
+    def _drain_hints(self) -> list[str]:
+        for hint in self.hints:
+            self.session.hints.push(hint)
+        return self.session.hints.drain()
+
+    # --- the builtin -------------------------------------------------------------------------
+
+    async def handle(self, ctx: BuiltinContext, *, depth: int) -> BuiltinResult:
+        entry: ToolEntry | None = None
+        arguments: dict[str, Any] | None = None
+        started = time.perf_counter()
+        try:
+            if self.stopped:
+                raise ToolshellError(ErrorCode.STOPPED, _STOPPED)
+            request = parse(list(ctx.argv))
+            if isinstance(request, Help):
+                return BuiltinResult(stdout=await self._help(request.target))
+            if isinstance(request, Search):
+                return BuiltinResult(stdout=await self._search(request.query))
+            if isinstance(request, Plan):
+                return BuiltinResult(stdout=await self.plan_text(ctx.stdin or ""))
+            if isinstance(request, Scripts):
+                from toolshell.scripts.runner import run_scripts_verb
+
+                return await run_scripts_verb(self, ctx, request.args, depth)
+            entry, rest = await self._resolve(request.argv)
+            arguments = build_input(rest, ctx.stdin, entry.input_schema)
+            return await self.invoke(ctx, entry, arguments, started)
+        except ToolshellError as err:
+            if entry is not None:
+                outcome = "refused" if err.code in (ErrorCode.DENIED, ErrorCode.INVALID_INPUT) else "failed"
+                self._emit(entry, arguments or {}, outcome, str(err.code), _ms(started))
+            return self._fail(err)
+        except StopScript as stop:
+            return self._stop(stop)
+
+    async def _resolve(self, argv: list[str]) -> tuple[ToolEntry, list[str]]:
+        look = self.catalog.lookup(argv)
+        if look.kind == "unloaded_server" and look.server is not None:
+            await self.host.load_server(look.server.name)
+            self.catalog = await self.host.catalog(self.session)
+            look = self.catalog.lookup(argv)
+        if look.kind != "tool" or look.entry is None:
+            name = look.server.name if look.server else argv[0]
+            raise ToolshellError(
+                ErrorCode.UNKNOWN_COMMAND,
+                f"'tools {name}' names a server, not a tool; run `tools {name} --help` to list its tools",
+            )
+        return look.entry, look.rest
+
+    async def invoke(
+        self, ctx: BuiltinContext | None, entry: ToolEntry, arguments: dict[str, Any], started: float
+    ) -> BuiltinResult:
+        """Validate, judge, guard, call and render one tool call."""
+        self.calls += 1
+        limit = self.host.config.tools_in_shell.call_limit
+        call = {"tool": entry.command, "input": arguments}
+        if self.calls > limit:
+            err = ToolshellError(
+                ErrorCode.CALL_LIMIT,
+                f"more than {limit} tool calls in one shell call; write a new script for the rest",
+            )
+            self._emit(entry, arguments, "refused", "call_limit", 0.0)
+            raise StopScript(err, call)
+        validate_input(entry, arguments)
+        risk = await self.host.policy.check(entry, arguments, session_id=self.session.id)
+        if risk.level == "blocked":
+            raise ToolshellError(ErrorCode.DENIED, risk.message or f"{entry.command} is blocked by policy")
+        if risk.level == "needs_approval" and not await self._approved_inline(entry, arguments, risk):
+            self.host.policy.approvals.request(entry, arguments, self.session.id, risk.why or "")
+            self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
+            err = ToolshellError(ErrorCode.NEEDS_APPROVAL, risk.message or f"{entry.command} needs approval")
+            raise StopScript(err, call, approval="requested")
+        result = await self.host.call_entry(entry, arguments, self.session)
+        rendered = render_result(result, max_bytes=self.host.config.tools_in_shell.max_output_bytes, tool=entry.name)
+        self.hints.extend(_hints(result))
+        ok = rendered.error is None
+        self.report.record(entry.command, arguments, risk.level, ok, _result_value(result))
+        if rendered.error is not None:
+            raise _tool_error(rendered.error)
+        self._emit(entry, arguments, "completed", None, _ms(started))
+        stderr = self._write_images(ctx, rendered.images) if ctx is not None else ""
+        return BuiltinResult(stdout=rendered.stdout, stderr=stderr)
+
+    async def _approved_inline(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> bool:
+        approver = self.session.approver
+        if not self.host.config.approval.inline or approver is None:
+            return False
+        answer = await approver(entry, arguments, risk)
+        if answer == "always":
+            self.host.policy.approvals.grant_tool(entry)
+        return answer in ("once", "always")
+
+    def _write_images(self, ctx: BuiltinContext, images: list[Any]) -> str:
+        lines = []
+        for image in images:
+            path = posixpath.join(ctx.cwd, image.suggested_name)
+            ctx.fs.mkdir(posixpath.dirname(path), recursive=True)
+            base, ext = posixpath.splitext(path)
+            n = 1
+            while ctx.fs.exists(path):
+                n += 1
+                path = f"{base}-{n}{ext}"
+            ctx.fs.write_file(path, image.data)
+            lines.append(f"tools: image saved to {path}\n")
+        return "".join(lines)
+
+    # --- stops and errors --------------------------------------------------------------------
+
+    def _fail(self, err: ToolshellError) -> BuiltinResult:
+        return BuiltinResult(stderr=error_line(err), exit_code=1)
+
+    def _stop(self, stop: StopScript) -> BuiltinResult:
+        """End the script at this call: nothing after it runs, and it is never resumed."""
+        self.stopped = True
+        self.report.stop(str(stop.error.code), stop.call, approval=stop.approval)
+        line = error_line(stop.error)
+        if self.stderr_sink is not None:
+            self.stderr_sink(line)  # bashkit drops the output of the command that cancels
+        for shell in self.shells:
+            shell.cancel()
+        return BuiltinResult(stderr=line, exit_code=1)
+
+    # --- verbs -------------------------------------------------------------------------------
+
+    async def _help(self, target: list[str]) -> str:
+        if not target:
+            return top_help(self.catalog)
+        entry, _ = await self._resolve_for_help(target)
+        if entry is None:
+            return server_help(self.catalog, target[0] if len(target) == 1 else target[0])
+        return tool_help(entry)
+
+    async def _resolve_for_help(self, target: list[str]) -> tuple[ToolEntry | None, Any]:
+        look = self.catalog.lookup(target)
+        if look.kind == "unloaded_server" and look.server is not None:
+            await self.host.load_server(look.server.name)
+            self.catalog = await self.host.catalog(self.session)
+            look = self.catalog.lookup(target)
+        if look.kind == "server" and look.server is not None:
+            if look.rest:
+                raise ToolshellError(
+                    ErrorCode.UNKNOWN_COMMAND,
+                    f"no tool {look.rest[0]!r} in server {look.server.name!r}; run `tools {look.server.name} --help`",
+                )
+            return None, look.server
+        return look.entry, None
+
+    async def _search(self, query: str) -> str:
+        lazy = self.catalog.unloaded_servers_matching(query)
+        for name in lazy:
+            await _quiet_async(self.host.load_server(name))
+        if lazy:
+            self.catalog = await self.host.catalog(self.session)
+        return search_text(self.catalog.search(query))
+
+    async def plan_text(self, script: str) -> str:
+        return json.dumps(await self.plan(script), indent=2) + "\n"
+
+    async def plan(self, script: str) -> dict[str, Any]:
+        """`tools plan`: what the before-start check sees, with the same judgement."""
+        from toolshell.policy.plan import plan_json, scan
+
+        async def resolve(scanned: Any) -> tuple[str, dict[str, Any] | None, Risk]:
+            return await self._plan_one(scanned)
+
+        scanned_calls = scan(script)
+        resolved = [await resolve(c) for c in scanned_calls.calls]
+        lookup = dict(zip([id(c) for c in scanned_calls.calls], resolved, strict=True))
+        return plan_json(scanned_calls, lambda c: lookup[id(c)])
+
+    async def _plan_one(self, scanned: Any) -> tuple[str, dict[str, Any] | None, Risk]:
+        from toolshell.policy.risk import Risk
+
+        words = [w for w in (scanned.argv or []) if w is not None]
+        literal = self._resolve_literal(scanned)
+        if literal is not None:
+            entry, arguments = literal
+            return entry.command, arguments, await self.host.policy.assess(entry, arguments, session_id=self.session.id)
+        look = _quiet(lambda: self.catalog.lookup(words)) if words else None
+        if look is not None and look.entry is not None:
+            risk = await self.host.policy.assess(look.entry, None, session_id=self.session.id)
+            return look.entry.command, None, risk
+        text = "tools " + " ".join(words[:2]) if words else "tools …"
+        return text, None, Risk("checked_at_run_time", message="the command is built while the script runs")
+
+    # --- timeline ----------------------------------------------------------------------------
+
+    def _emit(self, entry: ToolEntry, arguments: dict[str, Any], outcome: str, code: str | None, ms: float) -> None:
+        self.host.sink.emit(
+            NestedCall(
+                id=uuid.uuid4().hex[:16],
+                shell_call_id=self.id,
+                session_id=self.session.id,
+                command=entry.command,
+                input_preview=preview(arguments),
+                outcome=outcome,
+                error_code=code,
+                duration_ms=ms,
+                started_at=time.time(),
+            )
+        )
+
+    def _emit_shell_call(self, exit_code: int) -> None:
+        self.host.sink.emit(
+            ShellCallEvent(
+                id=self.id,
+                session_id=self.session.id,
+                script_preview=self.script[:200],
+                exit_code=exit_code,
+                started_at=self.started,
+                duration_ms=(time.time() - self.started) * 1000,
+                source=self.session.source,
+            )
+        )
+
+
+def _ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _quiet(fn: Any) -> Any:
+    try:
+        return fn()
+    except ToolshellError:
+        return None
+
+
+async def _quiet_async(awaitable: Any) -> Any:
+    try:
+        return await awaitable
+    except ToolshellError:
+        return None
+
+
+def _tool_error(err: ToolshellError) -> ToolshellError:
+    """A tool's soft error; a built-in's `denied:` refusal (e.g. the web-fetch SSRF guard) is `denied`."""
+    if err.message.startswith("denied:"):
+        return ToolshellError(ErrorCode.DENIED, err.message.removeprefix("denied:").strip())
+    return err
+
+
+def _hints(result: types.CallToolResult) -> list[str]:
+    from toolshell.builtin.functions import hints_from_result
+
+    return hints_from_result(result)
+
+
+def _result_value(result: types.CallToolResult) -> Any:
+    """The result as the report shows it: structured content, else parsed JSON text, else text."""
+    if result.structured_content is not None:
+        return result.structured_content
+    texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+    text = "\n".join(texts)
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
