@@ -1,0 +1,121 @@
+"""Turn a built-in server's config (`name`, optional `module`) into a factory the host calls.
+
+Shipped servers are looked up in `SHIPPED`; a user's own server is `module = "pkg.mod:attr"`,
+where `attr` is an `MCPServer` or lowlevel `Server` instance, or a factory returning one that
+takes the `HostHandle` or nothing. Nothing is imported until the server is opened.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeGuard
+
+from toolshell.errors import ErrorCode, ToolshellError
+
+if TYPE_CHECKING:
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
+
+    from toolshell.builtin.host import HostHandle
+
+    BuiltinFactory = Callable[[HostHandle], Server[Any] | MCPServer]
+
+_EXAMPLE = 'module = "my_package.my_server:mcp"'
+
+
+def _unavailable(message: str) -> ToolshellError:
+    return ToolshellError(ErrorCode.UNAVAILABLE, message)
+
+
+def _is_server(obj: object) -> TypeGuard[Server[Any] | MCPServer]:
+    from mcp.server import Server
+    from mcp.server.mcpserver import MCPServer
+
+    return isinstance(obj, Server | MCPServer)
+
+
+def _load_attr(spec: str, name: str) -> Any:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise _unavailable(f"server {name!r}: module {spec!r} must be `package.module:attribute`, e.g. {_EXAMPLE}")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise _unavailable(
+            f"server {name!r}: cannot import {module_name!r} ({e}); install it or fix the module path, e.g. {_EXAMPLE}"
+        ) from None
+    except Exception as e:  # a broken user module must not crash the host
+        raise _unavailable(f"server {name!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from None
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise _unavailable(
+                f"server {name!r}: {module_name!r} has no attribute {attr!r}; "
+                "point module at an MCPServer, a mcp.server.Server, or a function returning one"
+            )
+        obj = getattr(obj, part)
+    return obj
+
+
+def _takes_host(factory: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(factory).parameters.values()
+    except (TypeError, ValueError):  # builtins without a signature: assume the documented form
+        return True
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return any(p.kind in positional or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
+
+
+def _factory(obj: Any, where: str, name: str) -> BuiltinFactory:
+    if _is_server(obj):
+        return lambda host: obj
+    if not callable(obj):
+        raise _unavailable(
+            f"server {name!r}: {where} is of type {type(obj).__name__}; "
+            "point module at an MCPServer, a mcp.server.Server, or a function returning one"
+        )
+    takes_host = _takes_host(obj)
+
+    def build(host: HostHandle) -> Server[Any] | MCPServer:
+        try:
+            server = obj(host) if takes_host else obj()
+        except ToolshellError:
+            raise
+        except Exception as e:
+            raise _unavailable(f"server {name!r}: {where} raised {type(e).__name__}: {e}") from None
+        if not _is_server(server):
+            raise _unavailable(
+                f"server {name!r}: {where} returned a value of type {type(server).__name__}; "
+                "it must return an MCPServer or a mcp.server.Server"
+            )
+        return server
+
+    return build
+
+
+def resolve_builtin(name: str, module: str | None = None) -> BuiltinFactory:
+    """Find the factory for a built-in server.
+
+    Args:
+        name: The server's configured name; a shipped server needs nothing else.
+        module: `package.module:attribute` for a user's own server; wins over a shipped name.
+
+    Returns:
+        A callable taking the `HostHandle` and returning the server to connect to in-process.
+
+    Raises:
+        ToolshellError: `UNAVAILABLE` when the name is not shipped and no module is given, or the
+            module, attribute or its type is wrong; the message says what to write instead.
+    """
+    from toolshell.builtin import SHIPPED
+
+    spec = module or SHIPPED.get(name)
+    if spec is None:
+        shipped = ", ".join(sorted(SHIPPED))
+        raise _unavailable(
+            f"no built-in server is named {name!r} (shipped: {shipped}); "
+            f"for your own server add {_EXAMPLE} to its [[mcp.servers]] entry"
+        )
+    return _factory(_load_attr(spec, name), spec, name)
