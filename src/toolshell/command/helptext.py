@@ -1,0 +1,228 @@
+"""Help and search text for `tools`: short, stable, and written for a model to read.
+
+Works against a duck-typed catalog (`servers`, `server_entries(name)`, `top_level`,
+`duplicate_notes()`) so it stays pure and testable with a fake.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+from toolshell.command.schema_text import example_call, schema_lines
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.registry.entry import ServerInfo, ToolEntry
+
+USAGE = """\
+Usage:
+  tools <server> --help | tools [<server>] <tool> --help | tools search <words> | tools plan < script
+  tools [<server>] <tool> key=value --key value '{"key":"json"}'  (or a JSON object on stdin, or -)
+  Values are JSON unless the key is a string (number=7 is 7, repo=42 stays "42"); --flag alone is true.
+  Prints text as is, else JSON. On failure: exit 1, stderr {"error":{"code":"…","message":"…","retryable":…}}"""
+
+VERB_HELP = {
+    "search": (
+        "tools search <words>\n"
+        "Finds tools by name, description and parameter names, best first; also matches server names\n"
+        "and loads a not-loaded server that matches.\n"
+        "Example: tools search pull request"
+    ),
+    "plan": (
+        "tools plan < script\n"
+        "Runs nothing. Prints, as JSON, each tools call the script on stdin would make, with its input\n"
+        "and risk (read_only, changes, needs_approval, blocked, checked_at_run_time).\n"
+        "Example: tools plan <<'EOF'\n"
+        "tools github list-pulls state=open\n"
+        "EOF"
+    ),
+    "help": "tools --help | tools <server> --help | tools <server> <tool> --help",
+}
+
+
+class Catalog(Protocol):
+    """What help needs from the catalog."""
+
+    @property
+    def servers(self) -> Sequence[ServerInfo]: ...
+
+    @property
+    def top_level(self) -> Sequence[ToolEntry]: ...
+
+    def server_entries(self, name: str) -> Sequence[ToolEntry]: ...
+
+    def duplicate_notes(self) -> Sequence[str]: ...
+
+
+class Hit(Protocol):
+    """A search hit: the entry and its score."""
+
+    @property
+    def entry(self) -> ToolEntry: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+def top_help(catalog: Catalog) -> str:
+    """`tools --help`: the MCP servers, the other tools, usage, and duplicate-name notes.
+
+    Args:
+        catalog: The shell call's catalog.
+
+    Returns:
+        The help text, ending with a newline.
+    """
+    lines: list[str] = []
+    servers = list(catalog.servers)
+    if servers:
+        lines.append("MCP servers (tools <server> --help lists its tools):")
+        lines += _columns([(_dash(s.name), _server_summary(s)) for s in servers])
+    top = list(catalog.top_level)
+    if top:
+        lines.append("Other tools (tools <tool> --help shows its input):")
+        lines += _columns([(_words(e), _summary(e)) for e in top])
+    if not servers and not top:
+        lines.append("No tools are available.")
+    lines.append(USAGE)
+    notes = list(catalog.duplicate_notes())
+    if notes:
+        lines.append("Notes:")
+        lines += [f"  {note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+def server_help(catalog: Catalog, server_name: str) -> str:
+    """`tools <server> --help`: one line per tool, with read-only/destructive markers.
+
+    Args:
+        catalog: The shell call's catalog.
+        server_name: The server's name as configured (hyphen/underscore spellings also match).
+
+    Returns:
+        The help text, ending with a newline.
+
+    Raises:
+        ToolshellError: `unknown_command` when no server has that name.
+    """
+    info = _find_server(catalog, server_name)
+    entries = list(catalog.server_entries(info.name))
+    head = f"tools {_dash(info.name)} <tool>: {_count(len(entries))}"
+    if info.state not in ("", "ready"):
+        head += f" ({info.state})"
+    lines = [head]
+    if info.description:
+        lines.append(_first_sentence(info.description))
+    lines += _columns([(_dash(e.name), _summary(e)) for e in entries])
+    if entries:
+        lines.append(f"Input of one tool: tools {_dash(info.name)} <tool> --help")
+    return "\n".join(lines) + "\n"
+
+
+def tool_help(entry: ToolEntry) -> str:
+    """`tools <tool> --help`: command, description, input properties, and an example call.
+
+    Args:
+        entry: The tool.
+
+    Returns:
+        The help text, ending with a newline.
+    """
+    marker = _marker(entry)
+    lines = [entry.command + (f"  [{marker}]" if marker else "")]
+    if entry.description.strip():
+        lines.append(entry.description.strip())
+    props = schema_lines(entry.input_schema)
+    lines.append("Input:" if props else "Input: none")
+    lines += props
+    lines.append(f"Example: {example_call(entry.command, entry.input_schema)}")
+    return "\n".join(lines) + "\n"
+
+
+def search_text(hits: Sequence[Hit]) -> str:
+    """`tools search`: one line per hit, best first.
+
+    Args:
+        hits: The ranked hits.
+
+    Returns:
+        The text, ending with a newline; a hint to try other words when nothing matched.
+    """
+    if not hits:
+        return "No tools match. Try other or fewer words, or tools --help for the full list.\n"
+    rows = [(h.entry.command, _summary(h.entry)) for h in hits]
+    return "\n".join(_columns(rows, indent="")) + "\n"
+
+
+def verb_help(word: str) -> str | None:
+    """Help for a verb (`search`, `plan`, `help`), or None when `word` is not one."""
+    text = VERB_HELP.get(word)
+    return text + "\n" if text else None
+
+
+def _find_server(catalog: Catalog, name: str) -> ServerInfo:
+    servers = list(catalog.servers)
+    for info in servers:
+        if info.name == name:
+            return info
+    for info in servers:
+        if _fold(info.name) == _fold(name):
+            return info
+    known = ", ".join(s.name for s in servers) or "none"
+    raise ToolshellError(
+        ErrorCode.UNKNOWN_COMMAND, f"no MCP server named {name!r} (servers: {known}); see tools --help"
+    )
+
+
+def _server_summary(info: ServerInfo) -> str:
+    if not info.loaded:
+        text = "(not loaded)"
+    else:
+        text = _count(info.tool_count)
+        if info.state not in ("", "ready"):
+            text += f" ({info.state})"
+    return f"{text}  {_first_sentence(info.description)}" if info.description else text
+
+
+def _summary(entry: ToolEntry) -> str:
+    marker = _marker(entry)
+    sentence = _first_sentence(entry.description)
+    return f"[{marker}] {sentence}".rstrip() if marker else sentence
+
+
+def _marker(entry: ToolEntry) -> str:
+    notes = entry.annotations
+    if notes.get("readOnlyHint") is True:
+        return "read-only"
+    if notes.get("destructiveHint") is True:
+        return "destructive"
+    return ""
+
+
+def _first_sentence(text: str, limit: int = 120) -> str:
+    """The first sentence of the first line, shortened to `limit` characters."""
+    line = text.strip().split("\n", 1)[0].strip()
+    match = re.match(r"(.+?[.!?])(?=\s|$)", line)
+    sentence = match.group(1) if match else line
+    return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
+
+
+def _columns(rows: list[tuple[str, str]], indent: str = "  ") -> list[str]:
+    width = max((len(name) for name, _ in rows), default=0)
+    return [f"{indent}{name.ljust(width)}  {text}".rstrip() for name, text in rows]
+
+
+def _words(entry: ToolEntry) -> str:
+    return entry.command.removeprefix("tools ")
+
+
+def _dash(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def _fold(name: str) -> str:
+    return name.lower().replace("-", "").replace("_", "")
+
+
+def _count(n: int) -> str:
+    return f"{n} tool" if n == 1 else f"{n} tools"

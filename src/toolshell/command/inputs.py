@@ -1,0 +1,201 @@
+"""Build a tool's input object from the `tools` arguments and stdin (DESIGN §4, "Input").
+
+Precedence, low to high: stdin JSON, a JSON argument, then `key=value` pairs and `--key value`
+flags in the order written. stdin is read only when the arguments contain `-` or there are no
+input arguments at all: with only pairs and flags it is left alone, so a call inside
+`… | while read n; do …; done` does not eat the loop's remaining lines.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.registry.validate import resolve_key
+
+# A key written before `=`. Stricter than "anything before `=`" so that a stray URL such as
+# `https://x?a=b` is reported as a stray word instead of becoming a strange key.
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+STDIN_EMPTY = (
+    "`-` reads the input from stdin, but stdin is empty; pipe a JSON object in, "
+    "e.g. `jq -n '{repo: \"a/b\"}' | tools github list-pulls -`"
+)
+
+
+@dataclass
+class _Args:
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    pairs: list[tuple[str, str | bool]] = field(default_factory=list)
+    wants_stdin: bool = False
+
+
+def build_input(args: list[str], stdin: str | None, schema: dict[str, Any]) -> dict[str, Any]:
+    """Merge stdin, JSON arguments and key/value arguments into the tool's input object.
+
+    Args:
+        args: The input arguments (the words after the tool's name).
+        stdin: The command's stdin, or None when there is none.
+        schema: The tool's input schema; its `properties` decide which values stay text and
+            how key spellings (`--repo-name`, `repo_name=`) map to property names.
+
+    Returns:
+        The merged input object (not yet validated against the schema).
+
+    Raises:
+        ToolshellError: `invalid_input` for a stray word, bad or non-object JSON, or `-` with
+            empty stdin; the message shows the form to write instead.
+    """
+    parsed = _parse_args(args)
+    merged: dict[str, Any] = {}
+    if parsed.wants_stdin or not args:
+        merged.update(_read_stdin(stdin, required=parsed.wants_stdin))
+    for obj in parsed.objects:
+        merged.update(obj)
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    props = props if isinstance(props, dict) else {}
+    for key, raw in parsed.pairs:
+        name = resolve_key(key, schema)
+        merged[name] = raw if isinstance(raw, bool) else _value(raw, props.get(name))
+    return merged
+
+
+def _parse_args(args: list[str]) -> _Args:
+    out = _Args()
+    i = 0
+    while i < len(args):
+        word = args[i]
+        if word == "-":
+            out.wants_stdin = True
+        elif word.startswith("--"):
+            i = _flag(args, i, out)
+        elif word.lstrip()[:1] in ("{", "["):
+            out.objects.append(_json_argument(word))
+        elif "=" in word and _KEY.fullmatch(word.split("=", 1)[0]):
+            key, value = word.split("=", 1)
+            out.pairs.append((key, value))
+        else:
+            raise _stray(word)
+        i += 1
+    return out
+
+
+def _flag(args: list[str], i: int, out: _Args) -> int:
+    """Read `--key=value`, `--key value` or a bare `--flag` at `args[i]`; return the last index used."""
+    body = args[i][2:]
+    key, eq, value = body.partition("=")
+    if not _KEY.fullmatch(key):
+        raise _stray(args[i])
+    if eq:
+        out.pairs.append((key, value))
+        return i
+    nxt = args[i + 1] if i + 1 < len(args) else None
+    if nxt is None or nxt.startswith("--"):
+        out.pairs.append((key, True))
+        return i
+    out.pairs.append((key, nxt))
+    return i + 1
+
+
+def _stray(word: str) -> ToolshellError:
+    return ToolshellError(
+        ErrorCode.INVALID_INPUT,
+        f"unexpected argument {word!r}; pass input as key=value, --key value, or a JSON object",
+    )
+
+
+def _json_argument(text: str) -> dict[str, Any]:
+    try:
+        value = _loads(text)
+    except ValueError as err:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"the JSON argument is not valid JSON ({err}); write one object in single quotes, "
+            'e.g. \'{"repo": "a/b"}\'',
+        ) from None
+    if not isinstance(value, dict):
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"the JSON argument is {_kind(value)}, not an object: {_preview(value)}; pass one object, "
+            'e.g. \'{"repo": "a/b"}\', or key=value pairs',
+        )
+    return value
+
+
+def _read_stdin(stdin: str | None, *, required: bool) -> dict[str, Any]:
+    text = stdin or ""
+    if not text.strip():
+        if required:
+            raise ToolshellError(ErrorCode.INVALID_INPUT, STDIN_EMPTY)
+        return {}
+    try:
+        value = _loads(text)
+    except ValueError as err:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"stdin is not valid JSON ({err}); pipe one JSON object, or pass the input as key=value "
+            "pairs (stdin is then left alone)",
+        ) from None
+    if not isinstance(value, dict):
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"stdin holds {_kind(value)}, not a JSON object: {_preview(value)}; pipe one object, "
+            "e.g. `jq -n '{repo: \"a/b\"}' | tools github list-pulls`",
+        )
+    return value
+
+
+def _loads(text: str) -> Any:
+    """`json.loads` without Python's NaN/Infinity extensions, which no tool can receive as JSON."""
+
+    def reject(name: str) -> Any:
+        raise ValueError(f"{name} is not valid JSON")
+
+    return json.loads(text, parse_constant=reject)
+
+
+def _value(raw: str, prop: Any) -> Any:
+    """A pair's value: JSON when it parses, unless the property accepts a string (then text as is)."""
+    if _accepts_string(prop):
+        return raw
+    try:
+        return _loads(raw)
+    except ValueError:
+        return raw
+
+
+def _accepts_string(prop: Any) -> bool:
+    if not isinstance(prop, dict):
+        return False
+    kind = prop.get("type")
+    if kind == "string" or (isinstance(kind, list) and "string" in kind):
+        return True
+    if isinstance(prop.get("const"), str):
+        return True
+    enum = prop.get("enum")
+    if isinstance(enum, list) and enum and all(isinstance(v, str) for v in enum):
+        return True
+    # `Optional[str]` arrives as anyOf [{type: string}, {type: null}] from pydantic-made schemas.
+    return any(
+        _accepts_string(branch) for combiner in ("anyOf", "oneOf", "allOf") for branch in (prop.get(combiner) or [])
+    )
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "an object"
+    return "an array" if isinstance(value, list) else "a string"
+
+
+def _preview(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

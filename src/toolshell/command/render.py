@@ -1,0 +1,203 @@
+"""Turn a tool's result into what the script sees: stdout text, image files, or one error line.
+
+A single text block prints as is; anything else prints as compact JSON, structured content first.
+The SDK's `MCPServer` wraps a primitive or list return as `{"result": …}`; given the tool's
+output schema that wrapper is taken off, so `tools x list-things | jq '.[]'` sees the list.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolshell.errors import ErrorCode, ToolshellError
+
+if TYPE_CHECKING:
+    # Blocks are told apart by their `type` field, so importing this module stays cheap (the
+    # `mcp_types` import alone takes ~0.3 s and the CLI imports `command` on every start).
+    import mcp_types
+
+IMAGE_DIR = "tool-images"
+_EXTENSIONS = {"image/jpeg": "jpg", "image/svg+xml": "svg", "image/x-icon": "ico"}
+
+
+@dataclass(frozen=True)
+class Image:
+    """An image to write under `tool-images/`; `suggested_name` is the path relative to the cwd."""
+
+    data: bytes
+    mime_type: str
+    suggested_name: str
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What one call prints: stdout text (already capped), images to write, or an error."""
+
+    stdout: str
+    images: list[Image] = field(default_factory=list)
+    error: ToolshellError | None = None
+
+
+def render_result(
+    result: mcp_types.CallToolResult,
+    *,
+    max_bytes: int,
+    tool: str = "tool",
+    output_schema: dict[str, Any] | None = None,
+    taken: Collection[str] = frozenset(),
+) -> Rendered:
+    """Render a tool result for the shell.
+
+    Args:
+        result: The tool's result.
+        max_bytes: Cap on stdout in UTF-8 bytes (see `cap`).
+        tool: Name used for image files, e.g. `github-screenshot` → `tool-images/github-screenshot-1.png`.
+        output_schema: The tool's output schema, to recognise the SDK's `{"result": …}` wrapper.
+        taken: Image paths already in use, so a second call does not overwrite the first's files.
+
+    Returns:
+        `Rendered` with stdout ending in exactly one newline (or empty when the tool returned
+        nothing), the decoded images, and `error` set (stdout empty) for an `is_error` result.
+    """
+    if result.is_error:
+        return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, _cut(_error_text(result), max_bytes)))
+    blocks, images = _blocks_with_files(result.content, tool, taken)
+    text = _stdout_text(result, blocks, output_schema)
+    return Rendered(cap(_one_newline(text), max_bytes), images)
+
+
+def _stdout_text(result: mcp_types.CallToolResult, blocks: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    content = result.content
+    single_text = _text_of(content[0]) if len(content) == 1 else None
+    data = result.structured_content
+    if data is not None:
+        if _is_result_wrapper(data) and (_is_sdk_wrapper(schema) or data["result"] == single_text):
+            data = data["result"]
+        return data if isinstance(data, str) else _compact(data)
+    if single_text is not None:
+        return single_text
+    return _compact(blocks) if blocks else ""
+
+
+def _is(block: Any, kind: str) -> bool:
+    return getattr(block, "type", None) == kind
+
+
+def _text_of(block: Any) -> str | None:
+    """A text block's text; None for any other kind of block."""
+    return str(block.text) if _is(block, "text") else None
+
+
+def _is_result_wrapper(data: Any) -> bool:
+    return isinstance(data, dict) and list(data) == ["result"]
+
+
+def _is_sdk_wrapper(schema: dict[str, Any] | None) -> bool:
+    """The schema `MCPServer` makes for a wrapped return: only `result`, titled `<function>Output`."""
+    if not isinstance(schema, dict):
+        return False
+    props = schema.get("properties")
+    return (
+        isinstance(props, dict)
+        and list(props) == ["result"]
+        and schema.get("required") == ["result"]
+        and str(schema.get("title", "")).endswith("Output")
+    )
+
+
+def _blocks_with_files(
+    content: list[Any], tool: str, taken: Collection[str]
+) -> tuple[list[dict[str, Any]], list[Image]]:
+    """Content blocks as JSON dicts, with each image swapped for a note naming its file."""
+    blocks: list[dict[str, Any]] = []
+    images: list[Image] = []
+    used = set(taken)
+    for block in content:
+        if not _is(block, "image"):
+            blocks.append(block.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"meta"}))
+            continue
+        note: dict[str, Any] = {"type": "image", "mimeType": block.mime_type}
+        try:
+            data = base64.b64decode(block.data, validate=True)
+        except (binascii.Error, ValueError):
+            note["error"] = "the image data is not valid base64; nothing was saved"
+        else:
+            name = _image_name(tool, block.mime_type, used)
+            used.add(name)
+            images.append(Image(data, block.mime_type, name))
+            note["file"] = name
+        blocks.append(note)
+    return blocks, images
+
+
+def _image_name(tool: str, mime_type: str, used: set[str]) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", tool).strip("-.") or "tool"
+    subtype = mime_type.partition("/")[2].split(";")[0].strip().lower()
+    ext = _EXTENSIONS.get(mime_type.lower(), re.sub(r"[^a-z0-9]+", "", subtype) or "bin")
+    # Number per tool, not per extension, so one call's images read as -1.png, -2.jpg, ….
+    n = 1
+    while any(path.startswith(f"{IMAGE_DIR}/{stem}-{n}.") for path in used):
+        n += 1
+    return f"{IMAGE_DIR}/{stem}-{n}.{ext}"
+
+
+def _error_text(result: mcp_types.CallToolResult) -> str:
+    texts = [text for text in map(_text_of, result.content) if text and text.strip()]
+    if texts:
+        return "\n".join(t.strip() for t in texts)
+    if result.structured_content is not None:
+        return _compact(result.structured_content)
+    return "the tool reported an error without a message"
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _one_newline(text: str) -> str:
+    return text.rstrip("\n") + "\n" if text else ""
+
+
+def _cut(text: str, max_bytes: int) -> str:
+    """`text` cut to `max_bytes` UTF-8 bytes without a marker line (for one-line error messages)."""
+    kept, dropped, total = _split(text, max_bytes)
+    return text if not dropped else f"{kept}… [{dropped:,} of {total:,} bytes dropped]"
+
+
+def _split(text: str, max_bytes: int) -> tuple[str, int, int]:
+    raw = text.encode("utf-8", "surrogatepass")
+    if len(raw) <= max_bytes:
+        return text, 0, len(raw)
+    # Decoding the prefix with "ignore" drops a character split by the cut, so the cut lands on a
+    # UTF-8 boundary at or below max_bytes.
+    kept = raw[: max(max_bytes, 0)].decode("utf-8", "ignore")
+    return kept, len(raw) - len(kept.encode("utf-8", "surrogatepass")), len(raw)
+
+
+def cap(text: str, max_bytes: int) -> str:
+    """Cut `text` to at most `max_bytes` UTF-8 bytes and say how much was dropped.
+
+    Args:
+        text: The output.
+        max_bytes: The most bytes of `text` to keep; the cut never splits a character.
+
+    Returns:
+        `text` unchanged when it fits; else the kept part followed by a marker line such as
+        `[output cut: 12,345 of 112,345 bytes dropped; narrow the query or filter with jq]`.
+    """
+    kept, dropped, total = _split(text, max_bytes)
+    if not dropped:
+        return text
+    sep = "" if kept.endswith("\n") or not kept else "\n"
+    return f"{kept}{sep}[output cut: {dropped:,} of {total:,} bytes dropped; narrow the query or filter with jq]\n"
+
+
+def error_line(err: ToolshellError) -> str:
+    """The one JSON line a failed call writes to stderr: `{"error":{"code":…,…}}` and a newline."""
+    return _compact(err.to_json()) + "\n"
