@@ -1,0 +1,150 @@
+"""Check a call's input against the tool's input schema before anything is sent; resolve key spellings.
+
+Validators are compiled once per schema, keyed by the schema's canonical JSON, in a bounded LRU
+cache, so a call costs one dictionary lookup plus the validation itself. A schema that is itself
+invalid (or cannot be used: an unresolvable `$ref`, a bad regex) never blocks a call: the input
+is let through, the server judges it, and `schema_problem` says what is wrong with the schema.
+`$ref`s are resolved only inside the schema; nothing is fetched over the network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import warnings
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import referencing
+from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.registry.entry import ToolEntry
+
+log = logging.getLogger(__name__)
+
+CACHE_SIZE = 512
+_MAX_MESSAGE = 300
+_NO_REMOTE_REFS: referencing.Registry[Any] = referencing.Registry()  # empty: any remote `$ref` is unresolvable
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    validator: Validator | None
+    problem: str | None = None
+
+
+_cache: OrderedDict[str, _Compiled] = OrderedDict()
+
+
+def _canonical(schema: Any) -> str | None:
+    try:
+        return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError):
+        return None
+
+
+def _compile(schema: dict[str, Any]) -> _Compiled:
+    """Build a validator for the schema's draft (`$schema`; 2020-12 when absent or unknown)."""
+    if not isinstance(schema, dict):
+        return _Compiled(None, f"the input schema is a {type(schema).__name__}, not an object")
+    with warnings.catch_warnings():  # an unknown `$schema` warns; we fall back to the latest draft
+        warnings.simplefilter("ignore", DeprecationWarning)
+        cls = validator_for(schema)
+    try:
+        cls.check_schema(schema)
+    except SchemaError as e:
+        return _Compiled(None, f"the input schema is invalid at {_pointer(e.absolute_path)}: {_short(e.message)}")
+    return _Compiled(cls(schema, registry=_NO_REMOTE_REFS))
+
+
+def _compiled(schema: dict[str, Any]) -> _Compiled:
+    key = _canonical(schema)
+    if key is None:
+        return _Compiled(None, "the input schema is not plain JSON")
+    found = _cache.get(key)
+    if found is not None:
+        _cache.move_to_end(key)
+        return found
+    found = _compile(schema)
+    if found.problem:
+        log.warning("%s; inputs are not checked against it", found.problem)
+    _cache[key] = found
+    if len(_cache) > CACHE_SIZE:
+        _cache.popitem(last=False)
+    return found
+
+
+def _mark_unusable(schema: dict[str, Any], problem: str) -> None:
+    """Remember a schema that failed while validating, so later calls skip it without retrying."""
+    log.warning("%s; inputs are not checked against it", problem)
+    key = _canonical(schema)
+    if key is not None and key in _cache:
+        _cache[key] = _Compiled(None, problem)
+
+
+def schema_problem(schema: dict[str, Any]) -> str | None:
+    """What is wrong with a tool's input schema, or None when it is usable. For diagnostics."""
+    return _compiled(schema).problem
+
+
+def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
+    """Check `arguments` against the tool's input schema.
+
+    Args:
+        entry: the tool being called.
+        arguments: the merged input object.
+
+    Raises:
+        ToolshellError: `invalid_input`, naming the failing path (JSON pointer) and how to see the schema.
+    """
+    compiled = _compiled(entry.input_schema)
+    if compiled.validator is None:
+        return
+    try:
+        error = best_match(compiled.validator.iter_errors(arguments))
+    except Exception as e:  # input faults are yielded, never raised: this is a fault of the schema
+        _mark_unusable(entry.input_schema, f"the input schema cannot be used: {_short(str(e))}")
+        return
+    if error is None:
+        return
+    path = _pointer(error.absolute_path)
+    raise ToolshellError(
+        ErrorCode.INVALID_INPUT,
+        f"input does not match the schema of {entry.command}: at {path}: {_short(error.message)}. "
+        f"Run `{entry.command} --help` for the schema.",
+        detail={"path": path, "validator": error.validator},
+    )
+
+
+def _pointer(path: Any) -> str:
+    """A JSON pointer (`/items/0/name`); the whole input is `/`."""
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in path]
+    return "/" + "/".join(parts)
+
+
+def _short(message: str) -> str:
+    """jsonschema quotes the failing value in full; keep a huge one from flooding the error line."""
+    return message if len(message) <= _MAX_MESSAGE else message[: _MAX_MESSAGE - 1] + "…"
+
+
+def _squash(name: str) -> str:
+    return name.replace("-", "").replace("_", "").lower()
+
+
+def resolve_key(key: str, schema: dict[str, Any]) -> str:
+    """Map a key spelling (`--repo-name`, `repo_name`, `repoName`, `RepoName`) to the schema's property.
+
+    Leading dashes are flag syntax and always dropped. Spellings are compared lower-case with `-`
+    and `_` removed; an exact property name wins over a folded match. A key that matches no
+    property comes back unchanged (the schema check reports it if `additionalProperties` is false).
+    """
+    name = key.lstrip("-") or key
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or name in properties:
+        return name
+    squashed = _squash(name)
+    return next((p for p in properties if _squash(p) == squashed), name)
