@@ -1,0 +1,110 @@
+"""`Policy`: the one place the shell asks whether a call may run.
+
+- `assess(entry, input)` judges a call without running or using anything up: for `tools plan` and
+  the before-start check. `input=None` means the input is built while the script runs.
+- `check(entry, input, session_id)` judges a real call just before it is made, and uses up a
+  one-off grant that covers it.
+
+Both apply, in order: deny rules and static guard rules (`blocked`), `risk.judge` with the tool's
+rating, then the person's grants (`needs_approval` becomes `changes`). `assess` and `check` agree,
+so a call the plan marks `needs_approval` is the call that would hold the script.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolshell.config import Config
+from toolshell.policy.approvals import Approvals
+from toolshell.policy.guardrails import Guardrails
+from toolshell.policy.rating import Rater, Ratings, make_rater
+from toolshell.policy.risk import (
+    BLOCKED,
+    CHANGES,
+    CHECKED_AT_RUN_TIME,
+    NEEDS_APPROVAL,
+    READ_ONLY,
+    Risk,
+    judge,
+    rules_of,
+)
+from toolshell.registry.entry import ToolEntry
+from toolshell.store.sqlite import Store
+
+
+class Policy:
+    """Risk, ratings, approvals and guardrails for one host.
+
+    Args:
+        config: the host config (`[approval]`, `[[guard]]`, `[tools_in_shell] rate_unlabeled_tools`).
+        store: where ratings, approval requests and grants are kept.
+        rater: who rates unlabeled tools. None: the rater `[approval] rater` names (`make_rater`;
+            `rater = "none"` turns ratings off, and so does `rate_unlabeled_tools = false`).
+
+    Raises:
+        ConfigError: a bad pattern in `[approval] deny` / `require` or `[[guard]] tool`.
+    """
+
+    def __init__(self, config: Config, store: Store, rater: Rater | None = None) -> None:
+        self.config = config
+        self.approval = config.approval
+        rules_of(self.approval)  # fail at start-up, not at the first call, on a bad pattern
+        self.approvals = Approvals(store)
+        self.guardrails = Guardrails.from_config(config.guard)
+        if rater is None:
+            rater = make_rater(config.approval)
+        enabled = config.tools_in_shell.rate_unlabeled_tools
+        self.ratings: Ratings | None = Ratings(store, rater, enabled=enabled) if rater is not None else None
+
+    async def rating(self, entry: ToolEntry) -> str | None:
+        """The tool's rating (None for a labeled tool or when ratings are off)."""
+        return await self.ratings.get(entry) if self.ratings is not None else None
+
+    async def assess(self, entry: ToolEntry, input: dict[str, Any] | None) -> Risk:
+        """Judge a call without making it or using up a grant.
+
+        With `input=None` (built at run time) the answer is `checked_at_run_time` unless the tool is
+        `read_only` or `blocked` whatever its input: a one-off grant and a guard rule both depend on
+        the exact input, so nothing more can be said before it exists.
+        """
+        risk = await self._judge(entry, input)
+        if input is None:
+            return (
+                risk
+                if risk.level in (READ_ONLY, BLOCKED)
+                else Risk(
+                    CHECKED_AT_RUN_TIME,
+                    None,
+                    f"{entry.command} gets its input while the script runs; it is checked then",
+                )
+            )
+        if risk.level == NEEDS_APPROVAL and (self.approvals.is_always(entry) or self.approvals.has_once(entry, input)):
+            return _granted(entry)
+        return risk
+
+    async def check(self, entry: ToolEntry, input: dict[str, Any], session_id: str = "") -> Risk:
+        """Judge a call about to be made. A valid "always" grant, or a one-off grant for this exact
+        call (used up here), turns `needs_approval` into `changes`; `blocked` stays blocked.
+
+        `session_id` is kept for symmetry with `approvals.request`; grants are not per session.
+        """
+        risk = await self._judge(entry, input)
+        if risk.level == NEEDS_APPROVAL and (
+            self.approvals.is_always(entry) or self.approvals.consume_once(entry, input)
+        ):
+            return _granted(entry)
+        return risk
+
+    async def _judge(self, entry: ToolEntry, input: dict[str, Any] | None) -> Risk:
+        risk = judge(entry, self.approval, rating=None)
+        if risk.level == BLOCKED:
+            return risk
+        if input is not None and (reason := self.guardrails.denies(entry, input)):
+            return Risk(BLOCKED, None, reason)
+        if risk.level == READ_ONLY or risk.why == "policy" or self.approval.mode == "off":
+            return risk  # a rating cannot change these
+        return judge(entry, self.approval, rating=await self.rating(entry))
+
+
+def _granted(entry: ToolEntry) -> Risk:
+    return Risk(CHANGES, None, f"{entry.command} was approved by a person; it runs without asking")

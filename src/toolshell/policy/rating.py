@@ -1,0 +1,281 @@
+"""Ratings: does a tool that declares nothing about its risk change things outside the session?
+
+A rating only ever adds a question (see `risk.judge`), so every doubt resolves to `"changes"`:
+a tool the heuristic cannot read, and a rater that fails, both rate `"changes"`.
+
+`Ratings` asks a `Rater` once per (server, tool, input-schema hash) and keeps the answer in SQLite,
+so a script's hundredth call to a tool costs one indexed lookup.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, Protocol
+
+import anyio
+
+from toolshell.config import ApprovalConfig
+from toolshell.errors import ConfigError
+from toolshell.policy.canonical import schema_hash, server_key
+from toolshell.policy.risk import is_unlabeled
+from toolshell.registry.entry import ToolEntry
+from toolshell.store.sqlite import Store
+
+Rating = Literal["changes", "read_only"]
+log = logging.getLogger(__name__)
+
+
+class Rater(Protocol):
+    """Rates one unlabeled tool. May raise; `Ratings` then treats the tool as `"changes"`."""
+
+    async def rate(self, entry: ToolEntry) -> Rating: ...
+
+
+class RaterFailed(Exception):
+    """A rater could not give an answer (the program failed, timed out, or printed nonsense)."""
+
+
+# --- the offline heuristic -----------------------------------------------------------------------
+
+CHANGE_VERBS = frozenset(
+    "create update delete remove write send post put patch set add merge push move rename drop kill execute "
+    "exec run insert upsert edit modify replace append publish upload archive close reopen cancel approve "
+    "assign unassign label comment reply invite ban revoke grant transfer pay charge refund deploy install "
+    "uninstall start stop restart reset clear purge destroy truncate commit apply submit save store "
+    "mark enable disable lock unlock block unblock subscribe unsubscribe fork star unstar trigger dispatch "
+    "schedule book order sign mutate overwrite erase wipe terminate shutdown reboot".split()
+)
+READ_VERBS = frozenset(
+    "get list read search find show fetch describe count query lookup look view inspect check status "
+    "browse download export preview diff log stat info summarize summarise explain validate lint "
+    "calculate compute convert format parse render echo ping whoami resolve match compare".split()
+)
+_READ_ONLY_PHRASES = (
+    "read-only",
+    "read only",
+    "readonly",
+    "does not modify",
+    "without modifying",
+    "no side effects",
+    "does not change",
+    "never modifies",
+)
+_WORD = re.compile(r"[a-z]+")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def _name_words(name: str) -> list[str]:
+    return [w.lower() for w in re.split(r"[_\-\s.]+", _CAMEL.sub("_", name)) if w]
+
+
+def _stem(word: str) -> str:
+    """`deletes` / `deleted` / `deleting` -> `delete`; enough for verbs in tool descriptions."""
+    for suffix, repl in (("ies", "y"), ("ing", ""), ("ing", "e"), ("ed", ""), ("ed", "e"), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and len(word) > len(suffix) + 2:
+            base = word[: -len(suffix)] + repl
+            if base in CHANGE_VERBS or base in READ_VERBS:
+                return base
+    return word
+
+
+def _schema_words(schema: dict[str, object]) -> list[str]:
+    props = schema.get("properties")
+    return [w for key in props for w in _name_words(str(key))] if isinstance(props, dict) else []
+
+
+def heuristic_rating(entry: ToolEntry) -> Rating:
+    """Rate a tool by its words. The rule, first match wins:
+
+    1. a change verb in the tool's name (`create_issue`, `deleteFile`, `git_push`) -> changes;
+    2. a read verb in its name (`list_pulls`, `getUser`, `search_docs`) -> read_only;
+    3. the description says it is read-only ("read-only", "does not modify", ...) -> read_only;
+    4. a change verb in the description or the input property names -> changes;
+    5. a read verb in the description -> read_only;
+    6. nothing tells -> changes (a rating may only add a question, never remove one).
+    """
+    name = _name_words(entry.name)
+    if any(w in CHANGE_VERBS for w in name):
+        return "changes"
+    if any(w in READ_VERBS for w in name):
+        return "read_only"
+    text = entry.description.lower()
+    if any(p in text for p in _READ_ONLY_PHRASES):
+        return "read_only"
+    described = [_stem(w) for w in _WORD.findall(text)]
+    if any(w in CHANGE_VERBS for w in described + _schema_words(entry.input_schema)):
+        return "changes"
+    if any(w in READ_VERBS for w in described):
+        return "read_only"
+    return "changes"
+
+
+class HeuristicRater:
+    """The offline rater: `heuristic_rating` on the tool's name, description and schema words."""
+
+    async def rate(self, entry: ToolEntry) -> Rating:
+        return heuristic_rating(entry)
+
+
+# --- other raters ----------------------------------------------------------------------------------
+
+
+def parse_rating(text: str) -> Rating:
+    """Read a rater's answer: `changes` / `read_only` (or `read-only`), bare or as `{"rating": ...}`.
+
+    Raises:
+        RaterFailed: the text is neither.
+    """
+    answer: object = text.strip()
+    if isinstance(answer, str) and answer.startswith("{"):
+        try:
+            answer = json.loads(answer).get("rating")
+        except (json.JSONDecodeError, AttributeError):
+            raise RaterFailed(f'the rater printed JSON without a usable "rating": {text[:200]!r}') from None
+    if isinstance(answer, str) and answer.strip().lower().replace("-", "_") in ("changes", "read_only"):
+        return "changes" if answer.strip().lower() == "changes" else "read_only"
+    raise RaterFailed(f'the rater printed {text[:200]!r}; it must print `changes`, `read_only` or {{"rating": …}}')
+
+
+def tool_json(entry: ToolEntry) -> dict[str, object]:
+    """What a rater is told about a tool."""
+    return {
+        "server": entry.server,
+        "name": entry.name,
+        "description": entry.description,
+        "input_schema": entry.input_schema,
+    }
+
+
+class CommandRater:
+    """Runs `argv` with the tool as JSON on stdin (`{"server","name","description","input_schema"}`)
+    and reads `changes` / `read_only` or `{"rating": ...}` from its stdout.
+
+    A non-zero exit, a timeout, a missing program or an unreadable answer raises `RaterFailed`,
+    which `Ratings` turns into `"changes"`.
+    """
+
+    def __init__(self, argv: Sequence[str], *, timeout_seconds: float = 30.0) -> None:
+        if not argv:
+            raise ValueError('CommandRater needs a program, e.g. rater_command = ["python", "rate.py"]')
+        self.argv = list(argv)
+        self.timeout_seconds = timeout_seconds
+
+    async def rate(self, entry: ToolEntry) -> Rating:
+        data = json.dumps(tool_json(entry)).encode()
+        try:
+            with anyio.fail_after(self.timeout_seconds):
+                done = await anyio.run_process(self.argv, input=data, check=False)
+        except TimeoutError:
+            raise RaterFailed(f"{self.argv[0]} gave no rating within {self.timeout_seconds:g} s") from None
+        except OSError as e:
+            raise RaterFailed(f"cannot run the rater {self.argv[0]!r}: {e.strerror or e}") from None
+        if done.returncode != 0:
+            tail = done.stderr.decode(errors="replace").strip()[-300:]
+            raise RaterFailed(f"the rater {self.argv[0]!r} exited with {done.returncode}: {tail}")
+        return parse_rating(done.stdout.decode(errors="replace"))
+
+
+class CallableRater:
+    """Wraps a function `fn(entry) -> "changes" | "read_only"` (sync or async) as a `Rater`.
+
+    The answer is read like a command rater's, so a function may also return `{"rating": …}` text.
+    """
+
+    def __init__(self, fn: Callable[[ToolEntry], str | Awaitable[str]]) -> None:
+        self.fn = fn
+
+    async def rate(self, entry: ToolEntry) -> Rating:
+        answer = self.fn(entry)
+        if not isinstance(answer, str):
+            answer = await answer
+        return parse_rating(answer)
+
+
+def make_rater(approval: ApprovalConfig) -> Rater | None:
+    """The rater `[approval] rater` names: `heuristic` (default), `command` (`rater_command`), `none`.
+
+    Raises:
+        ConfigError: `rater = "command"` without a `rater_command`.
+    """
+    if approval.rater == "none":
+        return None
+    if approval.rater == "command":
+        if not approval.rater_command:
+            raise ConfigError(
+                [
+                    (
+                        "approval.rater_command",
+                        'rater = "command" needs the program to run, e.g. rater_command = ["python", "rate.py"]',
+                    )
+                ]
+            )
+        return CommandRater(approval.rater_command)
+    return HeuristicRater()
+
+
+# --- stored ratings --------------------------------------------------------------------------------
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS ratings (
+    server TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    schema_hash TEXT NOT NULL,
+    rating TEXT NOT NULL,
+    rated_at REAL NOT NULL,
+    PRIMARY KEY (server, tool, schema_hash)
+);
+"""
+
+
+class Ratings:
+    """Stored ratings of unlabeled tools.
+
+    Args:
+        store: where ratings are kept (table `ratings`).
+        rater: who is asked about a tool not yet rated.
+        enabled: `[tools_in_shell] rate_unlabeled_tools`; False makes `get` return None.
+    """
+
+    def __init__(self, store: Store, rater: Rater, *, enabled: bool = True) -> None:
+        self.store = store
+        self.rater = rater
+        self.enabled = enabled
+        self._failed: set[tuple[str, str, str]] = set()
+        self._lock = anyio.Lock()
+        store.ensure(_SCHEMA)
+
+    async def get(self, entry: ToolEntry) -> Rating | None:
+        """The tool's rating, asking the rater the first time; None for a tool that is not rated.
+
+        Labeled trusted tools are never rated. A rater that fails rates `"changes"`; that answer is
+        not stored, and the rater is not asked about that tool again by this `Ratings` (a broken
+        rater must not cost every call a timeout).
+        """
+        if not self.enabled or not is_unlabeled(entry):
+            return None
+        key = (server_key(entry), entry.name, schema_hash(entry))
+        async with self._lock:  # two concurrent calls to a new tool rate it once
+            if stored := self._stored(key):
+                return stored
+            if key in self._failed:
+                return "changes"
+            try:
+                rating = await self.rater.rate(entry)
+                rating = parse_rating(rating)
+            except Exception as e:  # any failure of a rater means "changes": a rating only adds questions
+                log.warning("rating %s failed, treating it as changing things: %s", entry.command, e)
+                self._failed.add(key)
+                return "changes"
+            self.store.execute(
+                "INSERT OR REPLACE INTO ratings (server, tool, schema_hash, rating, rated_at) VALUES (?,?,?,?,?)",
+                (*key, rating, time.time()),
+            )
+            return rating
+
+    def _stored(self, key: tuple[str, str, str]) -> Rating | None:
+        rows = self.store.query("SELECT rating FROM ratings WHERE server=? AND tool=? AND schema_hash=?", key)
+        return rows[0]["rating"] if rows else None
