@@ -1,1 +1,91 @@
-"""scripts."""
+"""Saved scripts (`tools scripts …`), their store, and triggers (schedules and webhooks).
+
+Names load lazily: `jsonschema` and Starlette are slow to import and most commands need neither.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolshell.scripts.clock import Clock, ManualClock, SystemClock
+    from toolshell.scripts.cron import CronSchedule
+    from toolshell.scripts.store import SavedScript, ScriptStore, check_name, check_schema
+    from toolshell.scripts.triggers import (
+        RunOutcome,
+        RunScript,
+        Trigger,
+        TriggerConfig,
+        TriggerRunner,
+        tokens_from_env,
+    )
+    from toolshell.scripts.verbs import (
+        MAX_DEPTH,
+        USAGE,
+        ScriptsRequest,
+        check_can_save,
+        check_depth,
+        list_text,
+        parse_scripts_args,
+        script_help,
+    )
+    from toolshell.scripts.webhook import webhook_app
+
+_WHERE = {
+    "Clock": "clock",
+    "ManualClock": "clock",
+    "SystemClock": "clock",
+    "CronSchedule": "cron",
+    "SavedScript": "store",
+    "ScriptStore": "store",
+    "check_name": "store",
+    "check_schema": "store",
+    "RunOutcome": "triggers",
+    "RunScript": "triggers",
+    "Trigger": "triggers",
+    "TriggerConfig": "triggers",
+    "TriggerRunner": "triggers",
+    "tokens_from_env": "triggers",
+    "MAX_DEPTH": "verbs",
+    "USAGE": "verbs",
+    "ScriptsRequest": "verbs",
+    "check_can_save": "verbs",
+    "check_depth": "verbs",
+    "list_text": "verbs",
+    "parse_scripts_args": "verbs",
+    "script_help": "verbs",
+    "webhook_app": "webhook",
+}
+
+__all__ = [
+    "Clock",
+    "CronSchedule",
+    "MAX_DEPTH",
+    "ManualClock",
+    "RunOutcome",
+    "RunScript",
+    "SavedScript",
+    "ScriptStore",
+    "ScriptsRequest",
+    "SystemClock",
+    "Trigger",
+    "TriggerConfig",
+    "TriggerRunner",
+    "USAGE",
+    "check_can_save",
+    "check_depth",
+    "check_name",
+    "check_schema",
+    "list_text",
+    "parse_scripts_args",
+    "script_help",
+    "tokens_from_env",
+    "webhook_app",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)

@@ -1,0 +1,206 @@
+"""Saved scripts: a name, a description, an input schema and a bash body, kept in SQLite.
+
+Names fold `-` and `_` together (as tool names do), so `triage-prs` and `triage_prs` are one script.
+Every mistake is an `invalid_input` error that says what to write instead.
+"""
+
+from __future__ import annotations
+
+import builtins
+import difflib
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.store.sqlite import Store
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS saved_scripts (
+    key TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    description TEXT NOT NULL,
+    input_schema TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+
+MAX_NAME = 64
+RESERVED_NAMES = frozenset({"save", "delete", "list", "help"})
+"""Words of the `tools scripts` grammar, so they cannot name a script."""
+
+EXAMPLE_SCHEMA = '{"type":"object","properties":{"repo":{"type":"string"}},"required":["repo"]}'
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_COLUMNS = "name, description, input_schema, body, created_at, updated_at"
+
+
+@dataclass(frozen=True)
+class SavedScript:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    body: str
+    created_at: float
+    updated_at: float
+
+
+def fold(name: str) -> str:
+    """The lookup key of a script name: `-` and `_` are the same character."""
+    return name.replace("-", "_")
+
+
+def check_name(name: str) -> None:
+    """Raise `invalid_input` unless `name` can name a saved script."""
+    if not name or len(name) > MAX_NAME or not _NAME_RE.match(name):
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"{name!r} is not a usable script name; use letters, digits, '-' and '_', starting with a letter "
+            f"or digit, at most {MAX_NAME} characters (e.g. triage-prs)",
+        )
+    if fold(name).lower() in RESERVED_NAMES:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"{name!r} is a word of the `tools scripts` command and cannot name a script; pick another name",
+        )
+
+
+def check_schema(schema: Any) -> None:
+    """Raise `invalid_input` unless `schema` is a valid JSON Schema for an object input."""
+    from jsonschema.exceptions import SchemaError
+    from jsonschema.validators import validator_for
+
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f'the input schema must be a JSON Schema with "type": "object" at the top, e.g. {EXAMPLE_SCHEMA}',
+        )
+    try:
+        validator_for(schema).check_schema(schema)
+    except SchemaError as e:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"the input schema is not valid JSON Schema at {_path(e.absolute_path)}: {e.message}; "
+            f"write e.g. {EXAMPLE_SCHEMA}",
+        ) from None
+
+
+class ScriptStore:
+    """Saved scripts in the `saved_scripts` table of a `Store`.
+
+    Args:
+        store: Where to keep them.
+        clock: Unix seconds now; tests pass a fixed one.
+    """
+
+    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
+        store.ensure(SCHEMA)
+        self._store = store
+        self._clock = clock
+        self._validators: dict[str, Validator] = {}
+
+    def save(
+        self, name: str, body: str, description: str = "", input_schema: dict[str, Any] | None = None
+    ) -> SavedScript:
+        """Save a script, or replace the one with the same (folded) name; returns what was stored.
+
+        Args:
+            name: Letters, digits, `-` and `_`, at most 64 characters.
+            body: The bash script; must not be blank.
+            description: One line shown by `tools scripts`.
+            input_schema: A JSON Schema with `"type": "object"`; any object when None.
+        """
+        check_name(name)
+        schema = {"type": "object"} if input_schema is None else input_schema
+        check_schema(schema)
+        if not body.strip():
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"the script body is empty; pipe the script on stdin: cat script.sh | tools scripts save {name} "
+                "--description TEXT --input-schema JSON",
+            )
+        now = self._clock()
+        previous = self.get(name)
+        created = previous.created_at if previous else now
+        self._store.execute(
+            f"INSERT OR REPLACE INTO saved_scripts (key, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [fold(name), name, description.strip(), _canonical(schema), body, created, now],
+        )
+        return SavedScript(name, description.strip(), schema, body, created, now)
+
+    def get(self, name: str) -> SavedScript | None:
+        """The script saved under `name` (hyphens and underscores alike), or None."""
+        rows = self._store.query(f"SELECT {_COLUMNS} FROM saved_scripts WHERE key = ?", [fold(name)])
+        return _script(rows[0]) if rows else None
+
+    def require(self, name: str) -> SavedScript:
+        """The script saved under `name`, or `unknown_command` naming the closest saved names."""
+        script = self.get(name)
+        if script is None:
+            names = [s.name for s in self.list()]
+            close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(close)}?" if close else "; `tools scripts` lists the saved scripts"
+            raise ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no saved script named {name!r}{hint}")
+        return script
+
+    def list(self) -> builtins.list[SavedScript]:
+        """Every saved script, by name."""
+        return [_script(r) for r in self._store.query(f"SELECT {_COLUMNS} FROM saved_scripts ORDER BY key")]
+
+    def delete(self, name: str) -> None:
+        """Delete a saved script; `unknown_command` when there is none by that name."""
+        self.require(name)
+        self._store.execute("DELETE FROM saved_scripts WHERE key = ?", [fold(name)])
+
+    def check_input(self, script: SavedScript, input: Any) -> None:
+        """Raise `invalid_input` with the failing path unless `input` matches the script's schema."""
+        from jsonschema.exceptions import best_match
+
+        if not isinstance(input, dict):
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"the input of script {script.name!r} must be a JSON object, e.g. tools scripts {script.name} "
+                f'key=value or \'{{"key": "value"}}\'',
+            )
+        error = best_match(self._validator(script.input_schema).iter_errors(input))
+        if error is not None:
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"input of script {script.name!r} at {_path(error.absolute_path)}: {error.message}; "
+                f"see tools scripts {script.name} --help",
+            )
+
+    def _validator(self, schema: dict[str, Any]) -> Validator:
+        # Compiled once per schema text: a script may be run many times by a trigger.
+        key = _canonical(schema)
+        if key not in self._validators:
+            from jsonschema.validators import validator_for
+
+            self._validators[key] = validator_for(schema)(schema)
+        return self._validators[key]
+
+
+def _script(row: Any) -> SavedScript:
+    return SavedScript(
+        row["name"], row["description"], json.loads(row["input_schema"]), row["body"], row["created_at"],
+        row["updated_at"],
+    )  # fmt: skip
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _path(parts: Any) -> str:
+    """A JSON path a person can read: `repo`, `labels[0]`, or `the top level`."""
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "the top level"

@@ -1,0 +1,142 @@
+"""The webhook endpoint: `POST /hooks/<trigger>` runs that trigger's saved script.
+
+Checks in order: the Host header (loopback names only unless configured, against DNS
+rebinding), the trigger, its bearer token (constant-time compare; never logged or echoed), the
+body (an optional JSON object, merged over the trigger's input). Errors use the same JSON shape
+as `tools` error lines.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.scripts.triggers import TriggerRunner
+
+log = logging.getLogger("toolshell.triggers")
+
+MAX_BODY_BYTES = 1_000_000
+_STATUS = {
+    ErrorCode.UNKNOWN_COMMAND: 404,
+    ErrorCode.DENIED: 401,
+    ErrorCode.INVALID_INPUT: 400,
+    ErrorCode.UNAVAILABLE: 503,
+}
+
+
+class _Refusal(Exception):
+    def __init__(self, error: ToolshellError, status: int | None = None, headers: dict[str, str] | None = None):
+        super().__init__(error.message)
+        self.error, self.status, self.headers = error, status or _STATUS.get(error.code, 400), headers
+
+
+def _refuse(code: ErrorCode, message: str, status: int | None = None, **headers: str) -> _Refusal:
+    return _Refusal(ToolshellError(code, message), status, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def webhook_app(
+    runner: TriggerRunner,
+    tokens: Mapping[str, str],
+    *,
+    allowed_hosts: Collection[str] = (),
+    max_body_bytes: int = MAX_BODY_BYTES,
+) -> Starlette:
+    """An ASGI app serving `POST /hooks/<trigger>` for the runner's webhook triggers.
+
+    Args:
+        runner: Runs the trigger (`runner.fire`).
+        tokens: The bearer token of each trigger that names `secret_env`, by trigger name
+            (`tokens_from_env` builds it). A trigger that needs one but has none is refused.
+        allowed_hosts: Host names accepted besides loopback ones (`localhost`, `127.0.0.1`, `::1`);
+            `"*"` accepts any, for a deployment behind a proxy that checks hosts itself.
+        max_body_bytes: Larger bodies get 413.
+    """
+    extra_hosts = {h.lower() for h in allowed_hosts}
+
+    async def hook(request: Request) -> Response:
+        name = request.path_params["name"]
+        try:
+            _check_host(request.headers.get("host", ""), extra_hosts)
+            trigger = runner.triggers.get(name)
+            if trigger is None or not trigger.webhook:
+                raise _refuse(ErrorCode.UNKNOWN_COMMAND, f"no webhook trigger named {name!r}")
+            if trigger.secret_env:
+                _check_token(request.headers.get("authorization", ""), tokens.get(name), name)
+            body = await _read_input(request, max_body_bytes)
+            outcome = await runner.fire(name, body)
+        except _Refusal as r:
+            log.warning("webhook %s: refused (%s)", name, r.error.code)
+            return JSONResponse(r.error.to_json(), r.status, headers=r.headers)
+        return JSONResponse({"trigger": name, "script": trigger.script, **outcome.to_dict()})
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        error = ToolshellError(ErrorCode.UNKNOWN_COMMAND, "webhooks are served at POST /hooks/<trigger>")
+        return JSONResponse(error.to_json(), getattr(exc, "status_code", 404))
+
+    return Starlette(
+        routes=[Route("/hooks/{name}", hook, methods=["POST"])],
+        exception_handlers={404: not_found, 405: not_found},
+    )
+
+
+def _check_host(header: str, extra: set[str]) -> None:
+    if header.startswith("["):  # [::1]:8000
+        host = header[1:].partition("]")[0]
+    else:  # name:port, or a bare IPv6 address
+        host = header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+    host = host.lower()
+    if "*" in extra or host in extra or host == "localhost" or _is_loopback(host):
+        return
+    raise _refuse(
+        ErrorCode.DENIED,
+        f"host {host!r} is not served; webhooks answer on loopback names unless the host is configured",
+        403,
+    )
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_token(header: str, expected: str | None, name: str) -> None:
+    if not expected:
+        raise _refuse(ErrorCode.UNAVAILABLE, f"webhook {name!r} needs a token but none is configured on this host")
+    scheme, _, given = header.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        raise _refuse(
+            ErrorCode.DENIED, "this webhook needs the header 'Authorization: Bearer <token>'", www_authenticate="Bearer"
+        )
+    if not hmac.compare_digest(given.strip().encode(), expected.encode()):
+        raise _refuse(
+            ErrorCode.DENIED, "the bearer token is not the one this webhook expects", www_authenticate="Bearer"
+        )
+
+
+async def _read_input(request: Request, limit: int) -> dict[str, Any] | None:
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _refuse(ErrorCode.INVALID_INPUT, f"the body is larger than {limit} bytes", 413)
+    if not body.strip():
+        return None
+    try:
+        value = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise _refuse(ErrorCode.INVALID_INPUT, 'the body must be a JSON object, e.g. {"repo": "acme/api"}') from None
+    if not isinstance(value, dict):
+        raise _refuse(ErrorCode.INVALID_INPUT, 'the body must be a JSON object, e.g. {"repo": "acme/api"}')
+    return value

@@ -1,0 +1,177 @@
+"""Where timeline events go: a list for tests and embedding, SQLite for `toolshell timeline`.
+
+Both sinks give the same grouped rows (a shell call with its nested calls in order), so
+`render_timeline` and `timeline_json` work on either.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from datetime import datetime, tzinfo
+from typing import Any, Protocol, TypeVar
+
+from toolshell.store.sqlite import Store
+from toolshell.timeline.events import Event, NestedCall, ShellCall
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS shell_calls (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    session_id TEXT NOT NULL,
+    script_preview TEXT NOT NULL,
+    exit_code INTEGER,
+    started_at REAL NOT NULL,
+    duration_ms REAL,
+    source TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS shell_calls_session ON shell_calls (session_id, started_at);
+CREATE TABLE IF NOT EXISTS nested_calls (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    shell_call_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    command TEXT NOT NULL,
+    input_preview TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    error_code TEXT,
+    duration_ms REAL NOT NULL,
+    started_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, started_at);
+"""
+
+_SHELL_COLUMNS = ("id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source")
+_NESTED_COLUMNS = (
+    "id", "shell_call_id", "session_id", "command", "input_preview", "outcome", "error_code", "duration_ms",
+    "started_at",
+)  # fmt: skip
+
+_E = TypeVar("_E", ShellCall, NestedCall)
+
+MARKS = {"completed": "✓", "failed": "✗", "refused": "⊘", "stopped_for_approval": "⏸"}
+
+
+class EventSink(Protocol):
+    """Receives timeline events. `emit` must be cheap and must not raise for a well-formed event."""
+
+    def emit(self, event: Event) -> None: ...
+
+
+class MemorySink:
+    """Keeps every event in `events`, in the order they were emitted."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+
+    def timeline(self, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """The same grouped rows `query` returns, built from the events held here."""
+        shells = _latest(e for e in self.events if isinstance(e, ShellCall))
+        nested = _latest(e for e in self.events if isinstance(e, NestedCall))
+        picked = [s for s in shells if session_id is None or s.session_id == session_id]
+        # Newest first; among equal start times the one recorded later first, as `query` does.
+        picked = [s for _, s in sorted(enumerate(picked), key=lambda p: (p[1].started_at, p[0]), reverse=True)]
+        ordered = [n for _, n in sorted(enumerate(nested), key=lambda p: (p[1].started_at, p[0]))]
+        return [
+            _row(s.to_dict(), [n.to_dict() for n in ordered if n.shell_call_id == s.id])
+            for s in picked[: max(limit, 0)]
+        ]
+
+
+def _latest(events: Iterable[_E]) -> list[_E]:
+    """The latest copy of each event id, in the order the ids first appeared (like an upsert)."""
+    by_id: dict[str, _E] = {}
+    for event in events:
+        by_id[event.id] = event
+    return list(by_id.values())
+
+
+class SqliteSink:
+    """Writes events to the `shell_calls` and `nested_calls` tables of a `Store`."""
+
+    def __init__(self, store: Store) -> None:
+        store.ensure(SCHEMA)
+        self._store = store
+
+    def emit(self, event: Event) -> None:
+        if isinstance(event, ShellCall):
+            self._upsert("shell_calls", _SHELL_COLUMNS, event.to_dict())
+        else:
+            self._upsert("nested_calls", _NESTED_COLUMNS, event.to_dict())
+
+    def _upsert(self, table: str, columns: Sequence[str], values: dict[str, Any]) -> None:
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+        self._store.execute(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT (id) DO UPDATE SET {updates}",
+            [values[c] for c in columns],
+        )
+
+
+def query(store: Store, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """The latest shell calls, newest first, each with its nested calls in the order they ran.
+
+    Args:
+        store: The store a `SqliteSink` wrote to.
+        session_id: Only this session's shell calls; all sessions when None.
+        limit: At most this many shell calls.
+    """
+    store.ensure(SCHEMA)
+    where, params = ("WHERE session_id = ?", [session_id]) if session_id is not None else ("", [])
+    shells = store.query(
+        f"SELECT {', '.join(_SHELL_COLUMNS)} FROM shell_calls {where} ORDER BY started_at DESC, seq DESC LIMIT ?",
+        [*params, max(limit, 0)],
+    )
+    if not shells:
+        return []
+    ids = [s["id"] for s in shells]
+    nested = store.query(
+        f"SELECT {', '.join(_NESTED_COLUMNS)} FROM nested_calls WHERE shell_call_id IN ({', '.join('?' * len(ids))}) "
+        "ORDER BY started_at, seq",
+        ids,
+    )
+    by_shell: dict[str, list[dict[str, Any]]] = {i: [] for i in ids}
+    for n in nested:
+        by_shell[n["shell_call_id"]].append({**dict(n), "type": "tool.nested_call"})
+    return [_row({**dict(s), "type": "shell.call"}, by_shell[s["id"]]) for s in shells]
+
+
+def _row(shell: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
+    return {**shell, "calls": calls}
+
+
+def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) -> str:
+    """Plain text for `toolshell timeline`: one line per shell call, one indented line per nested call.
+
+    Args:
+        rows: From `query` or `MemorySink.timeline`.
+        tz: The time zone to show times in; the local zone when None.
+    """
+    lines: list[str] = []
+    for row in rows:
+        when = datetime.fromtimestamp(row["started_at"], tz or datetime.now().astimezone().tzinfo)
+        exit_text = "running" if row["exit_code"] is None else f"exit {row['exit_code']}"
+        took = "" if row["duration_ms"] is None else f"  {_duration(row['duration_ms'])}"
+        lines.append(
+            f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{row['source']}]  {row['script_preview']}  "
+            f"{exit_text}{took}"
+        )
+        for call in row["calls"]:
+            error = f"  {call['error_code']}" if call["error_code"] else ""
+            mark = MARKS.get(call["outcome"], "?")
+            lines.append(
+                f"  {mark} {call['command']}  {call['input_preview']}  {_duration(call['duration_ms'])}{error}"
+            )
+    return "\n".join(lines) + "\n" if lines else "no shell calls recorded yet\n"
+
+
+def timeline_json(rows: Iterable[dict[str, Any]]) -> str:
+    """The rows as JSON (`toolshell timeline --json`): a list of shell calls with their `calls`."""
+    return json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n"
+
+
+def _duration(ms: float) -> str:
+    return f"{ms:.0f} ms" if round(ms) < 1000 else f"{ms / 1000:.1f} s"
