@@ -21,7 +21,7 @@ def anyio_backend() -> str:
 
 
 def test_shipped_servers_are_text_metrics_runtime_and_web() -> None:
-    assert sorted(SHIPPED) == ["runtime", "text_metrics", "web"]
+    assert sorted(SHIPPED) == ["runtime", "text_metrics"]
 
 
 @pytest.mark.anyio

@@ -26,7 +26,7 @@ from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.policy import Policy
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ServerInfo, ToolEntry
-from toolshell.registry.filters import active_servers, filter_entries
+from toolshell.registry.filters import active_servers, configured_servers, filter_entries
 from toolshell.registry.validate import validate_input
 from toolshell.session import Session
 from toolshell.store import Store
@@ -68,8 +68,11 @@ class Host:
         for guard in guardrails:
             self.policy.guardrails.add(guard)
         self.project_id = _project_id(Path.cwd())
-        self.manager = ConnectionManager(self._servers(), self._builtin_for, on_progress=on_server_progress)
-        self._top = make_connection(_TOP_LEVEL, builtin=self._top_level_server)
+        servers = self._servers()
+        builtins = {s.name: self._builtin_for(s) for s in servers if s.type == "builtin"}
+        self.manager = ConnectionManager(servers, builtins)
+        self._on_server_progress = on_server_progress
+        self._top = make_connection(_TOP_LEVEL, builtin=lambda: self._top_level_server())
         self._disabled: dict[str, set[str]] = {}
 
     @classmethod
@@ -81,7 +84,7 @@ class Host:
         host = cls(config, **kwargs)
         async with AsyncExitStack() as stack:
             stack.push_async_callback(host.aclose)
-            await host.manager.start_all()
+            await host.manager.start_all(host._on_server_progress)
             yield host
 
     async def aclose(self) -> None:
@@ -95,20 +98,14 @@ class Host:
 
     def _servers(self) -> list[ServerConfig]:
         """Configured servers, plus the shipped built-ins the file does not declare itself."""
-        from toolshell.builtin import SHIPPED
-
-        servers = [s for s in self.config.mcp.servers if s.enabled]
-        if self.config.include_builtins:
-            declared = {s.name for s in self.config.mcp.servers}
-            servers += [ServerConfig(name=n, type="builtin") for n in SHIPPED if n not in declared]
-        return servers
+        return [s for s in configured_servers(self.config) if s.enabled]
 
     def _builtin_for(self, server: ServerConfig) -> Any:
+        """A factory of the in-process server; resolving a `module` waits until the server opens."""
         if server.name in self._inproc:
             obj = self._inproc[server.name]
-            return obj if callable(obj) and not _is_server(obj) else (lambda: obj)
-        factory = resolve_builtin(server.name, server.module)
-        return lambda: _call_factory(factory, self)
+            return (lambda: _call_factory(obj, self)) if callable(obj) and not _is_server(obj) else (lambda: obj)
+        return lambda: _call_factory(resolve_builtin(server.name, server.module), self)
 
     def _top_level_server(self) -> Any:
         from toolshell.builtin.web_fetch import create
@@ -156,6 +153,8 @@ class Host:
 
     async def _server_tools(self, server: ServerConfig, session: Session) -> tuple[list[ToolEntry], ServerInfo]:
         conn = self.manager.connection(server.name)
+        if conn is None:
+            return [], ServerInfo(server.name, loaded=False, tool_count=0, state="disabled")
         status = conn.status()
         if status.state in (ConnState.NOT_LOADED,):
             return [], ServerInfo(server.name, loaded=False, tool_count=0, state=str(status.state))
@@ -183,17 +182,25 @@ class Host:
 
     # --- calls -------------------------------------------------------------------------------
 
-    async def call_entry(self, entry: ToolEntry, arguments: dict[str, Any], session: Session) -> types.CallToolResult:
-        """Guardrails, the call, guardrails again: the chain every call goes through, script or direct."""
+    async def prepare(
+        self, entry: ToolEntry, arguments: dict[str, Any], session: Session
+    ) -> tuple[dict[str, Any], Any]:
+        """Validate, run the before-call guardrails, then judge the final input: (input, risk)."""
         from toolshell.policy.guardrails import GuardCall
 
-        guard_call = GuardCall(entry, arguments, session.id)
-        arguments = await self.policy.guardrails.before(guard_call)
-        guard_call = GuardCall(entry, arguments, session.id)
+        validate_input(entry, arguments)
+        arguments = await self.policy.guardrails.before(GuardCall(entry, arguments, session.id))
+        risk = await self.policy.check(entry, arguments, session_id=session.id)
+        return arguments, risk
+
+    async def call_entry(self, entry: ToolEntry, arguments: dict[str, Any], session: Session) -> types.CallToolResult:
+        """Make the call; the after-call guardrails see the result before the caller does."""
+        from toolshell.policy.guardrails import GuardCall
+
         conn = self._top if entry.server is None else await self.manager.get(entry.server)
         options = CallOptions(session=session.context, answerer=session.answerer)
         result = await conn.call_tool(entry.name, arguments, options)
-        return await self.policy.guardrails.after(guard_call, result)
+        return await self.policy.guardrails.after(GuardCall(entry, arguments, session.id), result)
 
     async def call_tool(
         self, server: str | None, tool: str, arguments: dict[str, Any] | None = None, *, session: Session | None = None
@@ -207,14 +214,12 @@ class Host:
         catalog = await self.catalog(session)
         words = [server, tool] if server else [tool]
         look = catalog.lookup(words)
-        if look.kind == "unloaded_server":
-            await self.load_server(words[0])
+        if look.kind == "unloaded_server" and look.server is not None:
+            await self.load_server(look.server.name)
             look = (await self.catalog(session)).lookup(words)
         if look.entry is None:
             raise ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no tool {' '.join(words)!r}")
-        arguments = arguments or {}
-        validate_input(look.entry, arguments)
-        risk = await self.policy.check(look.entry, arguments, session_id=session.id)
+        arguments, risk = await self.prepare(look.entry, arguments or {}, session)
         if risk.level == "blocked":
             raise ToolshellError(ErrorCode.DENIED, risk.message or "blocked by policy")
         if risk.level == "needs_approval":

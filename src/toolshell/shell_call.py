@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from bashkit import Bash, BuiltinContext, BuiltinResult
 
 from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
-from toolshell.command.helptext import search_text, server_help, tool_help, top_help
+from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
 from toolshell.command.inputs import build_input
 from toolshell.command.render import error_line, render_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.registry.entry import ToolEntry
-from toolshell.registry.validate import validate_input
-from toolshell.timeline.events import NestedCall, ShellCallEvent, preview
+from toolshell.timeline.events import NestedCall, preview
+from toolshell.timeline.events import ShellCall as ShellCallEvent
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -71,13 +71,15 @@ class ShellCall:
             if resolved is None:
                 continue
             entry, arguments = resolved
-            risk = await self.host.policy.assess(entry, arguments, session_id=self.session.id)
+            risk = await self.host.policy.assess(entry, arguments)
             if risk.level != "needs_approval":
                 continue
-            request = self.host.policy.approvals.request(entry, arguments, self.session.id, risk.why or "")
+            request = self.host.policy.approvals.request(
+                entry, arguments, self.session.id, risk.why or "", message=risk.message
+            )
             call = {"tool": entry.command, "input": arguments}
             self.report.stop("needs_approval", call, approval="requested", before_start=True)
-            self.before_start_stop = {"request": request, "message": risk.message}
+            self.before_start_stop = {"request": request, "message": _approval_message(entry, risk, request.id)}
             self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
             return
 
@@ -100,8 +102,8 @@ class ShellCall:
         from toolshell.session import RunResult
 
         assert self.before_start_stop is not None
-        msg = self.before_start_stop["message"] or "a call in this script needs a person's approval"
-        err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{msg}; the script did not start")
+        msg = self.before_start_stop["message"]
+        err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"the script did not start: {msg}")
         self._emit_shell_call(1)
         return RunResult(1, "", error_line(err), tools=self.report.to_json(), hints=self._drain_hints())
 
@@ -156,11 +158,22 @@ class ShellCall:
             look = self.catalog.lookup(argv)
         if look.kind != "tool" or look.entry is None:
             name = look.server.name if look.server else argv[0]
+            if look.server is not None and look.server.state not in ("ready", "loaded"):
+                raise self._server_unavailable(look.server.name)
             raise ToolshellError(
                 ErrorCode.UNKNOWN_COMMAND,
                 f"'tools {name}' names a server, not a tool; run `tools {name} --help` to list its tools",
             )
         return look.entry, look.rest
+
+    def _server_unavailable(self, name: str) -> ToolshellError:
+        status = next((s for s in self.host.statuses() if s.name == name), None)
+        why = f": {status.last_error}" if status is not None and status.last_error else ""
+        return ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"server {name!r} is not available{why}; `toolshell servers` shows its state and stderr",
+            retryable=True,
+        )
 
     async def invoke(
         self, ctx: BuiltinContext | None, entry: ToolEntry, arguments: dict[str, Any], started: float
@@ -176,17 +189,25 @@ class ShellCall:
             )
             self._emit(entry, arguments, "refused", "call_limit", 0.0)
             raise StopScript(err, call)
-        validate_input(entry, arguments)
-        risk = await self.host.policy.check(entry, arguments, session_id=self.session.id)
+        arguments, risk = await self.host.prepare(entry, arguments, self.session)
+        call = {"tool": entry.command, "input": arguments}
         if risk.level == "blocked":
             raise ToolshellError(ErrorCode.DENIED, risk.message or f"{entry.command} is blocked by policy")
         if risk.level == "needs_approval" and not await self._approved_inline(entry, arguments, risk):
-            self.host.policy.approvals.request(entry, arguments, self.session.id, risk.why or "")
+            request = self.host.policy.approvals.request(
+                entry, arguments, self.session.id, risk.why or "", message=risk.message
+            )
             self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
-            err = ToolshellError(ErrorCode.NEEDS_APPROVAL, risk.message or f"{entry.command} needs approval")
+            err = ToolshellError(ErrorCode.NEEDS_APPROVAL, _approval_message(entry, risk, request.id))
             raise StopScript(err, call, approval="requested")
         result = await self.host.call_entry(entry, arguments, self.session)
-        rendered = render_result(result, max_bytes=self.host.config.tools_in_shell.max_output_bytes, tool=entry.name)
+        rendered = render_result(
+            result,
+            max_bytes=self.host.config.tools_in_shell.max_output_bytes,
+            tool="-".join(w for w in (entry.server, entry.name) if w).replace("_", "-"),
+            output_schema=entry.output_schema,
+            taken=_taken_images(ctx),
+        )
         self.hints.extend(_hints(result))
         ok = rendered.error is None
         self.report.record(entry.command, arguments, risk.level, ok, _result_value(result))
@@ -200,23 +221,24 @@ class ShellCall:
         approver = self.session.approver
         if not self.host.config.approval.inline or approver is None:
             return False
+        approvals = self.host.policy.approvals
+        request = approvals.request(entry, arguments, self.session.id, risk.why or "", message=risk.message)
         answer = await approver(entry, arguments, risk)
-        if answer == "always":
-            self.host.policy.approvals.grant_tool(entry)
-        return answer in ("once", "always")
+        if answer not in ("once", "always"):
+            approvals.deny(request.id)
+            return False
+        approvals.grant(request.id, always=answer == "always")
+        if answer == "once":
+            approvals.consume_once(entry, arguments)
+        return True
 
     def _write_images(self, ctx: BuiltinContext, images: list[Any]) -> str:
         lines = []
         for image in images:
             path = posixpath.join(ctx.cwd, image.suggested_name)
             ctx.fs.mkdir(posixpath.dirname(path), recursive=True)
-            base, ext = posixpath.splitext(path)
-            n = 1
-            while ctx.fs.exists(path):
-                n += 1
-                path = f"{base}-{n}{ext}"
             ctx.fs.write_file(path, image.data)
-            lines.append(f"tools: image saved to {path}\n")
+            lines.append(f"tools: image saved to {image.suggested_name} ({image.mime_type})\n")
         return "".join(lines)
 
     # --- stops and errors --------------------------------------------------------------------
@@ -240,6 +262,8 @@ class ShellCall:
     async def _help(self, target: list[str]) -> str:
         if not target:
             return top_help(self.catalog)
+        if len(target) == 1 and (text := verb_help(target[0])) is not None:
+            return text
         entry, _ = await self._resolve_for_help(target)
         if entry is None:
             return server_help(self.catalog, target[0] if len(target) == 1 else target[0])
@@ -290,10 +314,10 @@ class ShellCall:
         literal = self._resolve_literal(scanned)
         if literal is not None:
             entry, arguments = literal
-            return entry.command, arguments, await self.host.policy.assess(entry, arguments, session_id=self.session.id)
+            return entry.command, arguments, await self.host.policy.assess(entry, arguments)
         look = _quiet(lambda: self.catalog.lookup(words)) if words else None
         if look is not None and look.entry is not None:
-            risk = await self.host.policy.assess(look.entry, None, session_id=self.session.id)
+            risk = await self.host.policy.assess(look.entry, None)
             return look.entry.command, None, risk
         text = "tools " + " ".join(words[:2]) if words else "tools …"
         return text, None, Risk("checked_at_run_time", message="the command is built while the script runs")
@@ -327,6 +351,20 @@ class ShellCall:
                 source=self.session.source,
             )
         )
+
+
+def _approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:
+    why = risk.message or f"{entry.command} needs a person's approval ({risk.why})"
+    return f"{why} (approval request {request_id}; a person runs `toolshell approvals grant {request_id}`)"
+
+
+def _taken_images(ctx: BuiltinContext | None) -> frozenset[str]:
+    if ctx is None:
+        return frozenset()
+    folder = posixpath.join(ctx.cwd, "tool-images")
+    if not ctx.fs.exists(folder):
+        return frozenset()
+    return frozenset(f"tool-images/{e['name']}" for e in ctx.fs.read_dir(folder))
 
 
 def _ms(started: float) -> float:

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from toolshell.builtin.resolve import resolve_builtin
 
-__all__ = ["SHIPPED", "resolve_builtin"]
+__all__ = ["SHIPPED", "TOP_LEVEL", "resolve_builtin"]
 
 SHIPPED: dict[str, str] = {
     "text_metrics": "toolshell.builtin.text_metrics:create",
     "runtime": "toolshell.builtin.runtime:create",
-    "web": "toolshell.builtin.web_fetch:create",
 }
 """Shipped built-in servers: name -> `module:factory`. Imported only when the server is opened."""
+
+TOP_LEVEL: dict[str, str] = {"web": "toolshell.builtin.web_fetch:create"}
+"""Servers whose tools are top-level commands (`web_fetch` is `tools web-fetch`), not `tools <server> …`."""

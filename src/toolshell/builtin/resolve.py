@@ -109,9 +109,9 @@ def resolve_builtin(name: str, module: str | None = None) -> BuiltinFactory:
         ToolshellError: `UNAVAILABLE` when the name is not shipped and no module is given, or the
             module, attribute or its type is wrong; the message says what to write instead.
     """
-    from toolshell.builtin import SHIPPED
+    from toolshell.builtin import SHIPPED, TOP_LEVEL
 
-    spec = module or SHIPPED.get(name)
+    spec = module or SHIPPED.get(name) or TOP_LEVEL.get(name)
     if spec is None:
         shipped = ", ".join(sorted(SHIPPED))
         raise _unavailable(
