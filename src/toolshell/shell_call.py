@@ -18,7 +18,7 @@ from bashkit import Bash, BuiltinContext, BuiltinResult
 from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
 from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
 from toolshell.command.inputs import build_input
-from toolshell.command.render import error_line, render_result
+from toolshell.command.render import error_line, render_result, structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.registry.entry import ToolEntry
 from toolshell.timeline.events import NestedCall, preview
@@ -210,7 +210,7 @@ class ShellCall:
         )
         self.hints.extend(_hints(result))
         ok = rendered.error is None
-        self.report.record(entry.command, arguments, risk.level, ok, _result_value(result))
+        self.report.record(entry.command, arguments, risk.level, ok, _result_value(result, entry))
         if rendered.error is not None:
             raise _tool_error(rendered.error)
         self._emit(entry, arguments, "completed", None, _ms(started))
@@ -398,10 +398,11 @@ def _hints(result: types.CallToolResult) -> list[str]:
     return hints_from_result(result)
 
 
-def _result_value(result: types.CallToolResult) -> Any:
+def _result_value(result: types.CallToolResult, entry: ToolEntry) -> Any:
     """The result as the report shows it: structured content, else parsed JSON text, else text."""
-    if result.structured_content is not None:
-        return result.structured_content
+    value = structured_value(result, entry.output_schema)
+    if value is not None:
+        return value
     texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
     text = "\n".join(texts)
     try:

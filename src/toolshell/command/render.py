@@ -72,13 +72,21 @@ def render_result(
     return Rendered(cap(_one_newline(text), max_bytes), images)
 
 
-def _stdout_text(result: mcp_types.CallToolResult, blocks: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+def structured_value(result: mcp_types.CallToolResult, schema: dict[str, Any] | None) -> Any:
+    """The result's structured content with the SDK's `{"result": …}` wrapper taken off; None if absent."""
     content = result.content
     single_text = _text_of(content[0]) if len(content) == 1 else None
     data = result.structured_content
+    if data is not None and _is_result_wrapper(data) and (_is_sdk_wrapper(schema) or data["result"] == single_text):
+        return data["result"]
+    return data
+
+
+def _stdout_text(result: mcp_types.CallToolResult, blocks: list[dict[str, Any]], schema: dict[str, Any] | None) -> str:
+    content = result.content
+    single_text = _text_of(content[0]) if len(content) == 1 else None
+    data = structured_value(result, schema)
     if data is not None:
-        if _is_result_wrapper(data) and (_is_sdk_wrapper(schema) or data["result"] == single_text):
-            data = data["result"]
         return data if isinstance(data, str) else _compact(data)
     if single_text is not None:
         return single_text
