@@ -42,9 +42,21 @@ def test_empty_result_prints_nothing() -> None:
     assert render(t.CallToolResult(content=[text("")])).stdout == ""
 
 
-def test_structured_content_is_preferred_as_compact_json() -> None:
-    result = t.CallToolResult(content=[text('{\n  "número": 1\n}')], structured_content={"número": 1, "b": [1, 2]})
+def test_structured_content_is_preferred_as_compact_json_when_the_text_is_its_copy() -> None:
+    result = t.CallToolResult(
+        content=[text('{\n  "número": 1,\n  "b": [1, 2]\n}')], structured_content={"número": 1, "b": [1, 2]}
+    )
     assert render(result).stdout == '{"número":1,"b":[1,2]}\n'
+
+
+def test_a_plain_text_result_with_structured_metadata_prints_the_text() -> None:
+    result = t.CallToolResult(content=[text("5")], structured_content={"unit": "unicode_scalar", "count": 5})
+    assert render(result).stdout == "5\n"
+
+
+def test_structured_content_with_no_text_block_prints_as_compact_json() -> None:
+    result = t.CallToolResult(content=[], structured_content={"a": [1, 2]})
+    assert render(result).stdout == '{"a":[1,2]}\n'
 
 
 def test_sdk_result_wrapper_is_removed_when_the_output_schema_is_the_sdks() -> None:
@@ -69,7 +81,7 @@ def test_wrapped_string_equal_to_the_text_prints_as_text_without_a_schema() -> N
 
 def test_a_tools_own_result_object_is_kept_when_its_schema_is_not_the_sdk_wrapper() -> None:
     schema = {"type": "object", "properties": {"result": {"type": "integer"}}, "title": "Answer"}
-    result = t.CallToolResult(content=[text("42")], structured_content={"result": 42})
+    result = t.CallToolResult(content=[text('{"result": 42}')], structured_content={"result": 42})
     assert render(result, output_schema=schema).stdout == '{"result":42}\n'
 
 

@@ -86,11 +86,20 @@ def _stdout_text(result: mcp_types.CallToolResult, blocks: list[dict[str, Any]],
     content = result.content
     single_text = _text_of(content[0]) if len(content) == 1 else None
     data = structured_value(result, schema)
-    if data is not None:
+    if data is not None and (single_text is None or _same_json(single_text, data)):
+        # A single plain-text block is the result; structured content beside it is metadata.
         return data if isinstance(data, str) else _compact(data)
     if single_text is not None:
         return single_text
     return _compact(blocks) if blocks else ""
+
+
+def _same_json(text: str, data: Any) -> bool:
+    """Whether a text block is just the JSON of the structured content (the spec's fallback copy)."""
+    try:
+        return bool(json.loads(text) == data)
+    except ValueError:
+        return False
 
 
 def _is(block: Any, kind: str) -> bool:
