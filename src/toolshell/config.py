@@ -181,16 +181,23 @@ class Config(_Model):
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
 
-    @model_validator(mode="after")
-    def _refs_exist(self) -> Config:
+    def reference_problems(self) -> list[tuple[str, str]]:
+        """References that name nothing: a role's `server_refs`, the default `role`."""
         names = {s.name for s in self.mcp.servers}
+        problems = []
         for role in self.roles:
             for ref in role.mcp.server_refs:
                 if ref not in names and not _is_shipped_builtin(ref):
-                    raise ValueError(f"role {role.name!r} refers to server {ref!r}, which no [[mcp.servers]] declares")
+                    problems.append(
+                        (
+                            f"roles[{role.name}].mcp.server_refs",
+                            f"role {role.name!r} refers to server {ref!r}, which no [[mcp.servers]] declares; "
+                            f"add a [[mcp.servers]] entry named {ref!r} or remove the reference",
+                        )
+                    )
         if self.role and self.role not in {r.name for r in self.roles}:
-            raise ValueError(f"role = {self.role!r} names no [[roles]] entry")
-        return self
+            problems.append(("role", f"role = {self.role!r} names no [[roles]] entry"))
+        return problems
 
     def server(self, name: str) -> ServerConfig | None:
         return next((s for s in self.mcp.servers if s.name == name), None)
@@ -274,12 +281,35 @@ _HINTS = {
 }
 
 
+def _known_keys() -> set[str]:
+    keys: set[str] = set()
+    models: list[type[BaseModel]] = [Config]
+    while models:
+        model = models.pop()
+        for name, field in model.model_fields.items():
+            keys.add(name)
+            for arg in [field.annotation, *getattr(field.annotation, "__args__", ())]:
+                if isinstance(arg, type) and issubclass(arg, BaseModel) and arg is not model:
+                    models.append(arg)
+    return keys
+
+
+def _unknown_key(loc: tuple[Any, ...]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(str(loc[-1]), sorted(_known_keys()), n=1)
+    hint = f"; did you mean `{near[0]}`?" if near else "; check its spelling against the configuration reference"
+    return f"unknown key `{loc[-1]}`{hint}"
+
+
 def _problems_from(err: ValidationError, raw: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for e in err.errors():
-        msg = _HINTS.get(e["type"]) or e["msg"].removeprefix("Value error, ")
+        msg = _HINTS.get(e["type"]) or e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
+        if e["type"] == "extra_forbidden":
+            msg = _unknown_key(tuple(e["loc"]))
         if e["type"] == "literal_error":
-            msg = f"{e['msg']} (you wrote {e['input']!r})"
+            msg = f"{e['msg'].replace('Input should be', 'must be')} (you wrote {e['input']!r})"
         out.append((_place(tuple(e["loc"]), raw), msg))
     return out
 
@@ -295,6 +325,7 @@ def parse_config(raw: dict[str, Any], *, env: Mapping[str, str] | None = None, s
     except ValidationError as e:
         problems.extend(_problems_from(e, raw))
         raise ConfigError(problems, source) from None
+    problems.extend(config.reference_problems())
     if problems:
         raise ConfigError(problems, source)
     return config

@@ -36,7 +36,7 @@ def _guard(fn: Callable[[], T]) -> T:
         click.echo(f"config error in {e.source or 'configuration'}:", err=True)
         for place, msg in e.problems:
             click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
-        sys.exit(2)
+        sys.exit(1)
     except ToolshellError as e:
         click.echo(json.dumps(e.to_json(), separators=(",", ":")), err=True)
         sys.exit(1)

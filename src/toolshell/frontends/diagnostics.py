@@ -27,6 +27,7 @@ async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> 
         status.start()
     try:
         async with Host.open(config, state_dir=state_dir, on_server_progress=on_progress) as host:
+            await host.catalog()  # lists the tools of every loaded server, so counts are known
             rows = [s.to_json() for s in host.statuses()]
     finally:
         if status is not None:
