@@ -116,10 +116,10 @@ async def serve(config: Config, state_dir: str | None, *, http: bool, host: str,
 async def _serve_http(server: Server[Any], host: str, port: int) -> None:
     """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection)."""
     import uvicorn
-    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
-    from starlette.routing import Mount
+    from starlette.routing import Route
 
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
@@ -127,5 +127,5 @@ async def _serve_http(server: Server[Any], host: str, port: int) -> None:
         allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://{host}:{port}"],
     )
     manager = StreamableHTTPSessionManager(app=server, security_settings=security)
-    app = Starlette(routes=[Mount("/mcp", app=manager.handle_request)], lifespan=lambda _: manager.run())
+    app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run())
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

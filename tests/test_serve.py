@@ -1,0 +1,84 @@
+"""`toolshell serve`: an MCP server with one `bash` tool (plus keep_visible tools), in process and over HTTP."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+
+from toolshell.config import Config
+from toolshell.frontends.mcp_server import _serve_http, build_server
+from toolshell.host import Host
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_agent_sees_one_bash_tool_whose_result_is_the_run_json() -> None:
+    async with Host.open() as host, Client(build_server(host, [])) as client:
+        tools = await client.list_tools()
+        result = await client.call_tool("bash", {"script": "tools text-metrics text-length text=hello"})
+    assert [t.name for t in tools.tools] == ["bash"]
+    assert "tools --help" in (tools.tools[0].description or "")
+    assert json.loads(result.content[0].text) == {
+        "exit_code": 0,
+        "success": True,
+        "stdout": "5\n",
+        "stderr": "",
+        "hints": ["Use text_length when you need a Unicode scalar count of supplied text."],
+    }
+
+
+async def test_keep_visible_tools_stay_direct_and_callable_from_the_shell_too() -> None:
+    config = Config.model_validate({"tools_in_shell": {"keep_visible": ["mcp_text_metrics__text_length"]}})
+    async with Host.open(config) as host:
+        visible = [e for e in await host.list_tools() if e.flat_name in config.tools_in_shell.keep_visible]
+        async with Client(build_server(host, visible)) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            direct = await client.call_tool("mcp_text_metrics__text_length", {"text": "abc"})
+            shell = await client.call_tool("bash", {"script": "tools text-metrics text-length text=abc"})
+    assert names == ["bash", "mcp_text_metrics__text_length"]
+    assert direct.content[0].text == "3"
+    assert json.loads(shell.content[0].text)["stdout"] == "3\n"
+
+
+async def test_a_failing_script_is_an_error_result_with_the_json() -> None:
+    async with Host.open() as host, Client(build_server(host, [])) as client:
+        result = await client.call_tool("bash", {"script": "tools nope"})
+    body = json.loads(result.content[0].text)
+    assert result.is_error is True
+    assert json.loads(body["stderr"])["error"]["code"] == "unknown_command"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_http_serving_binds_loopback_and_rejects_a_foreign_host_header() -> None:
+    port = _free_port()
+    async with Host.open() as host, anyio.create_task_group() as tg:
+        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with httpx2.AsyncClient() as http:
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await http.get(url)
+                        break
+                    except httpx2.TransportError:
+                        await anyio.sleep(0.05)
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+            evil = await http.post(url, json=body, headers={**headers, "Host": "evil.example"})
+            origin = await http.post(url, json=body, headers={**headers, "Origin": "http://evil.example"})
+        async with Client(url) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+        tg.cancel_scope.cancel()
+    assert evil.status_code in (400, 403, 421)
+    assert origin.status_code in (400, 403)
+    assert names == ["bash"]
