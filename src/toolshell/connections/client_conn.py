@@ -1,0 +1,334 @@
+"""`ClientConnection`: one configured server (built-in, stdio or Streamable HTTP) behind `Connection`.
+
+Lifecycle: NOT_LOADED → CONNECTING → READY; a failed start or a lost transport → FAILED, retried
+on a later call once the backoff allows; `close()` → CLOSED. Concurrent callers share one start
+attempt. Every error leaves here as a `ToolshellError` (translated in `translate.py`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.client import Client, IncomingMessage
+from pydantic import ValidationError
+
+from toolshell import __version__
+from toolshell.config import ServerConfig
+from toolshell.connections.backoff import Backoff, Clock
+from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
+from toolshell.connections.elicitation import ElicitationRouter, InFlightCall
+from toolshell.connections.runner import Runner
+from toolshell.connections.session_meta import SessionClient, request_meta
+from toolshell.connections.targets import Target
+from toolshell.connections.timer import CAP_FACTOR, CallTimer
+from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, is_private
+from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
+from toolshell.errors import ErrorCode, ToolshellError
+
+logger = logging.getLogger(__name__)
+
+_CLIENT_INFO = types.Implementation(name="toolshell", version=__version__)
+
+
+class ClientConnection:
+    """A `Connection` to one server through `mcp.client.Client`."""
+
+    def __init__(
+        self,
+        server: ServerConfig,
+        target: Target,
+        *,
+        clock: Clock = time.monotonic,
+        mode: str = "auto",
+        cap_factor: float = CAP_FACTOR,
+    ) -> None:
+        """Args:
+        server: The server's config entry.
+        target: How to open it (see `targets.py`; `factory.make_connection` picks one).
+        clock: Measures restart backoff; tests pass a fake one.
+        mode: The SDK's connect mode: "auto" (discover, else initialize), "legacy", or a version.
+        cap_factor: The absolute cap of a call, in idle timeouts.
+        """
+        self.name = server.name
+        self.server = server
+        self.router = ElicitationRouter(server.name)
+        self.on_tools_changed: Callable[[str], object] | None = None
+        """Called with the server name when its tool list changed (the registry drops its catalog)."""
+        self._target = target
+        self._mode = mode
+        self._cap_factor = cap_factor
+        self._cache = ToolCache()
+        self._backoff = Backoff(clock)
+        self._state = ConnState.NOT_LOADED
+        self._runner: Runner | None = None
+        self._spawned: list[Runner] = []  # every runner until it is done, so close() waits for all
+        self._last_error: str | None = None
+        self._noise: str | None = None
+        self._protocol_version: str | None = None
+        self._starts = 0
+        self._connect_session = SessionContext()
+
+    # --- Connection -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError."""
+        await self._ensure(None)
+
+    async def list_tools(self, session: SessionContext) -> list[types.Tool]:
+        """The server's tools: cached per server (or per session for a private list)."""
+        for attempt in range(2):
+            client = await self._ensure(session)
+            cached = self._cache.get(session.session_id)
+            if cached is not None:
+                return list(cached)
+            runner, generation = self._runner, self._cache.generation
+            try:
+                with anyio.fail_after(self.server.timeout_seconds):
+                    tools, private = await self._fetch_tools(client, session)
+            except Exception as e:  # noqa: BLE001 - translated below, groups included
+                if attempt == 0 and await self._renewed_session(e, runner):
+                    continue
+                raise self._failed(e, runner, "listing tools") from None
+            self._backoff.reset()
+            self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
+            return list(tools)
+        raise AssertionError("unreachable")
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
+        """Call one tool; idle timeout refreshed by progress, absolute cap, both paused by questions."""
+        for attempt in range(2):
+            client = await self._ensure(options.session)
+            runner = self._runner
+            try:
+                result = await self._call_once(client, name, arguments, options)
+            except ToolshellError:
+                raise
+            except Exception as e:  # noqa: BLE001 - translated below, groups included
+                if attempt == 0 and await self._renewed_session(e, runner):
+                    continue
+                raise self._failed(e, runner, f"calling {name!r}") from None
+            self._backoff.reset()
+            return result
+        raise AssertionError("unreachable")
+
+    async def close(self) -> None:
+        """Close the client and end the server (stdio: stdin, wait, then its whole process group)."""
+        self._state = ConnState.CLOSED
+        self._runner = None
+        async with anyio.create_task_group() as tg:
+            for runner in self._spawned:
+                tg.start_soon(runner.stop)
+        self._spawned.clear()
+
+    def status(self) -> ServerStatus:
+        return ServerStatus(
+            name=self.name,
+            type=self.server.type,
+            state=self._state,
+            load=self.server.load,
+            protocol_version=self._protocol_version,
+            tool_count=self._cache.last_count,
+            last_error=self._last_error,
+            stderr_tail=self._target.stderr_tail(),
+            restarts=max(0, self._starts - 1),
+        )
+
+    def cancel_session(self, session_id: str) -> int:
+        """Resolve that session's open questions as `cancel` and forget its private tool list."""
+        self._cache.drop_session(session_id)
+        return self.router.cancel_session(session_id)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    async def _ensure(self, session: SessionContext | None) -> Client:
+        """The open client, starting (or restarting, after the backoff) the server if needed."""
+        while True:
+            if self._state is ConnState.CLOSED:
+                raise ToolshellError(ErrorCode.UNAVAILABLE, f"server {self.name!r} is closed")
+            runner = self._runner
+            if runner is None:
+                self._check_backoff()
+                runner = self._begin(session)
+            await runner.ready.wait()
+            self._settle(runner)
+            if runner is self._runner and runner.client is not None:
+                return runner.client
+            if runner is self._runner and runner.done.is_set():
+                # The client task ended on its own after it had connected: the transport is gone.
+                self._lost(runner)
+                raise ToolshellError(ErrorCode.UNAVAILABLE, f"{self._last_error}; try again", retryable=True)
+            if runner.failure is not None:
+                raise runner.failure
+
+    def _begin(self, session: SessionContext | None) -> Runner:
+        if session is not None:
+            self._connect_session = session
+        attempt = self._target.attempt()
+        timeout = self.server.startup_timeout_seconds
+        runner = Runner(attempt, self._make_client, timeout, self._tools_changed, on_gone=self._lost)
+        self._runner = runner
+        self._spawned = [r for r in self._spawned if not r.done.is_set()] + [runner]
+        self._state = ConnState.CONNECTING
+        self._starts += 1
+        self._noise = None
+        self._cache.invalidate()
+        runner.start()
+        return runner
+
+    def _make_client(self, server_arg: Any) -> Client:
+        client = SessionClient(
+            server_arg,
+            mode=self._mode,
+            elicitation_callback=self.router.callback,
+            message_handler=self._on_message,
+            client_info=_CLIENT_INFO,
+            cache=None,  # we keep the tool list ourselves, per the seed's rules
+        )
+        client.connect_session = self._connect_session.to_json()
+        return client
+
+    def _settle(self, runner: Runner) -> None:
+        """Record how a start attempt ended (once, by whichever waiter sees it first)."""
+        if runner is not self._runner or self._state is not ConnState.CONNECTING:
+            return
+        if runner.client is not None:
+            self._state = ConnState.READY
+            self._protocol_version = runner.client.protocol_version
+            self._last_error = None
+            return
+        if runner.error is None:  # stopped before it connected (close, reconnect)
+            return
+        runner.failure = self._could_not_start(runner.error)
+        self._runner = None
+        self._state = ConnState.FAILED
+        self._last_error = runner.failure.message
+        self._backoff.failed()
+
+    def _check_backoff(self) -> None:
+        wait = self._backoff.wait_left()
+        if wait > 0:
+            raise ToolshellError(
+                ErrorCode.UNAVAILABLE,
+                f"{self._last_error}; a call after {math.ceil(wait)}s will start it again",
+                retryable=True,
+            )
+
+    def _could_not_start(self, exc: BaseException) -> ToolshellError:
+        where = self._situation("starting")
+        err = translate(exc, dataclasses.replace(where, stderr_line=None))  # said once, below
+        if err.code is not ErrorCode.UNAVAILABLE or not err.retryable:
+            return err
+        leaf = first_leaf(exc)
+        if isinstance(leaf, TimeoutError):
+            reason = f"no answer to the MCP handshake within {self.server.startup_timeout_seconds:g}s"
+        else:
+            reason = err.message
+        if self._noise:
+            reason += f"; {self._noise}"
+        if where.stderr_line:
+            reason += f"; its stderr said: {where.stderr_line!r}"
+        return ToolshellError(ErrorCode.UNAVAILABLE, f"server {self.name!r} could not start: {reason}", retryable=True)
+
+    def _lost(self, runner: Runner | None) -> None:
+        """The transport died under us: FAILED now, restarted on a later call after the backoff."""
+        if runner is None or runner is not self._runner:
+            return
+        said = self._target.last_words()
+        self._runner = None
+        self._state = ConnState.FAILED
+        self._last_error = f"server {self.name!r} stopped" + (f"; its last words on stderr: {said!r}" if said else "")
+        self._backoff.failed()
+        self._cache.invalidate()
+        runner.stop_soon()
+
+    async def _renewed_session(self, exc: BaseException, runner: Runner | None) -> bool:
+        """After an HTTP session 404, open a new session so the caller can retry once."""
+        if runner is None or not is_session_lost(exc, self._target.http_status()):
+            return False
+        if runner is self._runner:
+            self._runner = None
+            self._state = ConnState.NOT_LOADED
+            self._cache.invalidate()
+        await runner.stop()
+        return True
+
+    def _failed(self, exc: BaseException, runner: Runner | None, action: str) -> ToolshellError:
+        err = translate(exc, self._situation(action))
+        if is_connection_lost(exc):
+            self._lost(runner)
+        return err
+
+    def _situation(self, action: str) -> Situation:
+        return Situation(self.name, action, self._target.http_status(), self._target.last_words())
+
+    # --- calls ----------------------------------------------------------------------------------
+
+    async def _call_once(
+        self, client: Client, name: str, arguments: dict[str, Any], options: CallOptions
+    ) -> types.CallToolResult:
+        idle = options.timeout_seconds or self.server.timeout_seconds
+        timer = CallTimer(idle, self._cap_factor)
+        call = InFlightCall(options.session, options.answerer, timer, name)
+        hook = options.on_progress
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            timer.touch()
+            if hook is not None:
+                await hook(progress, total, message)
+
+        with self.router.track(call):
+            with timer.scope:
+                result = await client.call_tool(
+                    name, arguments, progress_callback=on_progress, meta=request_meta(options.session.to_json())
+                )
+            if timer.scope.cancelled_caught:
+                raise self._timed_out(name, timer)
+        return result
+
+    def _timed_out(self, tool: str, timer: CallTimer) -> ToolshellError:
+        prefix = f"server {self.name!r} tool {tool!r}"
+        if timer.expired == "cap":
+            msg = f"{prefix} ran past its absolute cap of {timer.cap:g}s ({self._cap_factor:g} × the idle timeout)"
+        else:
+            msg = f"{prefix} timed out after {timer.idle:g}s without progress"
+        return ToolshellError(ErrorCode.UNAVAILABLE, msg, retryable=True)
+
+    async def _fetch_tools(self, client: Client, session: SessionContext) -> tuple[list[types.Tool], bool]:
+        tools: list[types.Tool] = []
+        private = False
+        cursor: str | None = None
+        meta = request_meta(session.to_json())
+        for _ in range(MAX_PAGES):
+            page = await client.list_tools(cursor=cursor, meta=meta)
+            tools.extend(page.tools)
+            private = private or is_private(page, client.protocol_version)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools, private
+
+    # --- notifications --------------------------------------------------------------------------
+
+    def _tools_changed(self) -> None:
+        self._cache.invalidate()
+        if self.on_tools_changed is not None:
+            self.on_tools_changed(self.name)
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            self._tools_changed()
+        elif isinstance(message, ValidationError):
+            # A line on stdout that is not JSON-RPC: a server printing logs to the wrong stream.
+            errors = message.errors()
+            shown = errors[0].get("input") if errors else None
+            self._noise = f"it printed non-JSON on stdout: {str(shown)[:120]!r}"
+            logger.debug("server %r: %s", self.name, self._noise)
+        elif isinstance(message, Exception):
+            logger.debug("server %r transport error: %r", self.name, message)

@@ -1,0 +1,39 @@
+"""Build the connection for one configured server."""
+
+from __future__ import annotations
+
+from toolshell.config import ServerConfig
+from toolshell.connections.backoff import Clock
+from toolshell.connections.client_conn import ClientConnection
+from toolshell.connections.targets import BuiltinFactory, BuiltinTarget, HttpTarget, StdioTarget, Target
+
+
+def make_target(server: ServerConfig, builtin: BuiltinFactory | None = None) -> Target:
+    """How to open `server`: in-process for `builtin`, a subprocess for `stdio`, a URL for `http`."""
+    if server.type == "builtin":
+        return BuiltinTarget(server.name, builtin)
+    if server.type == "http":
+        return HttpTarget(server)
+    return StdioTarget(server)
+
+
+def make_connection(
+    server: ServerConfig,
+    builtin: BuiltinFactory | None = None,
+    *,
+    clock: Clock | None = None,
+    mode: str = "auto",
+) -> ClientConnection:
+    """A not-yet-started connection to `server`.
+
+    Args:
+        server: The config entry.
+        builtin: For `type = "builtin"`: a callable returning the in-process `Server`/`MCPServer`
+            (the host resolves built-in names; without one, starting fails with a clear error).
+        clock: Measures restart backoff (tests pass a fake one); `time.monotonic` by default.
+        mode: The SDK connect mode ("auto", "legacy", or a modern protocol version).
+    """
+    target = make_target(server, builtin)
+    if clock is None:
+        return ClientConnection(server, target, mode=mode)
+    return ClientConnection(server, target, clock=clock, mode=mode)
