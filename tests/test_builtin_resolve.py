@@ -65,7 +65,7 @@ def test_a_module_wins_over_a_shipped_name() -> None:
     ("name", "module", "message"),
     [
         ("nothing", None,
-         "no built-in server is named 'nothing' (shipped: runtime, text_metrics, web); "
+         "no built-in server is named 'nothing' (shipped: runtime, text_metrics); "
          'for your own server add module = "my_package.my_server:mcp" to its [[mcp.servers]] entry'),
         ("mine", "_builtin_support",
          "server 'mine': module '_builtin_support' must be `package.module:attribute`, "
