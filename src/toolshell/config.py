@@ -161,6 +161,33 @@ class WebFetchConfig(_Model):
     timeout_seconds: float = Field(default=30.0, gt=0)
 
 
+class TriggerConfig(_Model):
+    """One `[[triggers]]` entry: run a saved script on a schedule or a webhook, with no model call."""
+
+    name: str
+    script: str
+    schedule: str | None = None
+    """Five-field cron, e.g. `"*/15 9-17 * * mon-fri"`, in the machine's time zone."""
+    webhook: bool = False
+    """Serve `POST /hooks/<name>`; a JSON object body is merged over `input`."""
+    input: dict[str, Any] = Field(default_factory=dict)
+    secret_env: str | None = None
+    """The environment variable holding the bearer token the webhook requires."""
+
+    @model_validator(mode="after")
+    def _checked(self) -> TriggerConfig:
+        from toolshell.errors import ToolshellError
+        from toolshell.scripts.triggers import TriggerConfig as Checked
+
+        try:
+            Checked.model_validate(self.model_dump())
+        except ValidationError as e:
+            raise ValueError("; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())) from None
+        except ToolshellError as e:
+            raise ValueError(e.message) from None
+        return self
+
+
 class StateConfig(_Model):
     dir: str | None = None
 
@@ -176,6 +203,7 @@ class Config(_Model):
     shell: ShellConfig = Field(default_factory=ShellConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
     include_builtins: bool = True

@@ -244,6 +244,17 @@ class Host:
         """Run one script in a new session and return its `RunResult`."""
         return await self.session(**kwargs).run(script)
 
+    async def run_saved_script(self, name: str, arguments: dict[str, Any], source: str = "trigger") -> Any:
+        """Run a saved script with no model and nobody to ask (triggers): a `RunOutcome`."""
+        import json
+        import shlex
+
+        from toolshell.scripts.triggers import RunOutcome
+
+        script = f"tools scripts {shlex.quote(name)} {shlex.quote(json.dumps(arguments, ensure_ascii=False))}"
+        result = await self.session(source=source, answerer=None).run(script)
+        return RunOutcome(result.exit_code, result.stdout, result.stderr, result.tools)
+
 
 def _entry(server: str | None, tool: types.Tool, trusted: bool) -> ToolEntry:
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}

@@ -245,6 +245,57 @@ def timeline(config_path: str | None, state_dir: str | None, session_id: str | N
     click.echo(json.dumps(rows, indent=2) if as_json else render_timeline(rows))
 
 
+@main.group()
+def triggers() -> None:
+    """Run saved scripts on a schedule or a webhook, with no model involved."""
+
+
+@triggers.command("list")
+@_config_opt
+def triggers_list(config_path: str | None) -> None:
+    """The configured triggers and when each schedule runs next."""
+    from toolshell.scripts.triggers import Trigger, TriggerRunner
+
+    loaded = _guard(lambda: _load(config_path))
+    found = [Trigger.from_config(t) for t in loaded.triggers]  # type: ignore[arg-type]
+    nexts = TriggerRunner(found, _never_run).next_runs()
+    if not found:
+        click.echo("no [[triggers]] in the config")
+    for t in found:
+        when = f"next {nexts[t.name]:%Y-%m-%d %H:%M}" if t.name in nexts else "webhook only"
+        hook = f"POST /hooks/{t.name}" if t.webhook else ""
+        click.echo(f"{t.name:<20} script={t.script:<20} {t.schedule or '-':<16} {when}  {hook}".rstrip())
+
+
+async def _never_run(*_: Any) -> Any:
+    raise AssertionError("listing triggers runs nothing")
+
+
+@triggers.command("fire")
+@_config_opt
+@_state_opt
+@click.argument("name")
+def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> None:
+    """Run one trigger now (its saved script with its input); prints the outcome as JSON."""
+    from toolshell.frontends.trigger_server import fire
+
+    outcome = _run_async(lambda: fire(_load(config_path), state_dir, name))
+    click.echo(json.dumps(outcome.to_dict(), ensure_ascii=False))
+    sys.exit(outcome.exit_code)
+
+
+@triggers.command("serve")
+@_config_opt
+@_state_opt
+@click.option("--host", "bind", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8766, show_default=True)
+def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int) -> None:
+    """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
+    from toolshell.frontends.trigger_server import serve_triggers
+
+    _run_async(lambda: serve_triggers(_load(config_path), state_dir, bind, port))
+
+
 @main.command()
 @_config_opt
 @_state_opt

@@ -1,0 +1,46 @@
+"""`toolshell triggers`: schedules and webhooks that run saved scripts with no model call.
+
+Runs are recorded in the timeline like any other shell call (source `trigger`) and are never
+asked anything: a call that needs approval stops the run and leaves a pending request.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from toolshell.config import Config
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.host import Host
+
+
+def _triggers(config: Config) -> list[Any]:
+    from toolshell.scripts.triggers import Trigger, TriggerConfig
+
+    return [Trigger.from_config(TriggerConfig.model_validate(t.model_dump())) for t in config.triggers]
+
+
+async def fire(config: Config, state_dir: str | None, name: str) -> Any:
+    found = {t.name: t for t in _triggers(config)}
+    if name not in found:
+        known = ", ".join(found) or "none"
+        raise ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no trigger named {name!r} (configured: {known})")
+    async with Host.open(config, state_dir=state_dir) as host:
+        return await host.run_saved_script(found[name].script, dict(found[name].input))
+
+
+async def serve_triggers(config: Config, state_dir: str | None, bind: str, port: int) -> None:
+    import uvicorn
+
+    from toolshell.scripts.triggers import TriggerRunner, tokens_from_env, webhook_app
+
+    async with Host.open(config, state_dir=state_dir) as host:
+        found = _triggers(config)
+        runner = TriggerRunner(found, host.run_saved_script)
+        app = webhook_app(runner, tokens_from_env(found))
+        server = uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning"))
+        async with anyio.create_task_group() as tg:
+            await tg.start(runner.serve)
+            await server.serve()
+            tg.cancel_scope.cancel()
