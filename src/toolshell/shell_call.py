@@ -93,8 +93,7 @@ class ShellCall:
         look = _quiet(lambda: self.catalog.lookup(request.argv))
         if look is None or look.kind != "tool" or look.entry is None:
             return None
-        if not look.rest:
-            return None  # no input arguments: stdin decides the input at run time
+        # With no input arguments a call reads stdin; a top-level script's stdin is empty, so: {}.
         arguments = _quiet(lambda: build_input(look.rest, None, look.entry.input_schema))
         return None if arguments is None else (look.entry, arguments)
 
