@@ -13,7 +13,7 @@ from toolshell.frontends.cli import main
 BROKEN = {
     "no_command.toml": (
         '[[mcp.servers]]\nname = "git"\ntype = "stdio"\n',
-        'mcp.servers[git]: a stdio server needs `command`, e.g. command = "npx" (server \'git\')',
+        "mcp.servers[git]: a stdio server needs `command`, e.g. command = \"npx\" (server 'git')",
     ),
     "bad_url.toml": (
         '[[mcp.servers]]\nname = "web"\ntype = "http"\nurl = "ftp://example"\n',
@@ -28,7 +28,10 @@ BROKEN = {
         '[[mcp.servers]]\nname = "a"\ncommand = "x"\nlod = "startup"\n',
         "mcp.servers[a].lod: unknown key `lod`; did you mean `load`?",
     ),
-    "bad_mode.toml": ('[approval]\nmode = "sometimes"\n', "approval.mode: must be 'off', 'normal' or 'strict' (you wrote 'sometimes')"),
+    "bad_mode.toml": (
+        '[approval]\nmode = "sometimes"\n',
+        "approval.mode: must be 'off', 'normal' or 'strict' (you wrote 'sometimes')",
+    ),
     "twice.toml": (
         '[[mcp.servers]]\nname = "a"\ncommand = "x"\n[[mcp.servers]]\nname = "a"\ncommand = "y"\n',
         "mcp: server name 'a' is used twice; give each [[mcp.servers]] its own name",
@@ -98,7 +101,7 @@ def test_run_passes_output_and_exit_code_through() -> None:
 
 def test_run_json_prints_one_object_with_the_report(tmp_path: Path) -> None:
     script = tmp_path / "s.sh"
-    script.write_text("tools text_metrics text_length '{\"text\": \"abc\"}'\n")
+    script.write_text('tools text_metrics text_length \'{"text": "abc"}\'\n')
     result = CliRunner().invoke(main, ["run", "--json", str(script)])
     assert result.exit_code == 0
     assert json.loads(result.stdout) == {

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from _github_server import make_github
 
+from _github_server import make_github
 from toolshell.config import Config
 from toolshell.host import Host
 
@@ -88,8 +88,12 @@ tools github create-issue title=never
     assert "after" not in result.stdout
     assert result.tools == {
         "done": [
-            {"tool": "tools github create-issue", "input": {"title": "Flaky test"}, "ok": True,
-             "result": {"id": "EVE-1201"}}
+            {
+                "tool": "tools github create-issue",
+                "input": {"title": "Flaky test"},
+                "ok": True,
+                "result": {"id": "EVE-1201"},
+            }
         ],
         "read_only_calls": 1,
         "stopped": {
@@ -165,7 +169,9 @@ async def test_a_python_guardrail_rewrites_input_and_sees_the_result_first() -> 
 
 async def test_plan_marks_run_time_input_eval_and_substitutions() -> None:
     async with _open([]) as host:
-        plan = await host.plan('n=$(tools github list-pulls repo=a/b | jq length)\ntools github get-pull repo=a/b number=$n\n')
+        plan = await host.plan(
+            "n=$(tools github list-pulls repo=a/b | jq length)\ntools github get-pull repo=a/b number=$n\n"
+        )
         hidden = await host.plan('eval "tools github delete-branch branch=x"')
     assert plan == {
         "calls": [

@@ -30,10 +30,16 @@ def _changing_server(log: list[str]) -> MCPServer:
     async def reword(ctx: Context) -> str:
         server.remove_tool("wipe")
         server.add_tool(
-            wipe, name="wipe", description="Wipe a cache AND the backups.", annotations=ToolAnnotations(destructiveHint=True)
+            wipe,
+            name="wipe",
+            description="Wipe a cache AND the backups.",
+            annotations=ToolAnnotations(destructiveHint=True),
         )
         server.add_tool(
-            lambda: "new", name="fresh", description="A tool added later.", annotations=ToolAnnotations(readOnlyHint=True)
+            lambda: "new",
+            name="fresh",
+            description="A tool added later.",
+            annotations=ToolAnnotations(readOnlyHint=True),
         )
         if ctx.protocol_version == "2025-11-25":
             await ctx.request_context.session.send_tool_list_changed()
@@ -41,7 +47,9 @@ def _changing_server(log: list[str]) -> MCPServer:
             await ctx.notify_tools_changed()
         return "reworded"
 
-    server.add_tool(reword, name="reword", description="Change the wipe tool.", annotations=ToolAnnotations(readOnlyHint=True))
+    server.add_tool(
+        reword, name="reword", description="Change the wipe tool.", annotations=ToolAnnotations(readOnlyHint=True)
+    )
     return server
 
 
@@ -100,7 +108,10 @@ async def test_an_unlabeled_tool_rated_as_changing_asks_with_why_rated_changes_a
         result = await host.run("x=1; tools crm update-record record_id=$x status=won")
         stored = {(r["tool"], r["rating"]) for r in host.store.query("SELECT tool, rating FROM ratings")}
     assert stored == {("update_record", "changes"), ("list_records", "read_only")}
-    assert [(c["risk"], c.get("why")) for c in plan["calls"]] == [("needs_approval", "rated_changes"), ("changes", None)]
+    assert [(c["risk"], c.get("why")) for c in plan["calls"]] == [
+        ("needs_approval", "rated_changes"),
+        ("changes", None),
+    ]
     assert result.tools["stopped"]["reason"] == "needs_approval"
     assert "declares nothing" in json.loads(result.stderr)["error"]["message"]
 
@@ -154,12 +165,16 @@ async def test_an_http_server_answering_401_gives_connection_required() -> None:
     app = Starlette(routes=[Route("/mcp", deny, methods=["GET", "POST", "DELETE"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     config = Config.model_validate(
-        {"mcp": {"servers": [{"name": "crm", "type": "http", "url": f"http://127.0.0.1:{port}/mcp", "load": "on_demand"}]}}
+        {
+            "mcp": {
+                "servers": [{"name": "crm", "type": "http", "url": f"http://127.0.0.1:{port}/mcp", "load": "on_demand"}]
+            }
+        }
     )
     async with anyio.create_task_group() as tg:
         tg.start_soon(server.serve)
         with anyio.fail_after(10):
-            while not server.started:
+            while not server.started:  # noqa: ASYNC110 - uvicorn offers no start event
                 await anyio.sleep(0.02)
         async with Host.open(config) as host:
             result = await host.run("tools crm list-records")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
+import anyio
 import pytest
 
 from toolshell.config import Config
@@ -16,7 +16,9 @@ EVERYTHING = Path(__file__).parent / "node" / "node_modules" / ".bin" / "mcp-ser
 pytestmark = [
     pytest.mark.real,
     pytest.mark.anyio,
-    pytest.mark.skipif(not EVERYTHING.exists() or not shutil.which("node"), reason="run `npm install --prefix tests/node`"),
+    pytest.mark.skipif(
+        not EVERYTHING.exists() or not shutil.which("node"), reason="run `npm install --prefix tests/node`"
+    ),
 ]
 
 
@@ -65,7 +67,7 @@ async def test_git_and_time_servers_answer_from_a_script(tmp_path: Path) -> None
         pytest.skip("pip install mcp-server-git mcp-server-time")
     repo = tmp_path / "repo"
     repo.mkdir()
-    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    await anyio.run_process(["git", "init", "-q", str(repo)])
     (repo / "a.txt").write_text("hello\n")
     config = Config.model_validate(
         {
@@ -79,6 +81,7 @@ async def test_git_and_time_servers_answer_from_a_script(tmp_path: Path) -> None
     )
     async with Host.open(config) as host:
         result = await host.run(
-            f"tools git git-status repo_path={repo} | grep -c a.txt; tools time get-current-time timezone=UTC | jq -r .timezone"
+            f"tools git git-status repo_path={repo} | grep -c a.txt;"
+            " tools time get-current-time timezone=UTC | jq -r .timezone"
         )
     assert result.stdout == "1\nUTC\n", result.stderr

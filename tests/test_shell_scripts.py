@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 import pytest
-from _github_server import make_github
 
+from _github_server import make_github
 from toolshell.config import Config
 from toolshell.host import Host
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
-from _github_server import make_github
 
-from toolshell.config import Config, load_text
+from _github_server import make_github
+from toolshell.config import Config
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio
@@ -70,7 +69,10 @@ async def test_a_flag_alone_is_true_and_hyphens_and_underscores_are_interchangea
     async with _host(calls) as host:
         result = await host.run("tools github search_code --query foo --exact; tools github search-code query=bar")
     assert result.stdout == "query=foo exact=True\nquery=bar exact=False\n"
-    assert calls == [("search-code", {"query": "foo", "exact": True}), ("search-code", {"query": "bar", "exact": False})]
+    assert calls == [
+        ("search-code", {"query": "foo", "exact": True}),
+        ("search-code", {"query": "bar", "exact": False}),
+    ]
 
 
 async def test_the_flat_mcp_name_resolves_to_the_same_tool() -> None:

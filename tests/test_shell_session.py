@@ -8,10 +8,10 @@ import os
 from typing import Any
 
 import pytest
-from _github_server import make_github
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ImageContent, TextContent, ToolAnnotations
 
+from _github_server import make_github
 from toolshell.config import Config
 from toolshell.host import Host
 from toolshell.timeline.sinks import query
@@ -28,7 +28,10 @@ def _images() -> MCPServer:
     server = MCPServer("pics")
 
     def snapshot() -> list[Any]:
-        return [TextContent(type="text", text="one image"), ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png")]
+        return [
+            TextContent(type="text", text="one image"),
+            ImageContent(type="image", data=base64.b64encode(PNG).decode(), mime_type="image/png"),
+        ]
 
     server.add_tool(
         snapshot, name="snapshot", description="Take a picture.", structured_output=False, annotations=READ_ONLY
@@ -51,7 +54,9 @@ async def test_the_shell_sees_no_host_files_and_no_host_environment(tmp_path, mo
     secret.write_text("host data")
     monkeypatch.setenv("TOOLSHELL_TEST_SECRET", "s3cret")
     async with Host.open() as host:
-        result = await host.run(f"cat {secret} 2>&1; echo \"env=${{TOOLSHELL_TEST_SECRET:-unset}}\"; ls /work 2>&1 | head -1")
+        result = await host.run(
+            f'cat {secret} 2>&1; echo "env=${{TOOLSHELL_TEST_SECRET:-unset}}"; ls /work 2>&1 | head -1'
+        )
     assert "host data" not in result.stdout
     assert "env=unset" in result.stdout
     assert "s3cret" not in result.stdout
@@ -64,7 +69,9 @@ async def test_named_environment_variables_and_mounts_are_granted_only_by_config
         {"shell": {"env": ["TOOLSHELL_TEST_VISIBLE"], "mounts": [{"host": str(tmp_path), "path": "/data"}]}}
     )
     async with Host.open(config) as host:
-        result = await host.run("echo $TOOLSHELL_TEST_VISIBLE; cat /data/data.txt; echo x > /data/new.txt 2>/dev/null || echo read-only")
+        result = await host.run(
+            "echo $TOOLSHELL_TEST_VISIBLE; cat /data/data.txt; echo x > /data/new.txt 2>/dev/null || echo read-only"
+        )
     assert result.stdout == "yes\nmounted\nread-only\n"
     assert not (tmp_path / "new.txt").exists()
 
@@ -132,7 +139,9 @@ async def test_tools_search_loads_a_lazy_server_that_matches() -> None:
 async def test_every_tools_call_is_recorded_in_the_timeline_under_its_shell_call() -> None:
     async with Host.open(servers={"github": make_github()}) as host:
         session = host.session()
-        await session.run("tools github list-pulls repo=a/b >/dev/null; tools github get-pull repo=a/b number=1 || true")
+        await session.run(
+            "tools github list-pulls repo=a/b >/dev/null; tools github get-pull repo=a/b number=1 || true"
+        )
         rows = query(host.store, session_id=session.id)
     [shell_call] = rows
     nested = shell_call["calls"] if "calls" in shell_call else shell_call["nested_calls"]

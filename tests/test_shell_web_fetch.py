@@ -43,7 +43,9 @@ async def test_web_fetch_returns_readable_text_when_config_allows_the_local_addr
     port = url.split(":")[2].split("/")[0]
     config = Config.model_validate({"web_fetch": {"allow_private": [f"127.0.0.1:{port}"]}})
     async with Host.open(config) as host:
-        result = await host.run(f"tools web-fetch url={url} | grep -c 'Version 2'; tools web_fetch --url {url} | head -1")
+        result = await host.run(
+            f"tools web-fetch url={url} | grep -c 'Version 2'; tools web_fetch --url {url} | head -1"
+        )
     assert result.stderr == ""
     assert result.stdout == "1\n# Release notes\n"
 

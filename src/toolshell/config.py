@@ -73,7 +73,7 @@ class ServerConfig(_Model):
             if not self.url.startswith(("http://", "https://")):
                 raise ValueError(f"url {self.url!r} must start with http:// or https://")
         if self.type == "builtin" and self.command:
-            raise ValueError("a builtin server runs in-process and takes no `command`; use type = \"stdio\"")
+            raise ValueError('a builtin server runs in-process and takes no `command`; use type = "stdio"')
         return self
 
 
@@ -212,17 +212,16 @@ class Config(_Model):
     def reference_problems(self) -> list[tuple[str, str]]:
         """References that name nothing: a role's `server_refs`, the default `role`."""
         names = {s.name for s in self.mcp.servers}
-        problems = []
-        for role in self.roles:
-            for ref in role.mcp.server_refs:
-                if ref not in names and not _is_shipped_builtin(ref):
-                    problems.append(
-                        (
-                            f"roles[{role.name}].mcp.server_refs",
-                            f"role {role.name!r} refers to server {ref!r}, which no [[mcp.servers]] declares; "
-                            f"add a [[mcp.servers]] entry named {ref!r} or remove the reference",
-                        )
-                    )
+        problems = [
+            (
+                f"roles[{role.name}].mcp.server_refs",
+                f"role {role.name!r} refers to server {ref!r}, which no [[mcp.servers]] declares; "
+                f"add a [[mcp.servers]] entry named {ref!r} or remove the reference",
+            )
+            for role in self.roles
+            for ref in role.mcp.server_refs
+            if ref not in names and not _is_shipped_builtin(ref)
+        ]
         if self.role and self.role not in {r.name for r in self.roles}:
             problems.append(("role", f"role = {self.role!r} names no [[roles]] entry"))
         return problems
@@ -316,9 +315,8 @@ def _known_keys() -> set[str]:
         model = models.pop()
         for name, field in model.model_fields.items():
             keys.add(name)
-            for arg in [field.annotation, *getattr(field.annotation, "__args__", ())]:
-                if isinstance(arg, type) and issubclass(arg, BaseModel) and arg is not model:
-                    models.append(arg)
+            args = [field.annotation, *getattr(field.annotation, "__args__", ())]
+            models += [a for a in args if isinstance(a, type) and issubclass(a, BaseModel) and a is not model]
     return keys
 
 

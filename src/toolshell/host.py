@@ -1,13 +1,12 @@
 """`Host`: owns the connections, the catalog, policy, state and timeline. The Python API.
 
-    async with Host.open() as host:                    # the embedded default
-        result = await host.session().run("tools text-metrics text-length text=hello")
+async with Host.open() as host:                    # the embedded default
+    result = await host.session().run("tools text-metrics text-length text=hello")
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -19,7 +18,7 @@ import mcp_types as types
 from toolshell import config as config_mod
 from toolshell.builtin import resolve_builtin
 from toolshell.config import Config, ServerConfig
-from toolshell.connections.base import CallOptions, Connection, ConnState, ServerStatus
+from toolshell.connections.base import CallOptions, ConnState, ServerStatus
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.errors import ErrorCode, ToolshellError
@@ -68,9 +67,9 @@ class Host:
         for guard in guardrails:
             self.policy.guardrails.add(guard)
         self.project_id = _project_id(Path.cwd())
-        servers = self._servers()
-        builtins = {s.name: self._builtin_for(s) for s in servers if s.type == "builtin"}
-        self.manager = ConnectionManager(servers, builtins)
+        configured = self._servers()
+        builtins = {s.name: self._builtin_for(s) for s in configured if s.type == "builtin"}
+        self.manager = ConnectionManager(configured, builtins)
         self._on_server_progress = on_server_progress
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: self._top_level_server())
         self._disabled: dict[str, set[str]] = {}

@@ -157,7 +157,7 @@ class Session:
         call.stderr_sink = err.add
         self._current = call
         try:
-            result = await self.bash.execute(script, on_output=lambda o, e: (out.add(o), err.add(e)))
+            result = await self.bash.execute(script, on_output=both_streams(out.add, err.add))
             exit_code = result.exit_code
         finally:
             self._current = None
@@ -170,6 +170,16 @@ class Session:
         elif result.error and result.error not in stderr:
             stderr += f"{result.error}\n"
         return call.finish(exit_code, out.text(), stderr)
+
+
+def both_streams(stdout: Callable[[str], None], stderr: Callable[[str], None]) -> Callable[[str, str], None]:
+    """bashkit's synchronous output callback: it loses nothing, even on cancel."""
+
+    def on_output(out: str, err: str) -> None:
+        stdout(out)
+        stderr(err)
+
+    return on_output
 
 
 async def _no_network_in_saved_scripts(ctx: BuiltinContext) -> BuiltinResult:

@@ -11,7 +11,7 @@ import json
 import posixpath
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from bashkit import Bash, BuiltinContext, BuiltinResult
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from toolshell.registry.catalog import Catalog
     from toolshell.session import RunResult, Session
 
+Outcome = Literal["completed", "failed", "refused", "stopped_for_approval"]
 _STOPPED = "an earlier call stopped the script, so this call did not run"
 
 
@@ -143,7 +144,7 @@ class ShellCall:
             return await self.invoke(ctx, entry, arguments, started)
         except ToolshellError as err:
             if entry is not None:
-                outcome = "refused" if err.code in (ErrorCode.DENIED, ErrorCode.INVALID_INPUT) else "failed"
+                outcome: Outcome = "refused" if err.code in (ErrorCode.DENIED, ErrorCode.INVALID_INPUT) else "failed"
                 self._emit(entry, arguments or {}, outcome, str(err.code), _ms(started))
             return self._fail(err)
         except StopScript as stop:
@@ -248,7 +249,7 @@ class ShellCall:
     def _stop(self, stop: StopScript) -> BuiltinResult:
         """End the script at this call: nothing after it runs, and it is never resumed."""
         self.stopped = True
-        self.report.stop(str(stop.error.code), stop.call, approval=stop.approval)
+        self.report.stop(str(stop.error.code), stop.call or {}, approval=stop.approval)
         line = error_line(stop.error)
         if self.stderr_sink is not None:
             self.stderr_sink(line)  # bashkit drops the output of the command that cancels
@@ -323,7 +324,7 @@ class ShellCall:
 
     # --- timeline ----------------------------------------------------------------------------
 
-    def _emit(self, entry: ToolEntry, arguments: dict[str, Any], outcome: str, code: str | None, ms: float) -> None:
+    def _emit(self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, ms: float) -> None:
         self.host.sink.emit(
             NestedCall(
                 id=uuid.uuid4().hex[:16],
@@ -347,7 +348,7 @@ class ShellCall:
                 exit_code=exit_code,
                 started_at=self.started,
                 duration_ms=(time.time() - self.started) * 1000,
-                source=self.session.source,
+                source=self.session.source,  # type: ignore[arg-type]  # one of agent/cli/trigger/script
             )
         )
 
@@ -402,7 +403,7 @@ def _result_value(result: types.CallToolResult, entry: ToolEntry) -> Any:
     value = structured_value(result, entry.output_schema)
     if value is not None:
         return value
-    texts = [b.text for b in result.content if getattr(b, "type", "") == "text"]
+    texts = [str(getattr(b, "text", "")) for b in result.content if getattr(b, "type", "") == "text"]
     text = "\n".join(texts)
     try:
         return json.loads(text)

@@ -70,7 +70,9 @@ def main() -> None:
 @main.command()
 @_config_opt
 @_state_opt
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: exit_code, success, stdout, stderr, tools.")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object: exit_code, success, stdout, stderr, tools."
+)
 @click.option("-c", "command", metavar="SCRIPT", help="The script text.")
 @click.argument("file", required=False)
 def run(config_path: str | None, state_dir: str | None, as_json: bool, command: str | None, file: str | None) -> None:

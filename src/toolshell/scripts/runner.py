@@ -13,7 +13,8 @@ from bashkit import BuiltinContext, BuiltinResult
 
 from toolshell.command.inputs import build_input
 from toolshell.scripts.store import ScriptStore
-from toolshell.scripts.verbs import check_can_save, check_depth, list_text, parse_scripts_args, script_help
+from toolshell.scripts.verbs import USAGE, check_can_save, check_depth, list_text, parse_scripts_args, script_help
+from toolshell.session import both_streams
 
 if TYPE_CHECKING:
     from toolshell.shell_call import ShellCall
@@ -30,8 +31,6 @@ async def run_scripts_verb(call: ShellCall, ctx: BuiltinContext, args: list[str]
         return BuiltinResult(stdout=list_text(store.list()))
     if request.verb == "help":
         if request.name is None:
-            from toolshell.scripts.verbs import USAGE
-
             return BuiltinResult(stdout=USAGE)
         return BuiltinResult(stdout=script_help(store.require(request.name)))
     if request.verb == "save":
@@ -64,7 +63,7 @@ async def run_saved(call: ShellCall, body: str, arguments: dict[str, Any], depth
     err: list[str] = []
     call.shells.append(shell)
     try:
-        result = await shell.execute(f"{{\n{body}\n}} < {INPUT_PATH}", on_output=lambda o, e: (out.append(o), err.append(e)))
+        result = await shell.execute(f"{{\n{body}\n}} < {INPUT_PATH}", on_output=both_streams(out.append, err.append))
     finally:
         call.shells.remove(shell)
     if call.stopped:
