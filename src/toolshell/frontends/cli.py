@@ -259,7 +259,7 @@ def triggers_list(config_path: str | None) -> None:
     from toolshell.scripts.triggers import Trigger, TriggerRunner
 
     loaded = _guard(lambda: _load(config_path))
-    found = [Trigger.from_config(t) for t in loaded.triggers]  # type: ignore[arg-type]
+    found = [Trigger.from_config(t) for t in loaded.triggers]
     nexts = TriggerRunner(found, _never_run).next_runs()
     if not found:
         click.echo("no [[triggers]] in the config")
