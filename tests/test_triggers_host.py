@@ -10,7 +10,7 @@ import pytest
 from toolshell.config import Config
 from toolshell.host import Host
 from toolshell.scripts.clock import ManualClock
-from toolshell.scripts.triggers import Trigger, TriggerConfig, TriggerRunner, webhook_app
+from toolshell.scripts.triggers import Trigger, TriggerRunner, webhook_app
 from toolshell.timeline.sinks import query
 
 pytestmark = pytest.mark.anyio
@@ -28,7 +28,7 @@ SAVE = "echo 'tools text-metrics text-length text=\"$(jq -r .text)\"' | tools sc
 
 
 def _triggers() -> list[Trigger]:
-    return [Trigger.from_config(TriggerConfig.model_validate(t.model_dump())) for t in CONFIG.triggers]
+    return [Trigger.from_config(t) for t in CONFIG.triggers]
 
 
 async def test_a_schedule_runs_the_saved_script_when_due_and_the_run_is_in_the_timeline() -> None:

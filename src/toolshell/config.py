@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from toolshell.errors import ConfigError
+from toolshell.scripts.triggers import TriggerConfig
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
@@ -159,33 +160,6 @@ class WebFetchConfig(_Model):
     """Hosts (or `host:port`) on private, loopback or link-local addresses that web-fetch may reach."""
     max_bytes: int = Field(default=200_000, ge=1_000)
     timeout_seconds: float = Field(default=30.0, gt=0)
-
-
-class TriggerConfig(_Model):
-    """One `[[triggers]]` entry: run a saved script on a schedule or a webhook, with no model call."""
-
-    name: str
-    script: str
-    schedule: str | None = None
-    """Five-field cron, e.g. `"*/15 9-17 * * mon-fri"`, in the machine's time zone."""
-    webhook: bool = False
-    """Serve `POST /hooks/<name>`; a JSON object body is merged over `input`."""
-    input: dict[str, Any] = Field(default_factory=dict)
-    secret_env: str | None = None
-    """The environment variable holding the bearer token the webhook requires."""
-
-    @model_validator(mode="after")
-    def _checked(self) -> TriggerConfig:
-        from toolshell.errors import ToolshellError
-        from toolshell.scripts.triggers import TriggerConfig as Checked
-
-        try:
-            Checked.model_validate(self.model_dump())
-        except ValidationError as e:
-            raise ValueError("; ".join(err["msg"].removeprefix("Value error, ") for err in e.errors())) from None
-        except ToolshellError as e:
-            raise ValueError(e.message) from None
-        return self
 
 
 class StateConfig(_Model):

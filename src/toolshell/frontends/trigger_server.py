@@ -16,9 +16,9 @@ from toolshell.host import Host
 
 
 def _triggers(config: Config) -> list[Any]:
-    from toolshell.scripts.triggers import Trigger, TriggerConfig
+    from toolshell.scripts.triggers import Trigger
 
-    return [Trigger.from_config(TriggerConfig.model_validate(t.model_dump())) for t in config.triggers]
+    return [Trigger.from_config(t) for t in config.triggers]
 
 
 async def fire(config: Config, state_dir: str | None, name: str) -> Any:
