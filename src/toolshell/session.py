@@ -148,6 +148,10 @@ class Session:
             return BuiltinResult(stderr="tools: no shell call in progress\n", exit_code=1)
         return await self._current.handle(ctx, depth=0)
 
+    def close(self) -> None:
+        """End the session: its open elicitation questions are answered `cancel`."""
+        self.host.manager.cancel_session(self.id)
+
     async def run(self, script: str) -> RunResult:
         """Run one script as one shell call; the catalog is rebuilt first."""
         call = await ShellCall.begin(self, script)

@@ -1,0 +1,59 @@
+"""Tool definitions for LLM APIs, and running the model's tool calls, for Python agent builders.
+
+    tools = tool_definitions(host, "anthropic")      # [{"name": "bash", "description", "input_schema"}, …]
+    output = await run_tool_call(session, "bash", {"script": "tools --help"})
+
+The model sees `bash` plus the `keep_visible` tools; everything else is behind `tools` in the shell.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.frontends.mcp_server import BASH_DESCRIPTION, BASH_SCHEMA
+from toolshell.host import Host
+from toolshell.registry.entry import ToolEntry
+from toolshell.session import Session
+
+Shape = Literal["anthropic", "openai"]
+
+
+async def visible_tools(host: Host, session: Session | None = None) -> list[ToolEntry]:
+    """The `keep_visible` tools (by flat name or plain name); they stay callable from the shell too."""
+    wanted = set(host.config.tools_in_shell.keep_visible)
+    return [e for e in await host.list_tools(session) if e.flat_name in wanted or e.name in wanted]
+
+
+def _definition(name: str, description: str, schema: dict[str, Any], shape: Shape) -> dict[str, Any]:
+    if shape == "anthropic":
+        return {"name": name, "description": description, "input_schema": schema}
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": schema}}
+
+
+async def tool_definitions(
+    host: Host, shape: Shape = "anthropic", session: Session | None = None
+) -> list[dict[str, Any]]:
+    """`bash` and the `keep_visible` tools in the shape an LLM API takes."""
+    defs = [_definition("bash", BASH_DESCRIPTION, BASH_SCHEMA, shape)]
+    defs += [_definition(e.flat_name, e.description, e.input_schema, shape) for e in await visible_tools(host, session)]
+    return defs
+
+
+async def run_tool_call(session: Session, name: str, arguments: dict[str, Any]) -> str:
+    """Run one tool call of the model; returns the text to send back as the tool result."""
+    if name == "bash":
+        script = arguments.get("script")
+        if not isinstance(script, str):
+            return json.dumps(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…"}').to_json())
+        return json.dumps((await session.run(script)).to_json(), ensure_ascii=False)
+    entry = next((e for e in await visible_tools(session.host, session) if e.flat_name == name), None)
+    if entry is None:
+        err = ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no direct tool {name!r}; use bash and `tools --help`")
+        return json.dumps(err.to_json())
+    try:
+        result = await session.host.call_tool(entry.server, entry.name, arguments, session=session)
+    except ToolshellError as e:
+        return json.dumps(e.to_json())
+    return "\n".join(str(getattr(b, "text", "")) for b in result.content if getattr(b, "type", "") == "text")

@@ -1,0 +1,58 @@
+"""`toolshell shell`: multi-line input (continuations and heredocs) and answers at the terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from toolshell.frontends import interactive
+
+pytestmark = pytest.mark.anyio
+
+
+def _feed(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> None:
+    it = iter(lines)
+
+    async def read(prompt: str) -> str | None:
+        return next(it, None)
+
+    monkeypatch.setattr(interactive, "_read", read)
+
+
+async def test_a_line_ending_in_backslash_continues_the_script(monkeypatch: pytest.MonkeyPatch) -> None:
+    _feed(monkeypatch, ["echo a \\", "  b", "echo next"])
+    assert await interactive.read_script() == "echo a \\\n  b"
+    assert await interactive.read_script() == "echo next"
+    assert await interactive.read_script() is None
+
+
+async def test_a_heredoc_is_read_to_its_end_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    _feed(monkeypatch, ["tools plan <<'EOF'", "tools a b", "EOF"])
+    assert await interactive.read_script() == "tools plan <<'EOF'\ntools a b\nEOF"
+
+
+@pytest.mark.parametrize(("typed", "answer"), [("y", "once"), ("a", "always"), ("", "deny"), ("n", "deny")])
+async def test_approval_answers_at_the_terminal(monkeypatch: pytest.MonkeyPatch, typed: str, answer: str) -> None:
+    _feed(monkeypatch, [typed])
+
+    class Entry:
+        command = "tools github delete-branch"
+
+    class Risk:
+        why = "destructive"
+        message = "may delete data"
+
+    assert await interactive.ask_approval(Entry(), {"branch": "x"}, Risk()) == answer
+
+
+async def test_the_terminal_answers_an_elicitation_with_json_or_declines(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Params:
+        message = "Name?"
+
+    _feed(monkeypatch, ['{"name": "Ada"}', ""])
+    answerer: Any = interactive.TerminalAnswerer()
+    accepted = await answerer.elicit("greeter", Params())
+    declined = await answerer.elicit("greeter", Params())
+    assert (accepted.action, accepted.content) == ("accept", {"name": "Ada"})
+    assert declined.action == "decline"
