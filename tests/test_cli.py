@@ -159,3 +159,37 @@ def test_a_missing_config_file_is_a_clear_error_not_a_traceback(tmp_path: Path) 
     assert result.exit_code == 1
     assert "cannot read the file" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('[approval]\ndeny = ["git:*x*"]\n', "approval.deny: 'git:*x*' has a '*' before the end of a name"),
+        ('[approval]\nrater = "command"\n', 'approval: rater = "command" needs the program to run'),
+        ('[[guard]]\ntool = ""\n', "guard[0].tool: '' names no tool"),
+        (
+            '[[mcp.servers]]\nname = "h"\ntype = "http"\nurl = "http://127.0.0.1:1/mcp"\ncommand = "x"\n',
+            "mcp.servers[h]: `command` do(es) not apply to a http server",
+        ),
+        ('[[roles]]\nname = "a"\n[[roles]]\nname = "a"\n', "roles[a]: role 'a' is defined twice"),
+    ],
+)
+def test_config_validate_catches_what_policy_and_roles_would_refuse_later(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    result = CliRunner().invoke(main, ["config", "validate", str(path)])
+    assert result.exit_code == 1
+    assert expected in result.output
+
+
+def test_config_validate_warns_about_roles_that_allow_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text(
+        '[[mcp.servers]]\nname = "t"\ncommand = "x"\n[[roles]]\nname = "a"\n[roles.mcp]\nserver_refs = ["t"]\n'
+        'allowed_tools = ["git:*"]\n'
+    )
+    result = CliRunner().invoke(main, ["config", "validate", str(path)])
+    assert result.exit_code == 0
+    assert "warning: roles: role 'a' uses server 't' but no allowed_tools entry names it" in result.output

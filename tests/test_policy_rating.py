@@ -209,4 +209,4 @@ def test_the_config_names_the_rater() -> None:
     rater = make_rater(ApprovalConfig(rater="command", rater_command=["rate", "--fast"]))
     assert isinstance(rater, CommandRater) and rater.argv == ["rate", "--fast"]
     with pytest.raises(ConfigError, match="rater_command"):
-        make_rater(ApprovalConfig(rater="command"))
+        make_rater(ApprovalConfig.model_construct(rater="command", rater_command=[]))

@@ -208,7 +208,7 @@ def test_approval_messages_say_what_happens_next() -> None:
 @pytest.mark.parametrize("bad", ["github:del*ete", "", "github:", "*x:y"])
 def test_a_bad_pattern_is_a_config_error_that_names_its_place(bad: str) -> None:
     with pytest.raises(ConfigError) as err:
-        judge(ToolEntry("gh", "t"), ApprovalConfig(deny=["ok:*", bad]), rating=None)
+        judge(ToolEntry("gh", "t"), ApprovalConfig.model_construct(deny=["ok:*", bad], require=[]), rating=None)
     assert err.value.problems[0][0] == "approval.deny[1]"
 
 

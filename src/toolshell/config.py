@@ -75,7 +75,30 @@ class ServerConfig(_Model):
                 raise ValueError(f"url {self.url!r} must start with http:// or https://")
         if self.type == "builtin" and self.command:
             raise ValueError('a builtin server runs in-process and takes no `command`; use type = "stdio"')
+        misplaced = [key for key in _KEYS_OF_OTHER_TYPES[self.type] if getattr(self, key)]
+        if misplaced:
+            keys = ", ".join(f"`{k}`" for k in misplaced)
+            raise ValueError(f"{keys} do(es) not apply to a {self.type} server; remove it or change `type`")
         return self
+
+
+_KEYS_OF_OTHER_TYPES = {
+    "stdio": ("url", "headers", "module"),
+    "http": ("command", "args", "env", "cwd", "module"),
+    "builtin": ("args", "env", "cwd", "url", "headers"),
+}
+
+
+def _check_patterns(patterns: list[str]) -> list[str]:
+    """`server:tool` patterns of `[approval]` and `[[guard]]`, checked by the same parser policy uses."""
+    from toolshell.policy.patterns import parse_pattern
+
+    for pattern in patterns:
+        try:
+            parse_pattern(pattern)
+        except ConfigError as e:
+            raise ValueError(e.problems[0][1]) from None
+    return patterns
 
 
 class McpSection(_Model):
@@ -120,6 +143,17 @@ class ApprovalConfig(_Model):
     rater: Literal["heuristic", "command", "none"] = "heuristic"
     rater_command: list[str] = Field(default_factory=list)
 
+    @field_validator("require", "deny")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        return _check_patterns(v)
+
+    @model_validator(mode="after")
+    def _command_given(self) -> ApprovalConfig:
+        if self.rater == "command" and not self.rater_command:
+            raise ValueError('rater = "command" needs the program to run, e.g. rater_command = ["python", "rate.py"]')
+        return self
+
 
 class GuardConfig(_Model):
     """A config guardrail: calls to `tool` whose canonical JSON input matches `input` are denied."""
@@ -127,6 +161,11 @@ class GuardConfig(_Model):
     tool: str
     input: str = ""
     message: str = "denied by a guard rule"
+
+    @field_validator("tool")
+    @classmethod
+    def _pattern(cls, v: str) -> str:
+        return _check_patterns([v])[0]
 
     @field_validator("input")
     @classmethod
@@ -198,7 +237,29 @@ class Config(_Model):
         ]
         if self.role and self.role not in {r.name for r in self.roles}:
             problems.append(("role", f"role = {self.role!r} names no [[roles]] entry"))
+        names = [r.name for r in self.roles]
+        problems += [
+            (f"roles[{n}]", f"role {n!r} is defined twice; a role is one [[roles]] entry (merge the two)")
+            for n in sorted({n for n in names if names.count(n) > 1})
+        ]
         return problems
+
+    def warnings(self) -> list[tuple[str, str]]:
+        """Settings that load but probably do not do what was meant (shown by `config validate`)."""
+        from toolshell.builtin import SHIPPED
+        from toolshell.registry.filters import role_problems
+
+        found = [("roles", p) for p in role_problems(self)]
+        found += [
+            (
+                f"mcp.servers[{s.name}]",
+                f"no shipped built-in server is named {s.name!r} ({', '.join(SHIPPED)}); add "
+                '`module = "package.module:attr"`, or pass it to Host(servers=...) from Python',
+            )
+            for s in self.mcp.servers
+            if s.type == "builtin" and not s.module and s.name not in SHIPPED
+        ]
+        return found
 
     def server(self, name: str) -> ServerConfig | None:
         return next((s for s in self.mcp.servers if s.name == name), None)

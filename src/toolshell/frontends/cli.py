@@ -166,6 +166,8 @@ def config_validate(path: str | None) -> None:
     loaded = _guard(lambda: cfg.load_file(found))
     names = ", ".join(s.name for s in loaded.mcp.servers) or "none"
     click.echo(f"{found}: ok ({len(loaded.mcp.servers)} servers: {names})")
+    for place, message in loaded.warnings():
+        click.echo(f"  warning: {place}: {message}", err=True)
 
 
 @config.command("import")
