@@ -237,10 +237,10 @@ class Config(_Model):
         ]
         if self.role and self.role not in {r.name for r in self.roles}:
             problems.append(("role", f"role = {self.role!r} names no [[roles]] entry"))
-        names = [r.name for r in self.roles]
+        role_names = [r.name for r in self.roles]
         problems += [
             (f"roles[{n}]", f"role {n!r} is defined twice; a role is one [[roles]] entry (merge the two)")
-            for n in sorted({n for n in names if names.count(n) > 1})
+            for n in sorted({n for n in role_names if role_names.count(n) > 1})
         ]
         return problems
 

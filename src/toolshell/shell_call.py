@@ -60,6 +60,7 @@ class ShellCall:
     @classmethod
     async def begin(cls, session: Session, script: str) -> ShellCall:
         call = cls(session, await session.host.catalog(session), script)
+        call._emit_shell_call(None)  # recorded now, so a run that never finishes still shows up
         await call._check_before_start()
         return call
 
@@ -206,7 +207,7 @@ class ShellCall:
             max_bytes=self.host.config.tools_in_shell.max_output_bytes,
             tool="-".join(w for w in (entry.server, entry.name) if w).replace("_", "-"),
             output_schema=entry.output_schema,
-            taken=_taken_images(ctx),
+            taken=_taken_images(ctx) if _has_images(result) else frozenset(),
         )
         self.hints.extend(_hints(result))
         ok = rendered.error is None
@@ -339,7 +340,7 @@ class ShellCall:
             )
         )
 
-    def _emit_shell_call(self, exit_code: int) -> None:
+    def _emit_shell_call(self, exit_code: int | None) -> None:
         self.host.sink.emit(
             ShellCallEvent(
                 id=self.id,
@@ -347,7 +348,7 @@ class ShellCall:
                 script_preview=self.script[:200],
                 exit_code=exit_code,
                 started_at=self.started,
-                duration_ms=(time.time() - self.started) * 1000,
+                duration_ms=None if exit_code is None else (time.time() - self.started) * 1000,
                 source=self.session.source,  # type: ignore[arg-type]  # one of agent/cli/trigger/script
             )
         )
@@ -356,6 +357,10 @@ class ShellCall:
 def _approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:
     why = risk.message or f"{entry.command} needs a person's approval ({risk.why})"
     return f"{why} (approval request {request_id}; a person runs `toolshell approvals grant {request_id}`)"
+
+
+def _has_images(result: types.CallToolResult) -> bool:
+    return any(getattr(b, "type", "") == "image" for b in result.content)
 
 
 def _taken_images(ctx: BuiltinContext | None) -> frozenset[str]:

@@ -61,8 +61,24 @@ def _compile(schema: dict[str, Any]) -> _Compiled:
     return _Compiled(cls(schema, registry=_NO_REMOTE_REFS))
 
 
-def _compiled(schema: dict[str, Any]) -> _Compiled:
+_keys: dict[int, tuple[dict[str, Any], str | None]] = {}
+
+
+def _key(schema: dict[str, Any]) -> str | None:
+    """The cache key of a schema. A catalog hands one schema object to every call of a shell call,
+    so the canonical JSON is remembered per object (held, so its id cannot be reused)."""
+    hit = _keys.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    if len(_keys) >= CACHE_SIZE:
+        _keys.clear()
     key = _canonical(schema)
+    _keys[id(schema)] = (schema, key)
+    return key
+
+
+def _compiled(schema: dict[str, Any]) -> _Compiled:
+    key = _key(schema)
     if key is None:
         return _Compiled(None, "the input schema is not plain JSON")
     found = _cache.get(key)

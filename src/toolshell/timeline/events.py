@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 Outcome = Literal["completed", "failed", "refused", "stopped_for_approval"]
@@ -104,7 +104,7 @@ class NestedCall:
     type: str = field(default="tool.nested_call", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _shallow(self)
 
 
 @dataclass
@@ -125,7 +125,12 @@ class ShellCall:
     type: str = field(default="shell.call", init=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return _shallow(self)
 
 
 Event = NestedCall | ShellCall
+
+
+def _shallow(event: Any) -> dict[str, Any]:
+    """The event as a dict; its fields are plain values, so no deep copy (`asdict`) is needed."""
+    return {f.name: getattr(event, f.name) for f in fields(event)}
