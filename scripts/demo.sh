@@ -5,6 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
-python -m pip install --quiet -e . 
+python -m pip install --quiet -e . 2> >(grep -v "^WARNING: Location '" >&2)
 export TOOLSHELL_STATE_DIR="${TOOLSHELL_STATE_DIR:-$(mktemp -d)}"
 toolshell run examples/quickstart.sh

@@ -5,8 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m venv .venv
 . .venv/bin/activate
-python -m pip install --quiet --upgrade pip >/dev/null 2>&1 || true
-python -m pip install --quiet -e '.[dev]'
+# (this machine's pip config names local mirrors that may be absent; their warnings are noise)
+python -m pip install --quiet -e '.[dev]' 2> >(grep -v "^WARNING: Location '" >&2)
 # Third-party MCP servers the tests run as real subprocesses (npm); node_modules stays local.
 if command -v npm >/dev/null 2>&1; then
   npm install --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
