@@ -7,6 +7,7 @@ import json
 import os
 from typing import Any
 
+import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ImageContent, TextContent, ToolAnnotations
@@ -160,3 +161,43 @@ async def test_the_bash_result_json_has_the_agent_facing_shape() -> None:
 
 def test_no_test_leaks_the_users_state_dir() -> None:
     assert os.environ["TOOLSHELL_STATE_DIR"].endswith("state")
+
+
+async def test_a_script_past_the_shell_time_limit_stops_and_says_which_setting_to_raise() -> None:
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer("slow")
+    ended = anyio.Event()
+
+    async def nap(seconds: float) -> str:
+        try:
+            await anyio.sleep(seconds)
+        finally:
+            ended.set()
+        return "woke"
+
+    server.add_tool(nap, name="nap", annotations=ToolAnnotations(readOnlyHint=True))
+    config = Config.model_validate({"shell": {"timeout_seconds": 0.5}})
+    async with Host.open(config, servers={"slow": server}) as host:
+        session = host.session()
+        result = await session.run("echo before; tools slow nap seconds=30; echo after")
+        with anyio.fail_after(5):
+            await ended.wait()
+        again = await session.run("echo next")
+    assert result.stdout == "before\n" and result.exit_code != 0
+    assert "raise [shell] timeout_seconds" in result.stderr
+    assert again.stdout == "next\n"
+
+
+async def test_shell_calls_of_one_session_run_one_at_a_time() -> None:
+    async with Host.open() as host:
+        session = host.session()
+        results: list[Any] = []
+
+        async def run(n: int) -> None:
+            results.append(await session.run(f"echo {n} > f; cat f"))
+
+        async with anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(run, n)
+    assert sorted(r.stdout for r in results) == [f"{n}\n" for n in range(5)]

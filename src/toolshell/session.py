@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from bashkit import Bash, BuiltinContext, BuiltinResult, ExecutionProfile, FileSystem
 
 from toolshell.builtin.functions import HintAccumulator
@@ -117,6 +118,7 @@ class Session:
         self.approver: Approver | None = None
         """Asks a person on the spot (`[approval] inline`): returns "once", "always" or "deny"."""
         self._current: ShellCall | None = None
+        self._lock = anyio.Lock()
         self.bash = self.new_shell(self._tools_builtin)
 
     def new_shell(self, tools_fn: Any, *, allow_curl: bool = True) -> Bash:
@@ -153,7 +155,14 @@ class Session:
         self.host.manager.cancel_session(self.id)
 
     async def run(self, script: str) -> RunResult:
-        """Run one script as one shell call; the catalog is rebuilt first."""
+        """Run one script as one shell call; the catalog is rebuilt first.
+
+        Shell calls of one session run one at a time (they share one shell and its files).
+        """
+        async with self._lock:
+            return await self._run(script)
+
+    async def _run(self, script: str) -> RunResult:
         call = await ShellCall.begin(self, script)
         if call.before_start_stop is not None:
             return call.finish_before_start()
@@ -173,6 +182,11 @@ class Session:
             exit_code = exit_code or 1
         elif result.error and result.error not in stderr:
             stderr += f"{result.error}\n"
+        if result.error and "timeout" in result.error:
+            limit = self.host.config.shell.timeout_seconds
+            stderr += (
+                f"the script ran past the shell's {limit:g} s limit; raise [shell] timeout_seconds for longer runs\n"
+            )
         return call.finish(exit_code, out.text(), stderr)
 
 
