@@ -94,3 +94,25 @@ async def test_the_call_limit_is_configurable() -> None:
     result, calls = await _run("for i in 1 2 3 4 5; do tools github list-pulls repo=a/b >/dev/null; done", config)
     assert _error(result.stderr)["code"] == "call_limit"
     assert len(calls) == 3
+
+
+async def test_a_changing_call_that_times_out_is_reported_as_done_and_not_ok() -> None:
+    import anyio
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+
+    server = MCPServer("slow")
+
+    async def migrate() -> str:
+        await anyio.sleep(30)
+        return "migrated"
+
+    server.add_tool(migrate, name="migrate", annotations=ToolAnnotations(destructiveHint=False, openWorldHint=False))
+    config = Config.model_validate({"mcp": {"servers": [{"name": "slow", "type": "builtin", "timeout_seconds": 0.3}]}})
+    async with Host.open(config, servers={"slow": server}) as host:
+        result = await host.run("tools slow migrate")
+    err = _error(result.stderr)
+    assert (err["code"], err["retryable"]) == ("unavailable", True)
+    [done] = result.tools["done"]
+    assert (done["tool"], done["ok"]) == ("tools slow migrate", False)
+    assert "timed out" in done["result"]["error"]

@@ -21,6 +21,7 @@ from toolshell.command.inputs import build_input
 from toolshell.command.render import error_line, render_result, structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.validate import validate_input
 from toolshell.timeline.events import NestedCall, preview
 from toolshell.timeline.events import ShellCall as ShellCallEvent
 
@@ -70,8 +71,8 @@ class ShellCall:
 
         for scanned in scan(self.script).calls:
             resolved = self._resolve_literal(scanned)
-            if resolved is None:
-                continue
+            if resolved is None or _quiet(lambda r=resolved: validate_input(*r) or True) is None:
+                continue  # built at run time, or input that fails its schema (that fails when it runs)
             entry, arguments = resolved
             risk = await self.host.policy.assess(entry, arguments)
             if risk.level != "needs_approval":
@@ -201,7 +202,11 @@ class ShellCall:
             self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
             err = ToolshellError(ErrorCode.NEEDS_APPROVAL, _approval_message(entry, risk, request.id))
             raise StopScript(err, call, approval="requested")
-        result = await self.host.call_entry(entry, arguments, self.session)
+        try:
+            result = await self.host.call_entry(entry, arguments, self.session)
+        except ToolshellError as err:  # a timeout or a crash mid-call may still have changed something
+            self.report.record(entry.command, arguments, risk.level, False, {"error": err.message})
+            raise
         rendered = render_result(
             result,
             max_bytes=self.host.config.tools_in_shell.max_output_bytes,
