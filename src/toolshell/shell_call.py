@@ -71,7 +71,7 @@ class ShellCall:
 
         for scanned in scan(self.script).calls:
             resolved = self._resolve_literal(scanned)
-            if resolved is None or _quiet(lambda r=resolved: validate_input(*r) or True) is None:
+            if resolved is None or not _valid(*resolved):
                 continue  # built at run time, or input that fails its schema (that fails when it runs)
             entry, arguments = resolved
             risk = await self.host.policy.assess(entry, arguments)
@@ -379,6 +379,14 @@ def _taken_images(ctx: BuiltinContext | None) -> frozenset[str]:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
+
+
+def _valid(entry: ToolEntry, arguments: dict[str, Any]) -> bool:
+    try:
+        validate_input(entry, arguments)
+    except ToolshellError:
+        return False
+    return True
 
 
 def _quiet(fn: Any) -> Any:
