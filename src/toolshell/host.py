@@ -138,7 +138,7 @@ class Host:
         disabled = self._disabled.get(session.id, set())
         infos: list[ServerInfo] = []
         entries: list[ToolEntry] = []
-        for server in active_servers(self.config_with_builtins, session.role):
+        for server in active_servers(self.config, session.role):
             if server.name in disabled:
                 continue
             tools, info = await self._server_tools(server, session)
@@ -146,22 +146,17 @@ class Host:
             entries += filter_entries(tools, server, role)
         return Catalog(infos, entries, await self._top_level_entries(session))
 
-    @property
-    def config_with_builtins(self) -> Config:
-        return self.config.model_copy(update={"mcp": self.config.mcp.model_copy(update={"servers": self._servers()})})
-
     async def _server_tools(self, server: ServerConfig, session: Session) -> tuple[list[ToolEntry], ServerInfo]:
         conn = self.manager.connection(server.name)
         if conn is None:
             return [], ServerInfo(server.name, loaded=False, tool_count=0, state="disabled")
-        status = conn.status()
-        if status.state in (ConnState.NOT_LOADED,):
-            return [], ServerInfo(server.name, loaded=False, tool_count=0, state=str(status.state))
-        if status.state != ConnState.READY:
-            try:
-                conn = await self.manager.get(server.name)
-            except ToolshellError:
-                return [], ServerInfo(server.name, loaded=True, tool_count=0, state=str(conn.status().state))
+        state = conn.status().state
+        if state == ConnState.NOT_LOADED:
+            return [], ServerInfo(server.name, loaded=False, tool_count=0, state=str(state))
+        if state != ConnState.READY:
+            # Not retried here: a broken server must not slow every shell call. A call that names it
+            # retries (with backoff), see `ShellCall._resolve`.
+            return [], ServerInfo(server.name, loaded=True, tool_count=0, state=str(state))
         try:
             tools = await conn.list_tools(session.context)
         except ToolshellError:

@@ -154,13 +154,15 @@ class ShellCall:
 
     async def _resolve(self, argv: list[str]) -> tuple[ToolEntry, list[str]]:
         look = self.catalog.lookup(argv)
-        if look.kind == "unloaded_server" and look.server is not None:
+        needs_start = look.kind == "unloaded_server" or (look.server is not None and look.server.state != "ready")
+        if needs_start and look.server is not None:
+            # Load a lazy server, or restart a failed one (the connection applies its backoff).
             await self.host.load_server(look.server.name)
             self.catalog = await self.host.catalog(self.session)
             look = self.catalog.lookup(argv)
         if look.kind != "tool" or look.entry is None:
             name = look.server.name if look.server else argv[0]
-            if look.server is not None and look.server.state not in ("ready", "loaded"):
+            if look.server is not None and look.server.state != "ready":
                 raise self._server_unavailable(look.server.name)
             raise ToolshellError(
                 ErrorCode.UNKNOWN_COMMAND,
