@@ -82,3 +82,41 @@ async def test_http_serving_binds_loopback_and_rejects_a_foreign_host_header() -
     assert evil.status_code in (400, 403, 421)
     assert origin.status_code in (400, 403)
     assert names == ["bash"]
+
+
+async def test_a_servers_question_during_a_script_goes_to_the_upstream_client_that_declared_elicitation() -> None:
+    import mcp_types as types
+
+    from test_llm_and_elicitation import _asking
+
+    asked: list[str] = []
+
+    async def answer(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace"})
+
+    async with Host.open(servers={"greeter": _asking()}) as host:
+        server = build_server(host, [])
+        async with Client(server, mode="legacy", elicitation_callback=answer) as client:
+            result = await client.call_tool("bash", {"script": "tools greeter greet"})
+        async with Client(server, mode="legacy") as client:
+            declined = await client.call_tool("bash", {"script": "tools greeter greet"})
+    assert json.loads(result.content[0].text)["stdout"] == "hello Grace\n"
+    assert asked == ["[greeter] What is your name?"]
+    assert json.loads(declined.content[0].text)["stdout"] == "no answer (decline)\n"
+
+
+async def test_toolshell_serve_over_stdio_is_a_working_mcp_server(tmp_path) -> None:
+    import shutil
+    import sys
+
+    from mcp import StdioServerParameters
+
+    exe = shutil.which("toolshell") or str(__import__("pathlib").Path(sys.executable).parent / "toolshell")
+    params = StdioServerParameters(command=exe, args=["serve", "--state-dir", str(tmp_path)])
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            result = await client.call_tool("bash", {"script": "tools text-metrics text-length text=héllo"})
+    assert names == ["bash"]
+    assert json.loads(result.content[0].text)["stdout"] == "5\n"
