@@ -209,6 +209,26 @@ def test_other_stray_words_are_rejected(word: str) -> None:
     assert invalid([word]) == (f"unexpected argument {word!r}; pass input as key=value, --key value, or a JSON object")
 
 
+def test_keys_may_be_written_in_any_script() -> None:
+    schema = {"type": "object", "properties": {"ключ": {"type": "integer"}, "名前": {"type": "string"}}}
+    assert build_input(["ключ=1", "--名前", "42", "--über.größe=x"], None, schema) == {
+        "ключ": 1,
+        "名前": "42",
+        "über.größe": "x",
+    }
+
+
+@pytest.mark.parametrize("word", ["ключ=1", "_k-1.v=1"])
+def test_a_non_ascii_or_punctuated_key_is_a_pair_not_a_stray_word(word: str) -> None:
+    key = word.split("=", 1)[0]
+    assert build_input([word], None, {}) == {key: 1}
+
+
+@pytest.mark.parametrize("word", ["1ключ=1", ".k=1", "к лю=1", "ключ!=1"])
+def test_a_key_that_is_not_a_name_is_still_a_stray_word(word: str) -> None:
+    assert invalid([word]) == (f"unexpected argument {word!r}; pass input as key=value, --key value, or a JSON object")
+
+
 def test_bad_json_argument_reports_the_decoder_position() -> None:
     assert invalid(['{"repo": "a/b" "number": 1}']) == (
         "the JSON argument is not valid JSON (Expecting ',' delimiter: line 1 column 16 (char 15)); "

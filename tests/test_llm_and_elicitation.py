@@ -34,7 +34,7 @@ async def test_tool_definitions_come_in_anthropic_and_openai_shapes_with_keep_vi
     assert [d["function"]["name"] for d in openai] == ["bash", "mcp_text_metrics__text_length"]
     assert openai[1]["function"]["parameters"]["properties"]["text"]["type"] == "string"
     assert bash["stdout"] == "2\n"
-    assert direct == "3"
+    assert direct == "3\n"
     assert unknown["error"]["code"] == "unknown_command"
 
 

@@ -295,3 +295,30 @@ case "$summary" in 0) tools linear create-issue title=none ;; esac
         (8, "substitution", True, False),
         (9, "script", True, False),
     ]
+
+
+def test_a_deeply_nested_script_is_read_without_running_out_of_stack() -> None:
+    found = scan("(" * 1500 + "tools github list-pulls" + ")" * 1500)
+    assert found.complete is False
+    assert found.reasons[0] == "the script does not parse near line 1; calls after it may be missed"
+
+
+def test_a_call_deep_inside_substitutions_is_still_found() -> None:
+    found = scan("$(" * 1500 + "tools github list-pulls" + ")" * 1500)
+    assert found.calls[0] == ScannedCall(
+        ["github", "list-pulls"], True, False, "substitution", 1, "tools github list-pulls"
+    )
+    assert found.complete is False  # bashkit refuses this nesting, and the outer names are computed
+
+
+def test_nesting_too_deep_for_python_makes_the_scan_incomplete_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    def too_deep(*args: Any) -> None:
+        raise RecursionError
+
+    monkeypatch.setattr(plan_module, "_command", too_deep)
+    found = scan("tools github list-pulls")
+    assert found.complete is False
+    assert found.reasons == [
+        "the script nests too deeply to read; calls inside it may be missed",
+        "bashkit's parser sees 1 `tools` commands where this plan found 0",
+    ]

@@ -203,3 +203,53 @@ def test_views_list_callable_tools_and_look_them_up_folded() -> None:
     assert catalog.by_flat_name("web-fetch") is WEB_FETCH
     assert catalog.by_flat_name("mcp_github__nope") is None
     assert catalog.duplicates == []
+
+
+# --- flat names ---------------------------------------------------------------------------------------
+
+
+def test_a_flat_name_names_its_tool_and_the_rest_is_input() -> None:
+    assert _catalog().lookup(["mcp_github__get_pull", "number=7"]) == Lookup("tool", GITHUB, GET_PULL, ["number=7"])
+
+
+def test_a_flat_name_is_folded_like_every_word() -> None:
+    assert _catalog().lookup(["MCP_GitHub__Get-Pull"]) == Lookup("tool", GITHUB, GET_PULL, [])
+    assert _catalog().lookup(["mcp-text-metrics--text-length"]) == Lookup("tool", TEXT, TEXT_LENGTH, [])
+
+
+def test_a_flat_name_reaches_the_tools_of_a_server_named_like_a_verb() -> None:
+    search = ServerInfo("search", loaded=True, tool_count=1)
+    find = ToolEntry("search", "find")
+    assert Catalog([search], [find]).lookup(["mcp_search__find", "q=x"]) == Lookup("tool", search, find, ["q=x"])
+
+
+def test_a_flat_name_of_an_unloaded_server_asks_for_the_server_to_be_loaded() -> None:
+    assert _catalog().lookup(["mcp_docs__search_docs", "q=refunds"]) == Lookup(
+        "unloaded_server", DOCS, None, ["q=refunds"]
+    )
+
+
+def test_a_flat_name_of_a_server_that_is_not_ready_is_a_server_lookup() -> None:
+    broken = ServerInfo("broken", loaded=True, tool_count=0, state="failed")
+    assert Catalog([broken], []).lookup(["mcp_broken__any"]) == Lookup("server", broken, None, [])
+
+
+def test_a_flat_name_with_an_unknown_tool_suggests_the_servers_nearest_tools() -> None:
+    assert _unknown(_catalog(), ["mcp_github__Get-Pul"]) == (
+        "server 'github' has no tool named 'Get-Pul'; did you mean: tools github get-pull, tools github list-pulls? "
+        "Run `tools github --help` for its tools."
+    )
+
+
+def test_a_flat_name_with_a_misspelt_server_suggests_the_nearest_tools() -> None:
+    assert _unknown(_catalog(), ["mcp_gthub__get_pull"]) == (
+        "no tool or server named 'mcp_gthub__get_pull'; did you mean: tools github get-pull, "
+        "tools github list-pulls? Run `tools --help` for the list."
+    )
+
+
+def test_the_first_word_as_a_server_or_top_level_tool_wins_over_a_flat_name() -> None:
+    odd = ServerInfo("mcp_github__get_pull", loaded=True, tool_count=1)
+    odd_tool = ToolEntry("mcp_github__get_pull", "run")
+    catalog = Catalog([GITHUB, odd], [GET_PULL, odd_tool])
+    assert catalog.lookup(["mcp_github__get_pull", "run"]) == Lookup("tool", odd, odd_tool, [])

@@ -172,3 +172,64 @@ def test_check_input_refuses_mismatching_input_with_the_failing_path(input, mess
     script = scripts.save("s", BODY, "d", schema)
     error = _error(scripts.check_input, script, input)
     assert (error.code, error.message) == (ErrorCode.INVALID_INPUT, message)
+
+
+DANGLING = {"type": "object", "properties": {"repo": {"$ref": "#/$defs/repo"}}}
+
+
+def test_check_input_with_a_dangling_ref_says_the_schema_cannot_be_used():
+    script = SavedScript("s", "d", DANGLING, BODY, 1.0, 1.0)  # saved before save-time checks existed
+    error = _error(_store().check_input, script, {"repo": "acme/api"})
+    assert (error.code, error.message) == (
+        ErrorCode.INVALID_INPUT,
+        "the script's input schema cannot be used: its $ref '/$defs/repo' cannot be resolved; save it again "
+        "with a fixed --input-schema (tools scripts save s --input-schema JSON)",
+    )
+
+
+def test_check_input_with_refs_that_loop_says_the_schema_cannot_be_used():
+    script = SavedScript("s", "d", {"type": "object", "$ref": "#"}, BODY, 1.0, 1.0)
+    error = _error(_store().check_input, script, {})
+    assert (error.code, error.message) == (
+        ErrorCode.INVALID_INPUT,
+        "the script's input schema cannot be used: its $refs refer to each other without end; save it again "
+        "with a fixed --input-schema (tools scripts save s --input-schema JSON)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "ref", "where"),
+    [
+        (DANGLING, "#/$defs/repo", "properties.repo"),
+        ({"type": "object", "$defs": {"a": {}}, "allOf": [{"$ref": "#/$defs/b"}]}, "#/$defs/b", "allOf[0]"),
+        ({"type": "object", "$ref": "#/properties/x"}, "#/properties/x", "the top level"),
+    ],
+)
+def test_saving_a_schema_whose_local_ref_points_nowhere_is_refused(schema, ref, where):
+    scripts = _store()
+    error = _error(scripts.save, "s", BODY, "d", schema)
+    assert (error.code, error.message) == (
+        ErrorCode.INVALID_INPUT,
+        f"the input schema's $ref {ref!r} at {where} points to nothing in the schema; define it (e.g. under "
+        "$defs) or remove the $ref",
+    )
+    assert scripts.get("s") is None
+
+
+def test_a_schema_whose_local_refs_resolve_is_saved_and_checks_input():
+    schema = {
+        "type": "object",
+        "$defs": {"repo": {"type": "string"}, "a/b": {"type": "integer"}},
+        "properties": {
+            "repo": {"$ref": "#/$defs/repo"},
+            "n": {"$ref": "#/$defs/a~1b"},
+            "tags": {"type": "array", "items": {"$ref": "#/properties/repo"}},
+            "kind": {"enum": [{"$ref": "#/not/a/reference"}]},
+            "other": {"$id": "https://example.com/other", "$ref": "#/elsewhere"},
+        },
+    }
+    scripts = _store()
+    script = scripts.save("s", BODY, "d", schema)
+    scripts.check_input(script, {"repo": "a", "n": 1, "tags": ["x"]})
+    error = _error(scripts.check_input, script, {"n": "one"})
+    assert error.message == "input of script 's' at n: 'one' is not of type 'integer'; see tools scripts s --help"

@@ -80,7 +80,7 @@ async def test_a_post_without_a_body_runs_with_the_triggers_input():
 async def test_a_body_that_is_not_a_json_object_is_refused_without_running(body):
     run = Recorder()
     async with _client(run) as client:
-        response = await client.post("/hooks/open", content=body)
+        response = await client.post("/hooks/open", content=body, headers={"Content-Type": "application/json"})
     assert response.status_code == 400
     assert response.json() == _error("invalid_input", 'the body must be a JSON object, e.g. {"repo": "acme/api"}')
     assert run.calls == []
@@ -90,7 +90,9 @@ async def test_a_body_that_is_not_a_json_object_is_refused_without_running(body)
 async def test_a_body_over_the_size_limit_gets_413():
     run = Recorder()
     async with _client(run, max_body_bytes=10) as client:
-        response = await client.post("/hooks/open", content=b'{"k": "' + b"x" * 20 + b'"}')
+        response = await client.post(
+            "/hooks/open", content=b'{"k": "' + b"x" * 20 + b'"}', headers={"Content-Type": "application/json"}
+        )
     assert response.status_code == 413
     assert response.json() == _error("invalid_input", "the body is larger than 10 bytes")
     assert run.calls == []
@@ -198,6 +200,92 @@ async def test_a_configured_host_name_is_served():
     async with _client(Recorder(), base_url="http://hooks.internal:8000", allowed_hosts=["Hooks.Internal"]) as client:
         response = await client.post("/hooks/open")
     assert response.status_code == 200
+
+
+def _origin_refusal(origin: str) -> dict[str, Any]:
+    return _error(
+        "denied",
+        f"origin {origin!r} is not allowed; webhooks accept requests from web pages on loopback origins only"
+        " unless the host is configured",
+    )
+
+
+@pytest.mark.anyio
+async def test_a_cross_site_form_post_to_a_trigger_without_a_token_is_refused_before_anything_runs():
+    run = Recorder()
+    async with _client(run) as client:
+        response = await client.post(
+            "/hooks/open",
+            content='{"repo": "evil/repo"}',
+            headers={"Origin": "https://evil.example", "Content-Type": "text/plain"},
+        )
+    assert response.status_code == 403
+    assert response.json() == _origin_refusal("https://evil.example")
+    assert run.calls == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("origin", ["https://evil.example", "null", "http://localhost.evil.example", "garbage"])
+async def test_a_foreign_origin_is_refused_even_with_a_json_body(origin):
+    run = Recorder()
+    async with _client(run) as client:
+        response = await client.post("/hooks/open", json={"n": 2}, headers={"Origin": origin})
+    assert response.status_code == 403
+    assert response.json() == _origin_refusal(origin)
+    assert run.calls == []
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("origin", ["http://localhost:3000", "http://127.0.0.1:8765", "http://[::1]"])
+async def test_a_loopback_origin_is_served(origin):
+    run = Recorder()
+    async with _client(run) as client:
+        response = await client.post("/hooks/open", json={"n": 2}, headers={"Origin": origin})
+    assert response.status_code == 200
+    assert run.calls == [("echo-input", {"repo": "acme/api", "n": 2}, "trigger")]
+
+
+@pytest.mark.anyio
+async def test_an_origin_whose_host_is_configured_is_served():
+    run = Recorder()
+    async with _client(run, allowed_hosts=["hooks.internal"]) as client:
+        response = await client.post("/hooks/open", headers={"Origin": "https://hooks.internal"})
+    assert response.status_code == 200
+    assert run.calls == [("echo-input", {"repo": "acme/api", "n": 1}, "trigger")]
+
+
+@pytest.mark.anyio
+async def test_accepting_any_host_still_refuses_a_foreign_origin():
+    run = Recorder()
+    async with _client(run, base_url="http://hooks.example", allowed_hosts=["*"]) as client:
+        served = await client.post("/hooks/open")
+        refused = await client.post("/hooks/open", headers={"Origin": "https://evil.example"})
+    assert served.status_code == 200
+    assert (refused.status_code, refused.json()) == (403, _origin_refusal("https://evil.example"))
+    assert run.calls == [("echo-input", {"repo": "acme/api", "n": 1}, "trigger")]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded"])
+async def test_a_body_not_sent_as_json_gets_415_without_running(content_type):
+    run = Recorder()
+    headers = {"Content-Type": content_type} if content_type else {}
+    async with _client(run) as client:
+        response = await client.post("/hooks/open", content='{"repo": "evil/repo"}', headers=headers)
+    assert response.status_code == 415
+    assert response.json() == _error("invalid_input", "send the body with the header 'Content-Type: application/json'")
+    assert run.calls == []
+
+
+@pytest.mark.anyio
+async def test_a_json_body_with_a_charset_parameter_is_accepted():
+    run = Recorder()
+    async with _client(run) as client:
+        response = await client.post(
+            "/hooks/open", content='{"n": 3}', headers={"Content-Type": "Application/JSON; charset=utf-8"}
+        )
+    assert response.status_code == 200
+    assert run.calls == [("echo-input", {"repo": "acme/api", "n": 3}, "trigger")]
 
 
 @pytest.mark.anyio

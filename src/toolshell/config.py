@@ -182,6 +182,20 @@ class MountConfig(_Model):
     path: str
     writable: bool = False
 
+    @field_validator("host")
+    @classmethod
+    def _host_folder_exists(cls, v: str) -> str:
+        if not Path(v).expanduser().is_dir():
+            raise ValueError(f"host folder {v!r} does not exist; create it or fix the path")
+        return str(Path(v).expanduser())
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError(f'path {v!r} must be absolute inside the shell, e.g. "/data"')
+        return v
+
 
 class ShellConfig(_Model):
     timeout_seconds: float = Field(default=300.0, gt=0)
@@ -375,12 +389,17 @@ def _problems_from(err: ValidationError, raw: dict[str, Any]) -> list[tuple[str,
     return out
 
 
-def parse_config(raw: dict[str, Any], *, env: Mapping[str, str] | None = None, source: str = "") -> Config:
-    """Validate a decoded config (TOML tables or imported JSON) into a `Config`, or raise `ConfigError`."""
+def parse_config(
+    raw: dict[str, Any], *, env: Mapping[str, str] | None = None, source: str = "", expand: bool = True
+) -> Config:
+    """Validate a decoded config (TOML tables or imported JSON) into a `Config`, or raise `ConfigError`.
+
+    `expand=False` keeps `${VAR}` as written (for converting a file without reading any secret).
+    """
     if "mcpServers" in raw or ("servers" in raw and "mcp" not in raw):
         raw = import_mcp_json(raw, source=source)
     raw = json.loads(json.dumps(raw))  # a private copy: expansion writes into it
-    problems = _expand_servers(raw, os.environ if env is None else env)
+    problems = _expand_servers(raw, os.environ if env is None else env) if expand else []
     try:
         config = Config.model_validate(raw)
     except ValidationError as e:
@@ -417,7 +436,7 @@ def import_mcp_json(data: dict[str, Any], *, source: str = "") -> dict[str, Any]
     return {"mcp": {"servers": out}}
 
 
-def load_text(text: str, *, source: str = "", env: Mapping[str, str] | None = None) -> Config:
+def load_text(text: str, *, source: str = "", env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
     """Parse config text: JSON when it starts with `{`, TOML otherwise."""
     stripped = text.lstrip()
     if stripped.startswith("{"):
@@ -432,16 +451,18 @@ def load_text(text: str, *, source: str = "", env: Mapping[str, str] | None = No
             raise ConfigError([("", f"not valid TOML: {e}")], source) from None
     if not isinstance(raw, dict):
         raise ConfigError([("", "the top level must be a table / object")], source)
-    return parse_config(raw, env=env, source=source)
+    return parse_config(raw, env=env, source=source, expand=expand)
 
 
-def load_file(path: str | Path, *, env: Mapping[str, str] | None = None) -> Config:
+def load_file(path: str | Path, *, env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError([("", f"cannot read the file: {e.strerror or e}")], str(p)) from None
-    return load_text(text, source=str(p), env=env)
+    except UnicodeDecodeError as e:
+        raise ConfigError([("", f"not UTF-8 text (byte {e.start}); save the file as UTF-8")], str(p)) from None
+    return load_text(text, source=str(p), env=env, expand=expand)
 
 
 def user_config_dir() -> Path:

@@ -7,6 +7,7 @@ async with Host.open() as host:                    # the embedded default
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -31,6 +32,7 @@ from toolshell.session import Session
 from toolshell.store import Store
 from toolshell.timeline.sinks import EventSink, SqliteSink
 
+logger = logging.getLogger(__name__)
 _TOP_LEVEL = ServerConfig(name="toolshell-top-level", type="builtin", timeout_seconds=60)
 
 
@@ -169,6 +171,28 @@ class Host:
             return []
         await self._top.start()
         return [_entry(None, t, True) for t in await self._top.list_tools(session.context)]
+
+    async def visible_tools(self, session: Session | None = None) -> list[ToolEntry]:
+        """The `keep_visible` tools (flat or plain names, hyphens and underscores alike), lazy ones loaded.
+
+        They stay callable from the shell too. Names that match no tool are logged, not fatal.
+        """
+        from toolshell.registry.naming import fold, parse_flat_name
+
+        names = self.config.tools_in_shell.keep_visible
+        for name in names:
+            server, _ = parse_flat_name(name)
+            if server is not None and server in {s.name for s in self._servers()}:
+                try:
+                    await self.load_server(server)
+                except ToolshellError as e:
+                    logger.warning("keep_visible %s: %s", name, e.message)
+        wanted = {fold(n) for n in names}
+        found = [e for e in await self.list_tools(session) if fold(e.flat_name) in wanted or fold(e.name) in wanted]
+        missing = wanted - {fold(e.flat_name) for e in found} - {fold(e.name) for e in found}
+        for name in sorted(missing):
+            logger.warning("keep_visible names %r, which matches no tool; use `mcp_<server>__<tool>`", name)
+        return found
 
     async def list_tools(self, session: Session | None = None) -> list[ToolEntry]:
         catalog = await self.catalog(session)

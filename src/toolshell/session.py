@@ -121,15 +121,15 @@ class Session:
         self._lock = anyio.Lock()
         self.bash = self.new_shell(self._tools_builtin)
 
-    def new_shell(self, tools_fn: Any, *, allow_curl: bool = True) -> Bash:
+    def new_shell(self, tools_fn: Any, *, network: bool = True) -> Bash:
         """A fresh sandboxed shell with `tools` registered (saved scripts run in their own)."""
         shell = self.host.config.shell
         builtins: dict[str, Any] = {"tools": tools_fn}
-        if not allow_curl:
-            builtins["curl"] = builtins["wget"] = _no_network_in_saved_scripts
+        if not network:
+            builtins["curl"] = builtins["wget"] = builtins["http"] = _no_network_in_saved_scripts
         env = {name: os.environ[name] for name in shell.env if name in os.environ}
         kwargs: dict[str, Any] = {}
-        if shell.network_allow:
+        if shell.network_allow and network:  # a saved script gets no network at all
             kwargs["network"] = {"allow": list(shell.network_allow)}
         bash = Bash(
             cwd=WORKDIR,

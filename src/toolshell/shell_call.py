@@ -8,6 +8,7 @@ Errors become the seed's JSON error line here and nowhere else (`_fail`).
 from __future__ import annotations
 
 import json
+import logging
 import posixpath
 import time
 import uuid
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from toolshell.registry.catalog import Catalog
     from toolshell.session import RunResult, Session
 
+logger = logging.getLogger(__name__)
 Outcome = Literal["completed", "failed", "refused", "stopped_for_approval"]
 _STOPPED = "an earlier call stopped the script, so this call did not run"
 
@@ -69,7 +71,9 @@ class ShellCall:
         """A call written out in full that needs approval holds the whole script (seed: Approvals)."""
         from toolshell.policy.plan import scan
 
-        for scanned in scan(self.script).calls:
+        calls = scan(self.script).calls
+        await self._load_named_servers(calls)
+        for scanned in calls:
             resolved = self._resolve_literal(scanned)
             if resolved is None or not _valid(*resolved):
                 continue  # built at run time, or input that fails its schema (that fails when it runs)
@@ -77,18 +81,38 @@ class ShellCall:
             risk = await self.host.policy.assess(entry, arguments)
             if risk.level != "needs_approval":
                 continue
+            answer = await self._ask_inline(entry, arguments, risk)
+            if answer in ("once", "always"):
+                continue  # granted on the spot: the run-time check uses the grant
             request = self.host.policy.approvals.request(
                 entry, arguments, self.session.id, risk.why or "", message=risk.message
             )
+            if answer == "deny":
+                self.host.policy.approvals.deny(request.id)
             call = {"tool": entry.command, "input": arguments}
-            self.report.stop("needs_approval", call, approval="requested", before_start=True)
+            approval = "denied" if answer == "deny" else "requested"
+            self.report.stop("needs_approval", call, approval=approval, before_start=True)
             self.before_start_stop = {"request": request, "message": _approval_message(entry, risk, request.id)}
             self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
             return
 
+    async def _load_named_servers(self, calls: list[Any]) -> None:
+        """Load the lazy servers that literal calls name, so the check (and plan) can judge them."""
+        names = set()
+        for scanned in calls:
+            request = _quiet(lambda c=scanned: parse([w for w in c.argv if w is not None])) if scanned.argv else None
+            if isinstance(request, Invoke) and request.argv:
+                look = _quiet(lambda r=request: self.catalog.lookup(r.argv))
+                if look is not None and look.kind == "unloaded_server" and look.server is not None:
+                    names.add(look.server.name)
+        for name in sorted(names):
+            await _quiet_async(self.host.load_server(name))
+        if names:
+            self.catalog = await self.host.catalog(self.session)
+
     def _resolve_literal(self, scanned: Any) -> tuple[ToolEntry, dict[str, Any]] | None:
-        """Entry and input of a fully literal call that does not read stdin; None otherwise."""
-        if not scanned.literal or scanned.argv is None or scanned.reads_stdin:
+        """Entry and input of a fully literal call whose input does not come from stdin; else None."""
+        if not scanned.literal or scanned.argv is None or scanned.input_from_stdin:
             return None
         request = _quiet(lambda: parse(list(scanned.argv)))
         if not isinstance(request, Invoke):
@@ -151,6 +175,14 @@ class ShellCall:
             return self._fail(err)
         except StopScript as stop:
             return self._stop(stop)
+        except Exception as exc:  # the boundary: a bug or an odd tool result must not lose the error line
+            logger.debug("tools %s failed unexpectedly", " ".join(ctx.argv[:2]), exc_info=True)
+            internal = ToolshellError(
+                ErrorCode.UNAVAILABLE, f"tools could not run this command: {type(exc).__name__}: {exc}"
+            )
+            if entry is not None:
+                self._emit(entry, arguments or {}, "failed", str(internal.code), _ms(started))
+            return self._fail(internal)
 
     async def _resolve(self, argv: list[str]) -> tuple[ToolEntry, list[str]]:
         look = self.catalog.lookup(argv)
@@ -197,13 +229,8 @@ class ShellCall:
         call = {"tool": entry.command, "input": arguments}
         if risk.level == "blocked":
             raise ToolshellError(ErrorCode.DENIED, risk.message or f"{entry.command} is blocked by policy")
-        if risk.level == "needs_approval" and not await self._approved_inline(entry, arguments, risk):
-            request = self.host.policy.approvals.request(
-                entry, arguments, self.session.id, risk.why or "", message=risk.message
-            )
-            self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
-            err = ToolshellError(ErrorCode.NEEDS_APPROVAL, _approval_message(entry, risk, request.id))
-            raise StopScript(err, call, approval="requested")
+        if risk.level == "needs_approval":
+            await self._hold_for_approval(entry, arguments, risk, call)
         try:
             result = await self.host.call_entry(entry, arguments, self.session)
         except ToolshellError as err:  # a timeout or a crash mid-call may still have changed something
@@ -220,25 +247,43 @@ class ShellCall:
         ok = rendered.error is None
         self.report.record(entry.command, arguments, risk.level, ok, _result_value(result, entry))
         if rendered.error is not None:
-            raise _tool_error(rendered.error)
+            raise _tool_error(rendered.error, entry)
         self._emit(entry, arguments, "completed", None, _ms(started))
         stderr = self._write_images(ctx, rendered.images) if ctx is not None else ""
-        return BuiltinResult(stdout=rendered.stdout, stderr=stderr)
+        return BuiltinResult(stdout=_text_safe(rendered.stdout), stderr=stderr)
 
-    async def _approved_inline(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> bool:
+    async def _hold_for_approval(
+        self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk, call: dict[str, Any]
+    ) -> None:
+        """Return when a person approves on the spot; otherwise stop the script at this call."""
+        answer = await self._ask_inline(entry, arguments, risk)
+        if answer in ("once", "always"):
+            self.host.policy.approvals.consume_once(entry, arguments)  # a no-op after an "always"
+            return
+        self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
+        if answer == "deny":
+            err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{entry.command}: the person declined this call")
+            raise StopScript(err, call, approval="denied")
+        request = self.host.policy.approvals.request(
+            entry, arguments, self.session.id, risk.why or "", message=risk.message
+        )
+        err = ToolshellError(ErrorCode.NEEDS_APPROVAL, _approval_message(entry, risk, request.id))
+        raise StopScript(err, call, approval="requested")
+
+    async def _ask_inline(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+        """With `[approval] inline`, ask the person on the spot: "once", "always", "deny"; None if nobody can."""
         approver = self.session.approver
         if not self.host.config.approval.inline or approver is None:
-            return False
+            return None
         approvals = self.host.policy.approvals
         request = approvals.request(entry, arguments, self.session.id, risk.why or "", message=risk.message)
         answer = await approver(entry, arguments, risk)
-        if answer not in ("once", "always"):
+        if answer in ("once", "always"):
+            approvals.grant(request.id, always=answer == "always")
+        else:
             approvals.deny(request.id)
-            return False
-        approvals.grant(request.id, always=answer == "always")
-        if answer == "once":
-            approvals.consume_once(entry, arguments)
-        return True
+            answer = "deny"
+        return answer
 
     def _write_images(self, ctx: BuiltinContext, images: list[Any]) -> str:
         lines = []
@@ -252,7 +297,7 @@ class ShellCall:
     # --- stops and errors --------------------------------------------------------------------
 
     def _fail(self, err: ToolshellError) -> BuiltinResult:
-        return BuiltinResult(stderr=error_line(err), exit_code=1)
+        return BuiltinResult(stderr=_text_safe(error_line(err)), exit_code=1)
 
     def _stop(self, stop: StopScript) -> BuiltinResult:
         """End the script at this call: nothing after it runs, and it is never resumed."""
@@ -307,18 +352,21 @@ class ShellCall:
         """`tools plan`: what the before-start check sees, with the same judgement."""
         from toolshell.policy.plan import plan_json, scan
 
-        async def resolve(scanned: Any) -> tuple[str, dict[str, Any] | None, Risk]:
+        async def resolve(scanned: Any) -> tuple[str, dict[str, Any] | None, Risk] | None:
             return await self._plan_one(scanned)
 
         scanned_calls = scan(script)
+        await self._load_named_servers(scanned_calls.calls)
         resolved = [await resolve(c) for c in scanned_calls.calls]
         lookup = dict(zip([id(c) for c in scanned_calls.calls], resolved, strict=True))
         return plan_json(scanned_calls, lambda c: lookup[id(c)])
 
-    async def _plan_one(self, scanned: Any) -> tuple[str, dict[str, Any] | None, Risk]:
+    async def _plan_one(self, scanned: Any) -> tuple[str, dict[str, Any] | None, Risk] | None:
         from toolshell.policy.risk import Risk
 
         words = [w for w in (scanned.argv or []) if w is not None]
+        if scanned.literal and not isinstance(_quiet(lambda: parse(list(words))), Invoke):
+            return None  # help, search, plan and scripts verbs call no tool
         literal = self._resolve_literal(scanned)
         if literal is not None:
             entry, arguments = literal
@@ -383,6 +431,11 @@ def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 3)
 
 
+def _text_safe(text: str) -> str:
+    """Replace lone surrogates (a server's broken UTF-16) so the shell can carry the text."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
 def _valid(entry: ToolEntry, arguments: dict[str, Any]) -> bool:
     try:
         validate_input(entry, arguments)
@@ -392,9 +445,10 @@ def _valid(entry: ToolEntry, arguments: dict[str, Any]) -> bool:
 
 
 def _quiet(fn: Any) -> Any:
+    """Best effort for the static checks: anything that fails here fails again, loudly, at run time."""
     try:
         return fn()
-    except ToolshellError:
+    except (ToolshellError, RecursionError, ValueError):
         return None
 
 
@@ -405,9 +459,10 @@ async def _quiet_async(awaitable: Any) -> Any:
         return None
 
 
-def _tool_error(err: ToolshellError) -> ToolshellError:
-    """A tool's soft error; a built-in's `denied:` refusal (e.g. the web-fetch SSRF guard) is `denied`."""
-    if err.message.startswith("denied:"):
+def _tool_error(err: ToolshellError, entry: ToolEntry) -> ToolshellError:
+    """A tool's soft error. The top-level web-fetch's `denied:` refusal (its SSRF guard) is `denied`;
+    an MCP server cannot fake a refusal that way."""
+    if entry.server is None and err.message.startswith("denied:"):
         return ToolshellError(ErrorCode.DENIED, err.message.removeprefix("denied:").strip())
     return err
 

@@ -9,16 +9,21 @@ input arguments at all: with only pairs and flags it is left alone, so a call in
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.validate import resolve_key
 
-# A key written before `=`. Stricter than "anything before `=`" so that a stray URL such as
-# `https://x?a=b` is reported as a stray word instead of becoming a strange key.
-_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+def _is_key(word: str) -> bool:
+    """A key written before `=`: an identifier in any script (`repo`, `ключ`), plus `-` and `.`.
+
+    Stricter than "anything before `=`" so that a stray URL such as `https://x?a=b` is reported
+    as a stray word instead of becoming a strange key.
+    """
+    return word[:1] not in ("-", ".") and word.replace("-", "_").replace(".", "_").isidentifier()
+
 
 STDIN_EMPTY = (
     "`-` reads the input from stdin, but stdin is empty; pipe a JSON object in, "
@@ -74,7 +79,7 @@ def _parse_args(args: list[str]) -> _Args:
             i = _flag(args, i, out)
         elif word.lstrip()[:1] in ("{", "["):
             out.objects.append(_json_argument(word))
-        elif "=" in word and _KEY.fullmatch(word.split("=", 1)[0]):
+        elif "=" in word and _is_key(word.split("=", 1)[0]):
             key, value = word.split("=", 1)
             out.pairs.append((key, value))
         else:
@@ -87,7 +92,7 @@ def _flag(args: list[str], i: int, out: _Args) -> int:
     """Read `--key=value`, `--key value` or a bare `--flag` at `args[i]`; return the last index used."""
     body = args[i][2:]
     key, eq, value = body.partition("=")
-    if not _KEY.fullmatch(key):
+    if not _is_key(key):
         raise _stray(args[i])
     if eq:
         out.pairs.append((key, value))

@@ -33,7 +33,8 @@ def _lines(node: dict[str, Any], root: dict[str, Any], indent: str, depth: int) 
     if not isinstance(props, dict) or not props:
         return []
     required = set(node.get("required") or [])
-    resolved = {name: _deref(prop, root) for name, prop in props.items()}
+    # A subschema may be a boolean (`true` = anything, `false` = nothing): shown as `any`.
+    resolved = {name: _as_dict(_deref(prop, root)) for name, prop in props.items()}
     types = {name: type_name(prop, root) for name, prop in resolved.items()}
     name_w = max(len(n) for n in props)
     type_w = max(len(t) for t in types.values())
@@ -50,6 +51,10 @@ def _lines(node: dict[str, Any], root: dict[str, Any], indent: str, depth: int) 
         if child is not None and depth < _MAX_DEPTH:
             out += _lines(child, root, indent + "  ", depth + 1)
     return out
+
+
+def _as_dict(prop: Any) -> dict[str, Any]:
+    return prop if isinstance(prop, dict) else {}
 
 
 def type_name(prop: Any, root: dict[str, Any]) -> str:

@@ -59,6 +59,8 @@ def _script_text(command: str | None, file: str | None) -> str:
         return Path(file).read_text(encoding="utf-8")
     except OSError as e:
         raise click.ClickException(f"cannot read {file}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise click.ClickException(f"{file} is not UTF-8 text (byte {e.start}); save the script as UTF-8") from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -176,7 +178,7 @@ def config_import(file: str) -> None:
     """Convert another host's {"mcpServers": ...} JSON to toolshell TOML (printed)."""
     from toolshell import config as cfg
 
-    loaded = _guard(lambda: cfg.load_file(file))
+    loaded = _guard(lambda: cfg.load_file(file, expand=False))  # `${VAR}` stays as written: no secret printed
     click.echo(cfg.to_toml(loaded), nl=False)
 
 

@@ -77,6 +77,9 @@ async def interactive(config: Config, state_dir: str | None) -> None:
     except ImportError:
         pass
     click.echo(_BANNER, err=True)
+    # A person is at the prompt, so approvals are asked on the spot unless the config says otherwise.
+    if "inline" not in config.approval.model_fields_set:
+        config = config.model_copy(update={"approval": config.approval.model_copy(update={"inline": True})})
     async with Host.open(config, state_dir=state_dir) as host:
         session = host.session(answerer=TerminalAnswerer(), source="cli")
         session.approver = ask_approval

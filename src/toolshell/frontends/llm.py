@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
+from toolshell.command.render import render_result
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.mcp_server import BASH_DESCRIPTION, BASH_SCHEMA
 from toolshell.host import Host
@@ -21,9 +22,8 @@ Shape = Literal["anthropic", "openai"]
 
 
 async def visible_tools(host: Host, session: Session | None = None) -> list[ToolEntry]:
-    """The `keep_visible` tools (by flat name or plain name); they stay callable from the shell too."""
-    wanted = set(host.config.tools_in_shell.keep_visible)
-    return [e for e in await host.list_tools(session) if e.flat_name in wanted or e.name in wanted]
+    """The `keep_visible` tools; see `Host.visible_tools`."""
+    return await host.visible_tools(session)
 
 
 def _definition(name: str, description: str, schema: dict[str, Any], shape: Shape) -> dict[str, Any]:
@@ -56,4 +56,8 @@ async def run_tool_call(session: Session, name: str, arguments: dict[str, Any]) 
         result = await session.host.call_tool(entry.server, entry.name, arguments, session=session)
     except ToolshellError as e:
         return json.dumps(e.to_json())
-    return "\n".join(str(getattr(b, "text", "")) for b in result.content if getattr(b, "type", "") == "text")
+    max_bytes = session.host.config.tools_in_shell.max_output_bytes
+    rendered = render_result(result, max_bytes=max_bytes, tool=entry.name, output_schema=entry.output_schema)
+    if rendered.error is not None:
+        return json.dumps(rendered.error.to_json(), ensure_ascii=False)
+    return rendered.stdout

@@ -9,6 +9,7 @@ elicitation capability, and is declined otherwise.
 from __future__ import annotations
 
 import json
+import weakref
 from typing import Any
 
 import mcp_types as types
@@ -55,14 +56,16 @@ class UpstreamAnswerer:
 
 def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     """The lowlevel server: `bash` plus proxies for the `keep_visible` tools."""
-    sessions: dict[int, Session] = {}
+    # One toolshell session per upstream connection, ended (open questions cancelled) with it.
+    sessions: weakref.WeakKeyDictionary[Any, Session] = weakref.WeakKeyDictionary()
     visible = {e.flat_name: e for e in keep_visible}
 
     def session_for(ctx: ServerRequestContext[Any]) -> Session:
-        key = id(ctx.session)
-        if key not in sessions:
-            sessions[key] = host.session(source="agent")
-        return sessions[key]
+        session = sessions.get(ctx.session)
+        if session is None:
+            session = sessions[ctx.session] = host.session(source="agent")
+            weakref.finalize(ctx.session, session.close)
+        return session
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         tools = [types.Tool(name="bash", description=BASH_DESCRIPTION, input_schema=BASH_SCHEMA)]
@@ -101,9 +104,7 @@ def _error(text: str) -> types.CallToolResult:
 
 async def serve(config: Config, state_dir: str | None, *, http: bool, host: str, port: int) -> None:
     async with Host.open(config, state_dir=state_dir) as h:
-        wanted = set(config.tools_in_shell.keep_visible)
-        entries = [e for e in await h.list_tools() if e.flat_name in wanted or e.name in wanted]
-        server = build_server(h, entries)
+        server = build_server(h, await h.visible_tools())
         if http:
             await _serve_http(server, host, port)
         else:

@@ -125,12 +125,24 @@ def scan(script: str) -> Scan:
         found.hide(
             f"the script does not parse near line {_first_error_line(tree.root_node)}; calls after it may be missed"
         )
-    _walk(tree.root_node, _Ctx(), found)
+    try:
+        _walk(tree.root_node, _Ctx(), found)
+    except RecursionError:  # a word nested past Python's stack (the walk itself has no limit)
+        found.hide("the script nests too deeply to read; calls inside it may be missed")
     _cross_check(script, found)
     return found
 
 
-def _walk(node: Node, ctx: _Ctx, found: Scan) -> None:
+def _walk(root: Node, ctx: _Ctx, found: Scan) -> None:
+    """Visit every node in source order. A stack, not recursion: nesting depth is the script's."""
+    stack: list[tuple[Node, _Ctx]] = [(root, ctx)]
+    while stack:
+        node, ctx = stack.pop()
+        stack.extend(reversed(_visit(node, ctx, found)))
+
+
+def _visit(node: Node, ctx: _Ctx, found: Scan) -> list[tuple[Node, _Ctx]]:
+    """Handle one node; return its children to visit, each with the context it runs in."""
     kind = node.type
     if kind == "function_definition":
         _function(node, found)
@@ -138,24 +150,24 @@ def _walk(node: Node, ctx: _Ctx, found: Scan) -> None:
     elif kind in _SUBSTITUTIONS and ctx.where == "script":
         ctx = _Ctx("substitution", ctx.stdin)
     elif kind == "redirected_statement":
-        _redirected(node, ctx, found)
-        return
+        return _redirected(node, ctx)
     elif kind == "command":
         _command(node, ctx, found)
+    children: list[tuple[Node, _Ctx]] = []
     piped = False
     for child in node.children:
         if kind == "pipeline" and child.type in ("|", "|&"):
             piped = True
             continue
-        _walk(child, _Ctx(ctx.where, True) if piped else ctx, found)
+        children.append((child, _Ctx(ctx.where, True) if piped else ctx))
+    return children
 
 
-def _redirected(node: Node, ctx: _Ctx, found: Scan) -> None:
+def _redirected(node: Node, ctx: _Ctx) -> list[tuple[Node, _Ctx]]:
     """`body < file`: the body's commands read the redirect; the redirects' own parts do not."""
     takes_stdin = any(_is_stdin_redirect(c) for c in node.children if c.type in _REDIRECTS)
-    for child in node.children:
-        inner = _Ctx(ctx.where, True) if takes_stdin and child.type not in _REDIRECTS else ctx
-        _walk(child, inner, found)
+    inner = _Ctx(ctx.where, True) if takes_stdin else ctx
+    return [(child, ctx if child.type in _REDIRECTS else inner) for child in node.children]
 
 
 def _is_stdin_redirect(node: Node) -> bool:
@@ -256,11 +268,11 @@ def _text(node: Node) -> str:
 
 
 def _first_error_line(node: Node) -> int:
-    if node.is_error or node.is_missing:
-        return node.start_point[0] + 1
-    for child in node.children:
-        if child.has_error or child.is_missing:
-            return _first_error_line(child)
+    while not (node.is_error or node.is_missing):
+        child = next((c for c in node.children if c.has_error or c.is_missing), None)
+        if child is None:
+            break
+        node = child
     return node.start_point[0] + 1
 
 

@@ -10,6 +10,8 @@ Rules (DESIGN §4):
 - A server name that is also a top-level tool name: `tools <name>` names the server (servers are
   what a person configured; a top-level tool is reached through its flat name and the note says
   so).
+- A flat name (`tools mcp_github__get_pull`) names its tool when nothing else matched the first
+  word. It is also the way to reach the tools of a server named like a `tools` verb (`search`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Literal
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ServerInfo, ToolEntry
-from toolshell.registry.naming import command_text, fold
+from toolshell.registry.naming import command_text, fold, parse_flat_name
 from toolshell.registry.search import SearchHit, SearchIndex, tokenize
 
 LookupKind = Literal["tool", "server", "unloaded_server"]
@@ -208,7 +210,28 @@ class Catalog:
         entry = self._owner.get((fold(words[0]),))
         if entry is not None:
             return Lookup("tool", None, entry, words[1:])
+        flat = self._lookup_flat(words)
+        if flat is not None:
+            return flat
         raise self._unknown(words)
+
+    def _lookup_flat(self, words: list[str]) -> Lookup | None:
+        """`mcp_<server>__<tool>` as one word; None when it is not shaped like a flat name."""
+        entry = self.by_flat_name(words[0])
+        if entry is not None:
+            return Lookup("tool", self.server(entry.server or ""), entry, words[1:])
+        folded = fold(words[0])
+        server_name, tool = parse_flat_name(folded)
+        server = self.server(server_name) if server_name else None
+        if server is None:
+            return None
+        if len(folded) == len(words[0]):  # show the tool as written, not folded
+            tool = words[0][len(words[0]) - len(tool) :]
+        if not server.loaded:  # the caller loads it and looks the same words up again
+            return Lookup("unloaded_server", server, None, words[1:])
+        if server.state != "ready" and not self.server_entries(server.name):
+            return Lookup("server", server, None, words[1:])
+        raise self._unknown_in_server(server, tool)
 
     def _lookup_in_server(self, server: ServerInfo, words: list[str]) -> Lookup:
         if not server.loaded:
@@ -246,6 +269,13 @@ class Catalog:
         """Nearest commands: server names and top-level tools against the first word; MCP tools
         against the first two words or, for a forgotten server, the first word alone."""
         first = _spoken(words[0])
+        flat_server, flat_tool = parse_flat_name(fold(words[0]))
+        if flat_server is not None:  # a flat name with a misspelt server: compare "server tool"
+            pair = f"{_spoken(flat_server)} {_spoken(flat_tool)}"
+            return _best(
+                [(_ratio(pair, f"{_spoken(e.server or '')} {_spoken(e.name)}"), e.command) for e in self._entries],
+                _CUTOFF,
+            )
         pair = first if len(words) < 2 or _looks_like_input(words[1]) else f"{first} {_spoken(words[1])}"
         scored = [(_ratio(first, _spoken(s.name)), command_text(s.name)) for s in self._server_by_key.values()]
         scored += [(_ratio(first, _spoken(e.name)), e.command) for e in self._top_level]

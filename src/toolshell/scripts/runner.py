@@ -57,7 +57,7 @@ async def run_saved(call: ShellCall, body: str, arguments: dict[str, Any], depth
     async def tools(ctx: BuiltinContext) -> BuiltinResult:
         return await call.handle(ctx, depth=depth)
 
-    shell = call.session.new_shell(tools, allow_curl=False)
+    shell = call.session.new_shell(tools, network=False)
     shell.write_file(INPUT_PATH, json.dumps(arguments, ensure_ascii=False))
     out: list[str] = []
     err: list[str] = []

@@ -90,6 +90,13 @@ def check_schema(schema: Any) -> None:
             f"the input schema is not valid JSON Schema at {_path(e.absolute_path)}: {e.message}; "
             f"write e.g. {EXAMPLE_SCHEMA}",
         ) from None
+    for where, ref in _local_refs(schema):
+        if not _resolves(schema, ref):
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"the input schema's $ref {ref!r} at {_path(where)} points to nothing in the schema; "
+                "define it (e.g. under $defs) or remove the $ref",
+            )
 
 
 class ScriptStore:
@@ -162,6 +169,7 @@ class ScriptStore:
     def check_input(self, script: SavedScript, input: Any) -> None:
         """Raise `invalid_input` with the failing path unless `input` matches the script's schema."""
         from jsonschema.exceptions import best_match
+        from referencing.exceptions import Unresolvable
 
         if not isinstance(input, dict):
             raise ToolshellError(
@@ -169,7 +177,15 @@ class ScriptStore:
                 f"the input of script {script.name!r} must be a JSON object, e.g. tools scripts {script.name} "
                 f'key=value or \'{{"key": "value"}}\'',
             )
-        error = best_match(self._validator(script.input_schema).iter_errors(input))
+        try:
+            error = best_match(self._validator(script.input_schema).iter_errors(input))
+        except (Unresolvable, RecursionError, re.error) as e:
+            # A schema saved before `check_schema` caught this, or broken in a way it cannot see.
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"the script's input schema cannot be used: {_broken(e)}; save it again with a fixed "
+                f"--input-schema (tools scripts save {script.name} --input-schema JSON)",
+            ) from None
         if error is not None:
             raise ToolshellError(
                 ErrorCode.INVALID_INPUT,
@@ -196,6 +212,56 @@ def _script(row: Any) -> SavedScript:
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def _broken(error: Exception) -> str:
+    ref = getattr(error, "ref", None)
+    if isinstance(ref, str):
+        return f"its $ref {ref!r} cannot be resolved"
+    if isinstance(error, RecursionError):
+        return "its $refs refer to each other without end"
+    return f"a pattern is not a valid regular expression ({error})"
+
+
+# Keywords whose values are data, not subschemas: a "$ref" key inside them is not a reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+
+
+def _local_refs(schema: Any) -> builtins.list[tuple[tuple[Any, ...], str]]:
+    """`(path, ref)` of every `$ref` that is a JSON pointer into this document (`#`, `#/…`).
+
+    Subschemas with their own `$id` are skipped: their refs resolve against that id.
+    """
+    found: builtins.list[tuple[tuple[Any, ...], str]] = []
+    stack: builtins.list[tuple[tuple[Any, ...], Any]] = [((), schema)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            if path and "$id" in node:
+                continue
+            ref = node.get("$ref")
+            if isinstance(ref, str) and (ref == "#" or ref.startswith("#/")):
+                found.append((path, ref))
+            stack.extend(((*path, k), v) for k, v in node.items() if k not in _DATA_KEYWORDS)
+        elif isinstance(node, builtins.list):
+            stack.extend(((*path, i), v) for i, v in enumerate(node))
+    return sorted(found, key=lambda item: [str(p) for p in item[0]])
+
+
+def _resolves(schema: Any, ref: str) -> bool:
+    """Whether the JSON pointer in `ref` (`#/$defs/repo`) names a part of `schema`."""
+    from urllib.parse import unquote
+
+    node = schema
+    for raw in unquote(ref[1:]).split("/")[1:]:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, builtins.list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return False
+    return True
 
 
 def _path(parts: Any) -> str:

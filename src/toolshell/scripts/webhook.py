@@ -1,9 +1,12 @@
 """The webhook endpoint: `POST /hooks/<trigger>` runs that trigger's saved script.
 
 Checks in order: the Host header (loopback names only unless configured, against DNS
-rebinding), the trigger, its bearer token (constant-time compare; never logged or echoed), the
-body (an optional JSON object, merged over the trigger's input). Errors use the same JSON shape
-as `tools` error lines.
+rebinding), the Origin header (a browser page on another site must not fire a trigger: that is
+cross-site request forgery when the trigger has no token), the trigger, its bearer token
+(constant-time compare; never logged or echoed), the body (an optional JSON object sent as
+`application/json`, merged over the trigger's input). Requiring the JSON content type matters
+because a browser sends `text/plain` cross-site without asking the server first. Errors use the
+same JSON shape as `tools` error lines.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import json
 import logging
 from collections.abc import Collection, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -57,8 +61,9 @@ def webhook_app(
         runner: Runs the trigger (`runner.fire`).
         tokens: The bearer token of each trigger that names `secret_env`, by trigger name
             (`tokens_from_env` builds it). A trigger that needs one but has none is refused.
-        allowed_hosts: Host names accepted besides loopback ones (`localhost`, `127.0.0.1`, `::1`);
-            `"*"` accepts any, for a deployment behind a proxy that checks hosts itself.
+        allowed_hosts: Host names accepted besides loopback ones (`localhost`, `127.0.0.1`, `::1`),
+            in the Host header and in a browser's Origin header; `"*"` accepts any Host, for a
+            deployment behind a proxy that checks hosts itself (Origin still needs a listed name).
         max_body_bytes: Larger bodies get 413.
     """
     extra_hosts = {h.lower() for h in allowed_hosts}
@@ -67,6 +72,7 @@ def webhook_app(
         name = request.path_params["name"]
         try:
             _check_host(request.headers.get("host", ""), extra_hosts)
+            _check_origin(request.headers.get("origin"), extra_hosts)
             trigger = runner.triggers.get(name)
             if trigger is None or not trigger.webhook:
                 raise _refuse(ErrorCode.UNKNOWN_COMMAND, f"no webhook trigger named {name!r}")
@@ -104,6 +110,25 @@ def _check_host(header: str, extra: set[str]) -> None:
     )
 
 
+def _check_origin(origin: str | None, extra: set[str]) -> None:
+    # Non-browser clients send no Origin; a browser always does on a cross-site POST. `"*"` in
+    # allowed_hosts opens the Host check to a proxy, not the Origin check to every web page.
+    if origin is None:
+        return
+    try:
+        host = (urlsplit(origin.strip()).hostname or "").lower()
+    except ValueError:
+        host = ""
+    if host and (host in extra or host == "localhost" or _is_loopback(host)):
+        return
+    raise _refuse(
+        ErrorCode.DENIED,
+        f"origin {origin!r} is not allowed; webhooks accept requests from web pages on loopback origins only"
+        " unless the host is configured",
+        403,
+    )
+
+
 def _is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
@@ -133,6 +158,9 @@ async def _read_input(request: Request, limit: int) -> dict[str, Any] | None:
             raise _refuse(ErrorCode.INVALID_INPUT, f"the body is larger than {limit} bytes", 413)
     if not body.strip():
         return None
+    media_type = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise _refuse(ErrorCode.INVALID_INPUT, "send the body with the header 'Content-Type: application/json'", 415)
     try:
         value = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):

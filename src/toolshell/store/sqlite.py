@@ -2,25 +2,40 @@
 
 SQLite calls are short and local, so they run inline; the file is opened once per `Store` and
 writes are committed at once so a crash loses nothing that was acknowledged.
+
+The state holds approvals, saved scripts and the timeline of tool calls (arguments included), so
+it is private to its owner: a directory it creates is 0700 and the database file 0600 (SQLite
+gives the -wal and -shm files the database file's mode).
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from toolshell.errors import ErrorCode, ToolshellError
+
+_CHOOSE_DIR = "choose a writable state directory with --state-dir or TOOLSHELL_STATE_DIR"
+
 
 class Store:
     """`Store(path)` for a file, `Store(":memory:")` for tests."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        """Open (creating if needed) the database at `path`.
+
+        Raises:
+            ToolshellError: `unavailable` when the directory or file cannot be made or opened, or
+                the file is not a SQLite database; the message names the path and the fix.
+        """
         self.path = str(path)
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        if self.path != ":memory:":
+            _create_private(Path(path))
+        self._db = _connect(self.path)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         self._db.execute("PRAGMA busy_timeout=5000")
@@ -49,3 +64,45 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _create_private(path: Path) -> None:
+    directory = path.parent
+    try:
+        if not directory.is_dir():
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            directory.chmod(0o700)  # mkdir's mode is masked by the umask; make the intent exact
+        # O_EXCL: only a file this call creates gets the mode; an existing one is left as it is.
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        if not directory.is_dir():
+            raise _unavailable(
+                f"cannot create the state directory {directory}: a file is in the way; {_CHOOSE_DIR}"
+            ) from None
+    except OSError as e:
+        where = f"the state directory {directory}" if not directory.is_dir() else f"the state database {path}"
+        raise _unavailable(f"cannot create {where}: {e.strerror or e}; {_CHOOSE_DIR}") from None
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    try:
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except sqlite3.Error as e:
+        raise _unavailable(f"cannot open the state database {path}: {e}; {_CHOOSE_DIR}") from None
+    try:
+        # Reading the schema table is cheap and fails at once on a file that is not a database.
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as e:
+        db.close()
+        raise _unavailable(f"cannot open the state database {path}: {e}; {_CHOOSE_DIR}") from None
+    except sqlite3.DatabaseError as e:
+        db.close()
+        raise _unavailable(
+            f"the state database {path} is damaged ({e}); move it aside to start with empty state,"
+            " or choose another state directory with --state-dir or TOOLSHELL_STATE_DIR"
+        ) from None
+    return db
+
+
+def _unavailable(message: str) -> ToolshellError:
+    return ToolshellError(ErrorCode.UNAVAILABLE, message)
