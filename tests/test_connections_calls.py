@@ -12,7 +12,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPError
 
-from _connections_support import builtin_config
+from _connections_support import FakeClock, builtin_config
 from toolshell.connections import SESSION_META_KEY
 from toolshell.connections.base import CallOptions, ConnState, SessionContext
 from toolshell.connections.factory import make_connection
@@ -225,14 +225,16 @@ async def test_concurrent_starts_share_one_attempt() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_builtin_without_an_implementation_fails_to_start_with_a_clear_error() -> None:
-    conn = make_connection(builtin_config("ghost"), None)
-    with pytest.raises(ToolshellError) as caught:
-        await conn.start()
+async def test_a_builtin_without_an_implementation_fails_to_start_with_a_clear_error_every_time() -> None:
+    conn = make_connection(builtin_config("ghost"), None, clock=FakeClock())
+    errors = []
+    for _ in range(2):  # the second start falls in the backoff: the same error, not a promise to retry
+        with pytest.raises(ToolshellError) as caught:
+            await conn.start()
+        errors.append(caught.value.to_json()["error"])
     await conn.close()
-    assert caught.value.message == (
-        'no built-in server is named \'ghost\'; use type = "stdio" or "http" for an external one'
-    )
+    message = 'no built-in server is named \'ghost\'; use type = "stdio" or "http" for an external one'
+    assert errors == [{"code": "unavailable", "message": message, "retryable": False}] * 2
 
 
 @pytest.mark.anyio

@@ -16,10 +16,11 @@ from pydantic import BaseModel
 
 from _connections_support import Answers, builtin_config, serve_http, wait_until
 from toolshell.config import ServerConfig
-from toolshell.connections.base import CallOptions, SessionContext
+from toolshell.connections.base import CallOptions, ConnState, SessionContext
 from toolshell.connections.elicitation import CURRENT_CALL, ElicitationRouter, InFlightCall
 from toolshell.connections.factory import make_connection
 from toolshell.connections.timer import CallTimer
+from toolshell.errors import ToolshellError
 
 ONE = SessionContext(session_id="s1")
 TWO = SessionContext(session_id="s2")
@@ -55,6 +56,12 @@ def asking_server() -> MCPServer:
         return "released"
 
     @server.tool()
+    async def offers(ctx: Context) -> str:
+        """Which capabilities this request offered: elicitation or not."""
+        caps = ctx.client_capabilities
+        return "elicitation" if caps is not None and caps.elicitation is not None else "none"
+
+    @server.tool()
     async def greet_legacy(ctx: Context) -> str:
         who = await ctx.elicit("What is your name?", Name)
         return f"hello {who.data.name}" if who.action == "accept" else f"no name ({who.action})"
@@ -86,14 +93,46 @@ async def test_the_calling_sessions_answerer_answers_and_the_timers_wait_for_it(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(("mode", "tool"), MODES)
-async def test_a_session_without_an_answerer_declines(mode: str, tool: str) -> None:
+@pytest.mark.parametrize(("mode", "tool"), [m for m in MODES if m[0] == "legacy"])
+async def test_on_a_handshake_connection_a_session_without_an_answerer_declines(mode: str, tool: str) -> None:
     conn = make_connection(builtin_config(), asking_server, mode=mode)
     try:
         result = await conn.call_tool(tool, {}, CallOptions(session=ONE))
     finally:
         await conn.close()
     assert text(result) == "no name (decline)"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("mode", "expected"), [("auto", ["none", "elicitation"]), ("legacy", ["elicitation"] * 2)])
+async def test_per_request_capabilities_offer_elicitation_only_to_a_call_with_an_answerer(
+    mode: str, expected: list[str]
+) -> None:
+    conn = make_connection(builtin_config(), asking_server, mode=mode)
+    person = Answers()
+    try:
+        # A handshake speaks for the whole shared connection, so it offers elicitation to every call.
+        seen = [text(await conn.call_tool("offers", {}, CallOptions(session=ONE, answerer=a))) for a in (None, person)]
+    finally:
+        await conn.close()
+    assert seen == expected
+
+
+@pytest.mark.anyio
+async def test_a_2026_server_that_must_ask_tells_a_session_without_an_answerer_what_to_do() -> None:
+    conn = make_connection(builtin_config(), asking_server)
+    try:
+        with pytest.raises(ToolshellError) as caught:
+            await conn.call_tool("greet", {}, CallOptions(session=ONE))
+        assert conn.status().state is ConnState.READY
+    finally:
+        await conn.close()
+    assert caught.value.to_json()["error"] == {
+        "code": "tool_error",
+        "message": "server 'b' needs someone to answer its questions while calling 'greet', and no one answers "
+        "for this session (a trigger or other run without a person); call it from an interactive session",
+        "retryable": False,
+    }
 
 
 @pytest.mark.anyio

@@ -170,13 +170,26 @@ async def test_closing_ends_the_server_and_the_children_it_leaves_behind(mark) -
 
 
 @pytest.mark.anyio
-async def test_a_missing_command_is_a_clear_error() -> None:
-    conn = make_connection(stdio_config("missing").model_copy(update={"command": "/nonexistent/mcp-server"}))
-    with pytest.raises(ToolshellError) as caught:
-        await conn.start()
-    await conn.close()
-    assert caught.value.message.startswith("server 'missing' cannot be launched: ")
-    assert caught.value.message.endswith("; check its `command` (and `cwd`) in the config")
+async def test_a_missing_command_is_a_clear_error_that_stays_not_retryable_while_backing_off() -> None:
+    clock = FakeClock()
+    config = stdio_config("missing").model_copy(update={"command": "/nonexistent/mcp-server"})
+    conn = make_connection(config, clock=clock)
+    errors = []
+    try:
+        for advance in (0.0, 0.0, 1.0):  # fails, is refused during the backoff, then is tried again
+            clock.advance(advance)
+            with pytest.raises(ToolshellError) as caught:
+                await conn.start()
+            errors.append(caught.value.to_json()["error"])
+        status = conn.status()
+    finally:
+        await conn.close()
+    message = errors[0]["message"]
+    assert message.startswith("server 'missing' cannot be launched: ")
+    assert message.endswith("; check its `command` (and `cwd`) in the config")
+    # Waiting will not install the command: no retry is promised, the fix is named every time.
+    assert errors == [{"code": "unavailable", "message": message, "retryable": False}] * 3
+    assert (status.state, status.last_error, status.restarts) == (ConnState.FAILED, message, 1)
 
 
 @pytest.mark.anyio

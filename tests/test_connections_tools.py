@@ -10,10 +10,11 @@ import pytest
 from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 
-from _connections_support import builtin_config
+from _connections_support import FakeClock, builtin_config
 from toolshell.connections import SESSION_META_KEY
-from toolshell.connections.base import CallOptions, SessionContext
+from toolshell.connections.base import CallOptions, ConnState, SessionContext
 from toolshell.connections.factory import make_connection
+from toolshell.errors import ToolshellError
 
 ONE = SessionContext(session_id="s1")
 TWO = SessionContext(session_id="s2")
@@ -144,3 +145,49 @@ async def test_every_page_of_a_paginated_list_is_collected(mode: str) -> None:
     finally:
         await conn.close()
     assert [t.name for t in tools] == ["a", "b", "c", "d", "e"]
+
+
+def slow_to_list_server(listings: list[str]) -> Server[Any]:
+    """A server that connects but never answers its first `tools/list`; later ones are answered."""
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        listings.append("asked")
+        if len(listings) == 1:
+            await anyio.sleep_forever()
+        return types.ListToolsResult(tools=[types.Tool(name="late", input_schema={"type": "object"})])
+
+    return Server("slow-to-list", on_list_tools=list_tools)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_server_that_does_not_answer_tools_list_fails_and_is_reopened_after_the_backoff(mode: str) -> None:
+    listings: list[str] = []
+    clock = FakeClock()
+    config = builtin_config("mute", timeout_seconds=0.2)
+    conn = make_connection(config, lambda: slow_to_list_server(listings), clock=clock, mode=mode)
+    errors = []
+    try:
+        await conn.start()
+        with pytest.raises(ToolshellError) as timed_out:
+            await conn.list_tools(ONE)
+        errors.append(timed_out.value.to_json()["error"])
+        failed = conn.status()
+        # Later listings (the next catalog build) and starts fail at once, without asking the server.
+        for again in (lambda: conn.list_tools(ONE), conn.start):
+            with pytest.raises(ToolshellError) as waiting:
+                await again()
+            errors.append(waiting.value.to_json()["error"])
+        assert listings == ["asked"]
+        clock.advance(1.0)
+        await conn.start()  # a call that names the server reopens it
+        tools = await conn.list_tools(ONE)
+        reopened = conn.status()
+    finally:
+        await conn.close()
+    message = "server 'mute' did not answer tools/list within 0.2s"
+    retry = {"code": "unavailable", "message": f"{message}; a call after 1s will start it again", "retryable": True}
+    assert errors == [{"code": "unavailable", "message": message, "retryable": True}, retry, retry]
+    assert (failed.state, failed.last_error) == (ConnState.FAILED, message)
+    assert [t.name for t in tools] == ["late"]
+    assert (reopened.state, reopened.last_error, reopened.restarts) == (ConnState.READY, None, 1)

@@ -81,10 +81,12 @@ async def test_a_servers_question_goes_to_the_sessions_answerer_and_its_answer_r
     assert person.asked == ["greeter: What is your name?"]
 
 
-async def test_a_session_with_nobody_to_answer_declines() -> None:
+async def test_a_session_with_nobody_to_answer_is_not_offered_elicitation_so_the_call_says_why() -> None:
     async with Host.open(servers={"greeter": _asking()}) as host:
         result = await host.session().run("tools greeter greet")
-    assert result.stdout == "no answer (decline)\n"
+    err = json.loads(result.stderr)["error"]
+    assert (err["code"], err["retryable"]) == ("tool_error", False)
+    assert "no one answers for this session" in err["message"]
 
 
 async def test_closing_the_session_cancels_its_open_question() -> None:

@@ -1,8 +1,9 @@
 """`ClientConnection`: one configured server (built-in, stdio or Streamable HTTP) behind `Connection`.
 
-Lifecycle: NOT_LOADED → CONNECTING → READY; a failed start or a lost transport → FAILED, retried
-on a later call once the backoff allows; `close()` → CLOSED. Concurrent callers share one start
-attempt. Every error leaves here as a `ToolshellError` (translated in `translate.py`).
+Lifecycle: NOT_LOADED → CONNECTING → READY; a failed start, a lost transport or a server that
+cannot list its tools → FAILED, retried on a later call (or `start()`) once the backoff allows;
+`close()` → CLOSED. Concurrent callers share one start attempt. Every error leaves here as a
+`ToolshellError` (translated in `translate.py`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class ClientConnection:
         self._runner: Runner | None = None
         self._spawned: list[Runner] = []  # every runner until it is done, so close() waits for all
         self._last_error: str | None = None
+        self._failure: ToolshellError | None = None  # why it is FAILED; its `retryable` is kept while waiting
         self._noise: str | None = None
         self._protocol_version: str | None = None
         self._starts = 0
@@ -95,7 +97,7 @@ class ClientConnection:
             except Exception as e:  # noqa: BLE001 - translated below, groups included
                 if attempt == 0 and await self._renewed_session(e, runner):
                     continue
-                raise self._failed(e, runner, "listing tools") from None
+                raise self._listing_failed(e, runner) from None
             self._backoff.reset()
             self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
             return list(tools)
@@ -202,23 +204,30 @@ class ClientConnection:
             self._state = ConnState.READY
             self._protocol_version = runner.client.protocol_version
             self._last_error = None
+            self._failure = None
             return
         if runner.error is None:  # stopped before it connected (close, reconnect)
             return
         runner.failure = self._could_not_start(runner.error)
         self._runner = None
         self._state = ConnState.FAILED
+        self._failure = runner.failure
         self._last_error = runner.failure.message
         self._backoff.failed()
 
     def _check_backoff(self) -> None:
         wait = self._backoff.wait_left()
-        if wait > 0:
-            raise ToolshellError(
-                ErrorCode.UNAVAILABLE,
-                f"{self._last_error}; a call after {math.ceil(wait)}s will start it again",
-                retryable=True,
-            )
+        if wait <= 0:
+            return
+        failure = self._failure
+        if failure is not None and not failure.retryable:
+            # Waiting will not fix a missing command or a bad config: repeat what to fix instead.
+            raise ToolshellError(failure.code, failure.message)
+        raise ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"{self._last_error}; a call after {math.ceil(wait)}s will start it again",
+            retryable=True,
+        )
 
     def _could_not_start(self, exc: BaseException) -> ToolshellError:
         where = self._situation("starting")
@@ -241,12 +250,36 @@ class ClientConnection:
         if runner is None or runner is not self._runner:
             return
         said = self._target.last_words()
+        message = f"server {self.name!r} stopped" + (f"; its last words on stderr: {said!r}" if said else "")
+        self._give_up(runner, ToolshellError(ErrorCode.UNAVAILABLE, message, retryable=True))
+
+    def _give_up(self, runner: Runner | None, failure: ToolshellError) -> None:
+        """Close a connected server that is of no use: FAILED, restarted on a later call after the backoff."""
+        if runner is None or runner is not self._runner:
+            return
         self._runner = None
         self._state = ConnState.FAILED
-        self._last_error = f"server {self.name!r} stopped" + (f"; its last words on stderr: {said!r}" if said else "")
+        self._failure = failure
+        self._last_error = failure.message
         self._backoff.failed()
         self._cache.invalidate()
         runner.stop_soon()
+
+    def _listing_failed(self, exc: BaseException, runner: Runner | None) -> ToolshellError:
+        """A server that cannot list its tools (no answer, broken transport) is given up, so catalog
+        builds skip it instead of waiting the full timeout again; a call that names it restarts it."""
+        err = self._failed(exc, runner, "listing tools")
+        if err.code is not ErrorCode.UNAVAILABLE or not err.retryable:
+            return err  # the server answered, with an error: it is alive
+        if isinstance(first_leaf(exc), TimeoutError):
+            timeout = self.server.timeout_seconds
+            err = ToolshellError(
+                ErrorCode.UNAVAILABLE,
+                f"server {self.name!r} did not answer tools/list within {timeout:g}s",
+                retryable=True,
+            )
+        self._give_up(runner, err)
+        return err
 
     async def _renewed_session(self, exc: BaseException, runner: Runner | None) -> bool:
         """After an HTTP session 404, open a new session so the caller can retry once."""

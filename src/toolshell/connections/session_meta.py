@@ -7,6 +7,11 @@ Every request carries it in `_meta[SESSION_META_KEY]`. It also goes where the se
 - on older (handshake) connections once, in `initialize`, with the context of the session whose
   call opened the connection.
 
+Elicitation is offered the same way (seed 001, "Elicitation"): a 2026-07-28 request offers it
+only when the call that sends it has someone to answer (`CallOptions.answerer`); a handshake,
+which speaks for the whole shared connection, always offers it (a question then finds no answerer
+and is declined).
+
 The SDK builds client capabilities in `ClientSession._build_capabilities` (always with
 `experimental=None`) and stamps the per-request ones in a stamp installed by `adopt`. Neither is
 public, so `SessionClient` overrides them; this pins us to the `mcp` 2.3 line (see pyproject).
@@ -21,6 +26,9 @@ import mcp_types as types
 from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolshell.connections.elicitation import CURRENT_CALL
 
 SESSION_META_KEY = "io.toolshell/session"
 """The request `_meta` key under which a server finds the calling session's context."""
@@ -30,11 +38,18 @@ class _SessionAwareClientSession(ClientSession):
     """`ClientSession` that advertises the session context under `capabilities.experimental`."""
 
     connect_session: dict[str, Any] | None = None
+    _elicitation: dict[str, Any] | None = None
+    """The SDK's elicitation capability, held back from 2026-07-28 requests until a call can answer."""
 
     def _build_capabilities(self, version: str) -> types.ClientCapabilities:
         caps = super()._build_capabilities(version)
         if self.connect_session is not None:
             caps.experimental = {**(caps.experimental or {}), "session": self.connect_session}
+        if version in MODERN_PROTOCOL_VERSIONS and caps.elicitation is not None:
+            # Per-request capabilities (discover, and the base the stamp copies) offer no
+            # elicitation; `stamp_with_session` adds it for a call whose session has an answerer.
+            self._elicitation = caps.elicitation.model_dump(by_alias=True, mode="json", exclude_none=True)
+            caps.elicitation = None
         return caps
 
     def adopt(self, result: types.InitializeResult | types.DiscoverResult) -> None:
@@ -45,12 +60,23 @@ class _SessionAwareClientSession(ClientSession):
             stamp(data, opts)
             meta = (data.get("params") or {}).get("_meta") or {}
             caps = meta.get(types.CLIENT_CAPABILITIES_META_KEY)
-            if SESSION_META_KEY in meta and isinstance(caps, dict):
-                # The stamped dict is shared by every request: copy before changing it.
-                experimental = {**caps.get("experimental", {}), "session": meta[SESSION_META_KEY]}
-                meta[types.CLIENT_CAPABILITIES_META_KEY] = {**caps, "experimental": experimental}
+            if not isinstance(caps, dict):
+                return  # a handshake connection: its capabilities went once, in `initialize`
+            caps = dict(caps)  # the stamped dict is shared by every request: copy before changing it
+            if SESSION_META_KEY in meta:
+                caps["experimental"] = {**caps.get("experimental", {}), "session": meta[SESSION_META_KEY]}
+            if self._elicitation is not None and _caller_can_answer():
+                caps["elicitation"] = self._elicitation
+            meta[types.CLIENT_CAPABILITIES_META_KEY] = caps
 
         self._stamp = stamp_with_session
+
+
+def _caller_can_answer() -> bool:
+    """Whether the request is sent for a call whose session has an answerer (the stamp runs in the
+    calling task, where `ElicitationRouter.track` set the call; listings and streams have none)."""
+    call = CURRENT_CALL.get()
+    return call is not None and call.answerer is not None
 
 
 class SessionClient(Client):

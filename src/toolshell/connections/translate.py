@@ -137,7 +137,25 @@ def _from_mcp_error(err: MCPError, name: str, where: Situation) -> ToolshellErro
         return ToolshellError(ErrorCode.UNAVAILABLE, f"{name} does not support what we asked while {where.action}")
     if code == types.INVALID_PARAMS:
         return ToolshellError(ErrorCode.INVALID_INPUT, f"{name} rejected the input while {where.action}: {message}")
+    if code == types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+        return _missing_capability(err, name, where)
     return ToolshellError(ErrorCode.TOOL_ERROR, f"{name} failed while {where.action}: {message} (code {code})")
+
+
+def _missing_capability(err: MCPError, name: str, where: Situation) -> ToolshellError:
+    """A 2026-07-28 server needs something the request did not offer: for elicitation, someone to answer."""
+    data = err.data if isinstance(err.data, dict) else {}
+    required = data.get("requiredCapabilities")
+    if isinstance(required, dict) and "elicitation" in required:
+        return ToolshellError(
+            ErrorCode.TOOL_ERROR,
+            f"{name} needs someone to answer its questions while {where.action}, and no one answers for this "
+            "session (a trigger or other run without a person); call it from an interactive session",
+        )
+    return ToolshellError(
+        ErrorCode.TOOL_ERROR,
+        f"{name} needs a client feature toolshell does not offer while {where.action}: {err.message}",
+    )
 
 
 def _text(exc: BaseException) -> str:
