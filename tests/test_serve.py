@@ -120,3 +120,13 @@ async def test_toolshell_serve_over_stdio_is_a_working_mcp_server(tmp_path) -> N
             result = await client.call_tool("bash", {"script": "tools text-metrics text-length text=héllo"})
     assert names == ["bash"]
     assert json.loads(result.content[0].text)["stdout"] == "5\n"
+
+
+def test_serve_refuses_a_non_loopback_address_without_allow_remote() -> None:
+    from click.testing import CliRunner
+
+    from toolshell.frontends.cli import main
+
+    result = CliRunner().invoke(main, ["serve", "--http", "--host", "0.0.0.0"])
+    assert result.exit_code == 2
+    assert "no authentication" in result.output and "--allow-remote" in result.output

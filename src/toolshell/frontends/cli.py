@@ -143,9 +143,23 @@ def shell(config_path: str | None, state_dir: str | None) -> None:
 @click.option("--http", "use_http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
 @click.option("--host", "bind", default="127.0.0.1", show_default=True, help="Address to bind with --http.")
 @click.option("--port", default=8765, show_default=True, help="Port with --http.")
-def serve(config_path: str | None, state_dir: str | None, use_http: bool, bind: str, port: int) -> None:
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be a non-loopback address. There is no authentication: put it behind a proxy that has.",
+)
+def serve(
+    config_path: str | None, state_dir: str | None, use_http: bool, bind: str, port: int, allow_remote: bool
+) -> None:
     """Run an MCP server that exposes `bash` (plus `keep_visible` tools)."""
+    from toolshell.frontends.mcp_server import is_loopback
     from toolshell.frontends.mcp_server import serve as serve_mcp
+
+    if use_http and not is_loopback(bind) and not allow_remote:
+        raise click.UsageError(
+            f"--host {bind} would let other machines run scripts with your tools, and toolshell serve has no "
+            "authentication; keep the default 127.0.0.1, or pass --allow-remote behind an authenticating proxy"
+        )
 
     _run_async(lambda: serve_mcp(_load(config_path), state_dir, http=use_http, host=bind, port=port))
 

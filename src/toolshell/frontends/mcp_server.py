@@ -98,6 +98,18 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     return Server("toolshell", on_list_tools=list_tools, on_call_tool=call_tool)
 
 
+def is_loopback(host: str) -> bool:
+    """127.0.0.0/8, ::1 or localhost."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
