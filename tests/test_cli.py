@@ -193,3 +193,13 @@ def test_config_validate_warns_about_roles_that_allow_nothing(tmp_path: Path) ->
     result = CliRunner().invoke(main, ["config", "validate", str(path)])
     assert result.exit_code == 0
     assert "warning: roles: role 'a' uses server 't' but no allowed_tools entry names it" in result.output
+
+
+def test_run_with_a_role_sees_only_the_roles_servers(tmp_path: Path) -> None:
+    config = tmp_path / "roles.toml"
+    config.write_text(
+        '[[roles]]\nname = "counter"\n[roles.mcp]\nserver_refs = ["text_metrics"]\nallowed_tools = ["text_metrics:*"]\n'
+    )
+    script = "tools --help | grep -c runtime || true; tools text-metrics text-length text=abc"
+    result = CliRunner().invoke(main, ["run", "--config", str(config), "--role", "counter", "-c", script])
+    assert result.stdout == "0\n3\n"

@@ -20,6 +20,7 @@ T = TypeVar("T")
 
 _config_opt = click.option("--config", "config_path", metavar="PATH", help="Config file (TOML or mcpServers JSON).")
 _state_opt = click.option("--state-dir", metavar="DIR", help="Where state (SQLite) lives.")
+_role_opt = click.option("--role", metavar="NAME", help="The session's role (a [[roles]] name or an auto_bind tag).")
 
 
 def _load(config_path: str | None) -> Any:
@@ -77,7 +78,15 @@ def main() -> None:
 )
 @click.option("-c", "command", metavar="SCRIPT", help="The script text.")
 @click.argument("file", required=False)
-def run(config_path: str | None, state_dir: str | None, as_json: bool, command: str | None, file: str | None) -> None:
+@_role_opt
+def run(
+    config_path: str | None,
+    state_dir: str | None,
+    as_json: bool,
+    command: str | None,
+    file: str | None,
+    role: str | None = None,
+) -> None:
     """Run a script in a new session (from -c, a FILE, or - for stdin)."""
     script = _script_text(command, file)
 
@@ -85,7 +94,7 @@ def run(config_path: str | None, state_dir: str | None, as_json: bool, command: 
         from toolshell.host import Host
 
         async with Host.open(_load(config_path), state_dir=state_dir) as host:
-            return await host.session(source="cli").run(script)
+            return await host.session(source="cli", role=role).run(script)
 
     result = _run_async(go)
     if as_json:
@@ -103,7 +112,10 @@ def run(config_path: str | None, state_dir: str | None, as_json: bool, command: 
 @_state_opt
 @click.option("-c", "command", metavar="SCRIPT", help="The script text.")
 @click.argument("file", required=False)
-def plan(config_path: str | None, state_dir: str | None, command: str | None, file: str | None) -> None:
+@_role_opt
+def plan(
+    config_path: str | None, state_dir: str | None, command: str | None, file: str | None, role: str | None
+) -> None:
     """Print every `tools` call a script would make, with input and risk. Runs nothing."""
     script = _script_text(command, file)
 
@@ -111,7 +123,7 @@ def plan(config_path: str | None, state_dir: str | None, command: str | None, fi
         from toolshell.host import Host
 
         async with Host.open(_load(config_path), state_dir=state_dir) as host:
-            return await host.plan(script)
+            return await host.plan(script, role=role)
 
     click.echo(json.dumps(_run_async(go), indent=2, ensure_ascii=False))
 
@@ -130,11 +142,12 @@ def servers(config_path: str | None, state_dir: str | None, as_json: bool) -> No
 @main.command()
 @_config_opt
 @_state_opt
-def shell(config_path: str | None, state_dir: str | None) -> None:
+@_role_opt
+def shell(config_path: str | None, state_dir: str | None, role: str | None) -> None:
     """An interactive prompt over one session."""
     from toolshell.frontends.interactive import interactive
 
-    _run_async(lambda: interactive(_load(config_path), state_dir))
+    _run_async(lambda: interactive(_load(config_path), state_dir, role))
 
 
 @main.command()

@@ -69,7 +69,7 @@ async def ask_approval(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
     return {"y": "once", "yes": "once", "a": "always", "always": "always"}.get(answer, "deny")
 
 
-async def interactive(config: Config, state_dir: str | None) -> None:
+async def interactive(config: Config, state_dir: str | None, role: str | None = None) -> None:
     from toolshell.host import Host
 
     try:
@@ -81,7 +81,7 @@ async def interactive(config: Config, state_dir: str | None) -> None:
     if "inline" not in config.approval.model_fields_set:
         config = config.model_copy(update={"approval": config.approval.model_copy(update={"inline": True})})
     async with Host.open(config, state_dir=state_dir) as host:
-        session = host.session(answerer=TerminalAnswerer(), source="cli")
+        session = host.session(answerer=TerminalAnswerer(), source="cli", role=role)
         session.approver = ask_approval
         while (script := await read_script()) is not None:
             if script.strip() in ("exit", "quit"):
