@@ -203,3 +203,20 @@ def test_run_with_a_role_sees_only_the_roles_servers(tmp_path: Path) -> None:
     script = "tools --help | grep -c runtime || true; tools text-metrics text-length text=abc"
     result = CliRunner().invoke(main, ["run", "--config", str(config), "--role", "counter", "-c", script])
     assert result.stdout == "0\n3\n"
+
+
+def test_scripts_are_saved_listed_and_run_from_the_command_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text("[tools_in_shell]\nmanage_scripts = true\n")
+    base = ["scripts", "--config", str(config), "--state-dir", str(tmp_path / "st")]
+    runner = CliRunner()
+    body = 'tools text-metrics text-length text="$(jq -r .text)"\n'
+    schema = '{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}'
+    saved = runner.invoke(
+        main, [*base, "save", "count", "--description", "Count.", "--input-schema", schema], input=body
+    )
+    listed = runner.invoke(main, base)
+    ran = runner.invoke(main, [*base, "count", "text=héllo"])
+    assert saved.stdout == "saved script count\n", saved.output
+    assert "count" in listed.stdout and "Count." in listed.stdout
+    assert (ran.exit_code, ran.stdout) == (0, "5\n")

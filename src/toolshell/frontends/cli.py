@@ -329,15 +329,28 @@ def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, po
     _run_async(lambda: serve_triggers(_load(config_path), state_dir, bind, port))
 
 
-@main.command()
+@main.command(context_settings={"ignore_unknown_options": True})
 @_config_opt
 @_state_opt
-@click.argument("args", nargs=-1)
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def scripts(config_path: str | None, state_dir: str | None, args: tuple[str, ...]) -> None:
-    """Saved scripts: list them, or run `toolshell scripts NAME k=v ...` (same as `tools scripts`)."""
+    """Saved scripts, as `tools scripts` does them: list, `save NAME --description … --input-schema …`
+    (the script on stdin), `NAME k=v …` to run one, `delete NAME`."""
     words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
+    if not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        if piped:
+            words += _heredoc(piped)
     ctx = click.get_current_context()
     ctx.invoke(run, config_path=config_path, state_dir=state_dir, as_json=False, command=words, file=None)
+
+
+def _heredoc(text: str) -> str:
+    """Feed `text` to the command as stdin, byte for byte, through a quoted here-document."""
+    end = "TOOLSHELL_STDIN"
+    while end in text:
+        end += "_"
+    return f" <<'{end}'\n{text}{'' if text.endswith(chr(10)) else chr(10)}{end}\n"
 
 
 def _shell_quote(word: str) -> str:
