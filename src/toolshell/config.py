@@ -1,27 +1,21 @@
-"""Configuration: pydantic models, TOML loading, `${VAR}` expansion, and other hosts' JSON.
+"""Configuration: the pydantic models of `toolshell.toml`. `Config()` is the embedded default.
 
 A config file is TOML (`toolshell.toml`) or another MCP host's `{"mcpServers": {...}}` JSON
-(desktop apps, IDEs, `.mcp.json`; VS Code's `servers` key too). Every mistake is reported with its
-place (server name and key) and what to write instead; nothing half-loads.
+(desktop apps, IDEs, `.mcp.json`; VS Code's `servers` key too); reading it is `config_loading`.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import tomllib
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolshell.errors import ConfigError
 from toolshell.scripts.triggers import TriggerConfig
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 
 
 class _Model(BaseModel):
@@ -288,230 +282,45 @@ def _is_shipped_builtin(name: str) -> bool:
     return name in SHIPPED
 
 
-# --- expansion ---------------------------------------------------------------------------------
+# Reading files and other hosts' JSON lives in `config_loading`; its entry points are part of this
+# module's API. Imported last: it builds on the models above.
+from toolshell.config_loading import (  # noqa: E402
+    expand_vars,
+    find_config_path,
+    import_mcp_json,
+    load,
+    load_file,
+    load_text,
+    parse_config,
+    state_dir,
+    to_toml,
+    user_config_dir,
+    user_data_dir,
+)
 
-
-def expand_vars(value: str, env: Mapping[str, str], place: str) -> str:
-    """Expand `${VAR}` and `${VAR:-default}`; an undefined `${VAR}` is an error naming it and the place."""
-
-    def sub(m: re.Match[str]) -> str:
-        name, has_default, default = m.group(1), m.group(2), m.group(3)
-        if name in env and (env[name] != "" or not has_default):
-            return env[name]
-        if has_default is not None:
-            return default or ""
-        raise ConfigError([(place, f"${{{name}}} is not set; export {name}=… or write ${{{name}:-default}}")])
-
-    return _VAR_RE.sub(sub, value)
-
-
-def _expand_tree(data: Any, env: Mapping[str, str], place: str) -> Any:
-    if isinstance(data, str):
-        return expand_vars(data, env, place)
-    if isinstance(data, list):
-        return [_expand_tree(v, env, place) for v in data]
-    if isinstance(data, dict):
-        return {k: _expand_tree(v, env, f"{place}.{k}" if place else k) for k, v in data.items()}
-    return data
-
-
-def _expand_servers(raw: dict[str, Any], env: Mapping[str, str]) -> list[tuple[str, str]]:
-    """Expand variables in every server in place; collect each failure instead of stopping at one."""
-    problems: list[tuple[str, str]] = []
-    servers = raw.get("mcp", {}).get("servers", []) if isinstance(raw.get("mcp"), dict) else []
-    for i, server in enumerate(servers if isinstance(servers, list) else []):
-        if not isinstance(server, dict):
-            continue
-        label = f"mcp.servers[{server.get('name', i)}]"
-        for key in ("command", "args", "env", "cwd", "url", "headers"):
-            if key in server:
-                try:
-                    server[key] = _expand_tree(server[key], env, f"{label}.{key}")
-                except ConfigError as e:
-                    problems.extend(e.problems)
-    return problems
-
-
-# --- loading -----------------------------------------------------------------------------------
-
-
-def _place(loc: tuple[Any, ...], raw: dict[str, Any]) -> str:
-    """Turn a pydantic error location into `mcp.servers[github].url` using the server's name."""
-    parts: list[str] = []
-    node: Any = raw
-    for item in loc:
-        if isinstance(item, int) and isinstance(node, list) and item < len(node):
-            elem = node[item]
-            label = elem.get("name", item) if isinstance(elem, dict) else item
-            parts[-1] = f"{parts[-1]}[{label}]" if parts else f"[{label}]"
-            node = elem
-            continue
-        parts.append(str(item))
-        node = node.get(item) if isinstance(node, dict) else None
-    return ".".join(p for p in parts if p and not p.startswith("function-") and p not in {"str", "list"})
-
-
-_HINTS = {
-    "extra_forbidden": "unknown key; check its spelling against the configuration reference",
-    "missing": "this key is required",
-}
-
-
-def _known_keys() -> set[str]:
-    keys: set[str] = set()
-    models: list[type[BaseModel]] = [Config]
-    while models:
-        model = models.pop()
-        for name, field in model.model_fields.items():
-            keys.add(name)
-            args = [field.annotation, *getattr(field.annotation, "__args__", ())]
-            models += [a for a in args if isinstance(a, type) and issubclass(a, BaseModel) and a is not model]
-    return keys
-
-
-def _unknown_key(loc: tuple[Any, ...]) -> str:
-    import difflib
-
-    near = difflib.get_close_matches(str(loc[-1]), sorted(_known_keys()), n=1)
-    hint = f"; did you mean `{near[0]}`?" if near else "; check its spelling against the configuration reference"
-    return f"unknown key `{loc[-1]}`{hint}"
-
-
-def _problems_from(err: ValidationError, raw: dict[str, Any]) -> list[tuple[str, str]]:
-    out = []
-    for e in err.errors():
-        msg = _HINTS.get(e["type"]) or e["msg"].removeprefix("Value error, ").replace("Input should be", "must be")
-        if e["type"] == "extra_forbidden":
-            msg = _unknown_key(tuple(e["loc"]))
-        if e["type"] == "literal_error":
-            msg = f"{e['msg'].replace('Input should be', 'must be')} (you wrote {e['input']!r})"
-        out.append((_place(tuple(e["loc"]), raw), msg))
-    return out
-
-
-def parse_config(
-    raw: dict[str, Any], *, env: Mapping[str, str] | None = None, source: str = "", expand: bool = True
-) -> Config:
-    """Validate a decoded config (TOML tables or imported JSON) into a `Config`, or raise `ConfigError`.
-
-    `expand=False` keeps `${VAR}` as written (for converting a file without reading any secret).
-    """
-    if "mcpServers" in raw or ("servers" in raw and "mcp" not in raw):
-        raw = import_mcp_json(raw, source=source)
-    raw = json.loads(json.dumps(raw))  # a private copy: expansion writes into it
-    problems = _expand_servers(raw, os.environ if env is None else env) if expand else []
-    try:
-        config = Config.model_validate(raw)
-    except ValidationError as e:
-        problems.extend(_problems_from(e, raw))
-        raise ConfigError(problems, source) from None
-    problems.extend(config.reference_problems())
-    if problems:
-        raise ConfigError(problems, source)
-    return config
-
-
-def import_mcp_json(data: dict[str, Any], *, source: str = "") -> dict[str, Any]:
-    """Convert another host's `{"mcpServers": {name: {...}}}` (or VS Code's `servers`) to our tables."""
-    servers = data.get("mcpServers", data.get("servers"))
-    if not isinstance(servers, dict):
-        raise ConfigError([("mcpServers", "must be an object mapping server names to their settings")], source)
-    out: list[dict[str, Any]] = []
-    for name, spec in servers.items():
-        if not isinstance(spec, dict):
-            raise ConfigError([(f"mcpServers.{name}", "must be an object with `command` or `url`")], source)
-        entry: dict[str, Any] = {"name": name}
-        kind = spec.get("type", "")
-        if "url" in spec or kind in ("http", "streamable-http", "streamableHttp", "sse"):
-            entry.update(type="http", url=spec.get("url", ""), headers=spec.get("headers", {}))
-        else:
-            entry.update(type="stdio", command=spec.get("command", ""), args=spec.get("args", []))
-            if spec.get("env"):
-                entry["env"] = spec["env"]
-            if spec.get("cwd"):
-                entry["cwd"] = spec["cwd"]
-        if spec.get("disabled"):
-            entry["enabled"] = False
-        out.append(entry)
-    return {"mcp": {"servers": out}}
-
-
-def load_text(text: str, *, source: str = "", env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
-    """Parse config text: JSON when it starts with `{`, TOML otherwise."""
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError([(f"line {e.lineno}", f"not valid JSON: {e.msg}")], source) from None
-    else:
-        try:
-            raw = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError([("", f"not valid TOML: {e}")], source) from None
-    if not isinstance(raw, dict):
-        raise ConfigError([("", "the top level must be a table / object")], source)
-    return parse_config(raw, env=env, source=source, expand=expand)
-
-
-def load_file(path: str | Path, *, env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError([("", f"cannot read the file: {e.strerror or e}")], str(p)) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError([("", f"not UTF-8 text (byte {e.start}); save the file as UTF-8")], str(p)) from None
-    return load_text(text, source=str(p), env=env, expand=expand)
-
-
-def user_config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "toolshell"
-
-
-def user_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "toolshell"
-
-
-def find_config_path(explicit: str | None = None) -> Path | None:
-    """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml`, the user config dir; else None."""
-    if explicit:
-        return Path(explicit)
-    if env_path := os.environ.get("TOOLSHELL_CONFIG"):
-        return Path(env_path)
-    for candidate in (Path("toolshell.toml"), user_config_dir() / "toolshell.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def load(explicit: str | None = None) -> Config:
-    """Load the config the CLI would use; the embedded default when there is no file."""
-    path = find_config_path(explicit)
-    return load_file(path) if path else Config()
-
-
-def state_dir(config: Config, explicit: str | None = None) -> Path:
-    """`--state-dir`, `$TOOLSHELL_STATE_DIR`, `[state] dir`, then the user data dir."""
-    chosen = explicit or os.environ.get("TOOLSHELL_STATE_DIR") or config.state.dir
-    return Path(chosen).expanduser() if chosen else user_data_dir()
-
-
-def to_toml(config: Config) -> str:
-    """Write the servers of a config as TOML (what `toolshell config import` prints)."""
-    lines: list[str] = []
-    for s in config.mcp.servers:
-        lines.append("[[mcp.servers]]")
-        dumped = s.model_dump(exclude_defaults=True)
-        dumped.setdefault("type", s.type)
-        for key in ("name", "type", *[k for k in dumped if k not in ("name", "type")]):
-            value = dumped[key]
-            if isinstance(value, dict):
-                inner = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())
-                lines.append(f"{key} = {{ {inner} }}")
-            else:
-                lines.append(f"{key} = {json.dumps(value)}")
-        lines.append("")
-    return "\n".join(lines)
+__all__ = [
+    "ApprovalConfig",
+    "Config",
+    "GuardConfig",
+    "McpSection",
+    "MountConfig",
+    "RoleConfig",
+    "RoleMcp",
+    "ServerConfig",
+    "ShellConfig",
+    "StateConfig",
+    "ToolsInShellConfig",
+    "TriggerConfig",
+    "WebFetchConfig",
+    "expand_vars",
+    "find_config_path",
+    "import_mcp_json",
+    "load",
+    "load_file",
+    "load_text",
+    "parse_config",
+    "state_dir",
+    "to_toml",
+    "user_config_dir",
+    "user_data_dir",
+]
