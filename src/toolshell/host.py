@@ -253,10 +253,11 @@ class Host:
 
     async def plan(self, script: str, **kwargs: Any) -> dict[str, Any]:
         """What `tools plan` prints for a script: each visible call with input and risk. Runs nothing."""
+        from toolshell.precheck import Precheck
         from toolshell.shell_call import ShellCall
 
         session = self.session(**kwargs)
-        return await ShellCall(session, await self.catalog(session), script).plan(script)
+        return await Precheck(ShellCall(session, await self.catalog(session), script)).plan(script)
 
     async def run(self, script: str, **kwargs: Any) -> Any:
         """Run one script in a new session and return its `RunResult`."""

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from bashkit import Bash, BuiltinContext, BuiltinResult
 
-from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
+from toolshell.command.argv import Help, Plan, Scripts, Search, parse
 from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
 from toolshell.command.inputs import build_input
 from toolshell.command.render import error_line, render_result, structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.precheck import Precheck, quiet_async
 from toolshell.registry.entry import ToolEntry
-from toolshell.registry.validate import validate_input
 from toolshell.timeline.events import NestedCall, preview
 from toolshell.timeline.events import ShellCall as ShellCallEvent
 
@@ -64,65 +64,8 @@ class ShellCall:
     async def begin(cls, session: Session, script: str) -> ShellCall:
         call = cls(session, await session.host.catalog(session), script)
         call._emit_shell_call(None)  # recorded now, so a run that never finishes still shows up
-        await call._check_before_start()
+        await Precheck(call).hold_before_start()
         return call
-
-    async def _check_before_start(self) -> None:
-        """A call written out in full that needs approval holds the whole script (seed: Approvals)."""
-        from toolshell.policy.plan import scan
-
-        calls = scan(self.script).calls
-        await self._load_named_servers(calls)
-        for scanned in calls:
-            resolved = self._resolve_literal(scanned)
-            if resolved is None or not _valid(*resolved):
-                continue  # built at run time, or input that fails its schema (that fails when it runs)
-            entry, arguments = resolved
-            risk = await self.host.policy.assess(entry, arguments)
-            if risk.level != "needs_approval":
-                continue
-            answer = await self._ask_inline(entry, arguments, risk)
-            if answer in ("once", "always"):
-                continue  # granted on the spot: the run-time check uses the grant
-            request = self.host.policy.approvals.request(
-                entry, arguments, self.session.id, risk.why or "", message=risk.message
-            )
-            if answer == "deny":
-                self.host.policy.approvals.deny(request.id)
-            call = {"tool": entry.command, "input": arguments}
-            approval = "denied" if answer == "deny" else "requested"
-            self.report.stop("needs_approval", call, approval=approval, before_start=True)
-            self.before_start_stop = {"request": request, "message": _approval_message(entry, risk, request.id)}
-            self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
-            return
-
-    async def _load_named_servers(self, calls: list[Any]) -> None:
-        """Load the lazy servers that literal calls name, so the check (and plan) can judge them."""
-        names = set()
-        for scanned in calls:
-            request = _quiet(lambda c=scanned: parse([w for w in c.argv if w is not None])) if scanned.argv else None
-            if isinstance(request, Invoke) and request.argv:
-                look = _quiet(lambda r=request: self.catalog.lookup(r.argv))
-                if look is not None and look.kind == "unloaded_server" and look.server is not None:
-                    names.add(look.server.name)
-        for name in sorted(names):
-            await _quiet_async(self.host.load_server(name))
-        if names:
-            self.catalog = await self.host.catalog(self.session)
-
-    def _resolve_literal(self, scanned: Any) -> tuple[ToolEntry, dict[str, Any]] | None:
-        """Entry and input of a fully literal call whose input does not come from stdin; else None."""
-        if not scanned.literal or scanned.argv is None or scanned.input_from_stdin:
-            return None
-        request = _quiet(lambda: parse(list(scanned.argv)))
-        if not isinstance(request, Invoke):
-            return None
-        look = _quiet(lambda: self.catalog.lookup(request.argv))
-        if look is None or look.kind != "tool" or look.entry is None:
-            return None
-        # With no input arguments a call reads stdin; a top-level script's stdin is empty, so: {}.
-        arguments = _quiet(lambda: build_input(look.rest, None, look.entry.input_schema))
-        return None if arguments is None else (look.entry, arguments)
 
     def finish_before_start(self) -> RunResult:
         from toolshell.session import RunResult
@@ -160,7 +103,8 @@ class ShellCall:
             if isinstance(request, Search):
                 return BuiltinResult(stdout=await self._search(request.query))
             if isinstance(request, Plan):
-                return BuiltinResult(stdout=await self.plan_text(ctx.stdin or ""))
+                plan = await Precheck(self).plan(ctx.stdin or "")
+                return BuiltinResult(stdout=json.dumps(plan, indent=2, ensure_ascii=False) + "\n")
             if isinstance(request, Scripts):
                 from toolshell.scripts.runner import run_scripts_verb
 
@@ -171,7 +115,7 @@ class ShellCall:
         except ToolshellError as err:
             if entry is not None:
                 outcome: Outcome = "refused" if err.code in (ErrorCode.DENIED, ErrorCode.INVALID_INPUT) else "failed"
-                self._emit(entry, arguments or {}, outcome, str(err.code), _ms(started))
+                self.emit(entry, arguments or {}, outcome, str(err.code), _ms(started))
             return self._fail(err)
         except StopScript as stop:
             return self._stop(stop)
@@ -181,7 +125,7 @@ class ShellCall:
                 ErrorCode.UNAVAILABLE, f"tools could not run this command: {type(exc).__name__}: {exc}"
             )
             if entry is not None:
-                self._emit(entry, arguments or {}, "failed", str(internal.code), _ms(started))
+                self.emit(entry, arguments or {}, "failed", str(internal.code), _ms(started))
             return self._fail(internal)
 
     async def _resolve(self, argv: list[str]) -> tuple[ToolEntry, list[str]]:
@@ -223,7 +167,7 @@ class ShellCall:
                 ErrorCode.CALL_LIMIT,
                 f"more than {limit} tool calls in one shell call; write a new script for the rest",
             )
-            self._emit(entry, arguments, "refused", "call_limit", 0.0)
+            self.emit(entry, arguments, "refused", "call_limit", 0.0)
             raise StopScript(err, call)
         arguments, risk = await self.host.prepare(entry, arguments, self.session)
         call = {"tool": entry.command, "input": arguments}
@@ -248,7 +192,7 @@ class ShellCall:
         self.report.record(entry.command, arguments, risk.level, ok, _result_value(result, entry))
         if rendered.error is not None:
             raise _tool_error(rendered.error, entry)
-        self._emit(entry, arguments, "completed", None, _ms(started))
+        self.emit(entry, arguments, "completed", None, _ms(started))
         stderr = self._write_images(ctx, rendered.images) if ctx is not None else ""
         return BuiltinResult(stdout=_text_safe(rendered.stdout), stderr=stderr)
 
@@ -256,21 +200,21 @@ class ShellCall:
         self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk, call: dict[str, Any]
     ) -> None:
         """Return when a person approves on the spot; otherwise stop the script at this call."""
-        answer = await self._ask_inline(entry, arguments, risk)
+        answer = await self.ask_inline(entry, arguments, risk)
         if answer in ("once", "always"):
             self.host.policy.approvals.consume_once(entry, arguments)  # a no-op after an "always"
             return
-        self._emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
+        self.emit(entry, arguments, "stopped_for_approval", "needs_approval", 0.0)
         if answer == "deny":
             err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{entry.command}: the person declined this call")
             raise StopScript(err, call, approval="denied")
         request = self.host.policy.approvals.request(
             entry, arguments, self.session.id, risk.why or "", message=risk.message
         )
-        err = ToolshellError(ErrorCode.NEEDS_APPROVAL, _approval_message(entry, risk, request.id))
+        err = ToolshellError(ErrorCode.NEEDS_APPROVAL, approval_message(entry, risk, request.id))
         raise StopScript(err, call, approval="requested")
 
-    async def _ask_inline(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+    async def ask_inline(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
         """With `[approval] inline`, ask the person on the spot: "once", "always", "deny"; None if nobody can."""
         approver = self.session.approver
         if not self.host.config.approval.inline or approver is None:
@@ -340,47 +284,14 @@ class ShellCall:
     async def _search(self, query: str) -> str:
         lazy = self.catalog.unloaded_servers_matching(query)
         for name in lazy:
-            await _quiet_async(self.host.load_server(name))
+            await quiet_async(self.host.load_server(name))
         if lazy:
             self.catalog = await self.host.catalog(self.session)
         return search_text(self.catalog.search(query))
 
-    async def plan_text(self, script: str) -> str:
-        return json.dumps(await self.plan(script), indent=2) + "\n"
-
-    async def plan(self, script: str) -> dict[str, Any]:
-        """`tools plan`: what the before-start check sees, with the same judgement."""
-        from toolshell.policy.plan import plan_json, scan
-
-        async def resolve(scanned: Any) -> tuple[str, dict[str, Any] | None, Risk] | None:
-            return await self._plan_one(scanned)
-
-        scanned_calls = scan(script)
-        await self._load_named_servers(scanned_calls.calls)
-        resolved = [await resolve(c) for c in scanned_calls.calls]
-        lookup = dict(zip([id(c) for c in scanned_calls.calls], resolved, strict=True))
-        return plan_json(scanned_calls, lambda c: lookup[id(c)])
-
-    async def _plan_one(self, scanned: Any) -> tuple[str, dict[str, Any] | None, Risk] | None:
-        from toolshell.policy.risk import Risk
-
-        words = [w for w in (scanned.argv or []) if w is not None]
-        if scanned.literal and not isinstance(_quiet(lambda: parse(list(words))), Invoke):
-            return None  # help, search, plan and scripts verbs call no tool
-        literal = self._resolve_literal(scanned)
-        if literal is not None:
-            entry, arguments = literal
-            return entry.command, arguments, await self.host.policy.assess(entry, arguments)
-        look = _quiet(lambda: self.catalog.lookup(words)) if words else None
-        if look is not None and look.entry is not None:
-            risk = await self.host.policy.assess(look.entry, None)
-            return look.entry.command, None, risk
-        text = "tools " + " ".join(words[:2]) if words else "tools …"
-        return text, None, Risk("checked_at_run_time", message="the command is built while the script runs")
-
     # --- timeline ----------------------------------------------------------------------------
 
-    def _emit(self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, ms: float) -> None:
+    def emit(self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, ms: float) -> None:
         self.host.sink.emit(
             NestedCall(
                 id=uuid.uuid4().hex[:16],
@@ -409,7 +320,7 @@ class ShellCall:
         )
 
 
-def _approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:
+def approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:
     why = risk.message or f"{entry.command} needs a person's approval ({risk.why})"
     return f"{why} (approval request {request_id}; a person runs `toolshell approvals grant {request_id}`)"
 
@@ -434,29 +345,6 @@ def _ms(started: float) -> float:
 def _text_safe(text: str) -> str:
     """Replace lone surrogates (a server's broken UTF-16) so the shell can carry the text."""
     return text.encode("utf-8", "replace").decode("utf-8")
-
-
-def _valid(entry: ToolEntry, arguments: dict[str, Any]) -> bool:
-    try:
-        validate_input(entry, arguments)
-    except ToolshellError:
-        return False
-    return True
-
-
-def _quiet(fn: Any) -> Any:
-    """Best effort for the static checks: anything that fails here fails again, loudly, at run time."""
-    try:
-        return fn()
-    except (ToolshellError, RecursionError, ValueError):
-        return None
-
-
-async def _quiet_async(awaitable: Any) -> Any:
-    try:
-        return await awaitable
-    except ToolshellError:
-        return None
 
 
 def _tool_error(err: ToolshellError, entry: ToolEntry) -> ToolshellError:
