@@ -1,7 +1,7 @@
 """One shell call: the `tools` builtin's state from the first call of a script to its report.
 
 The call path of one `tools` invocation reads top to bottom in `ShellCall.invoke`:
-parse → resolve → build input → validate → policy → guardrails → call → guardrails → render.
+parse → resolve → build input → validate → guardrails → policy → call → guardrails → render.
 Errors become the seed's JSON error line here and nowhere else (`_fail`).
 """
 
