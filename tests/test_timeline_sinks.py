@@ -122,7 +122,22 @@ def test_nested_calls_are_listed_in_the_order_they_started_even_if_recorded_out_
     sink.emit(ShellCall("s", "x", "…", 0, T0, 1.0, "cli"))
     sink.emit(NestedCall("late", "s", "x", "tools b", "{}", "completed", None, 1.0, T0 + 2))
     sink.emit(NestedCall("early", "s", "x", "tools a", "{}", "completed", None, 1.0, T0 + 1))
+    sink.flush()
     assert [c["id"] for c in query(store)[0]["calls"]] == ["early", "late"]
+
+
+def test_nested_calls_are_written_in_batches_at_shell_call_events_and_every_batch_size():
+    store = Store(":memory:")
+    sink = SqliteSink(store, batch=3)
+    sink.emit(ShellCall("s", "x", "…", None, T0, None, "cli"))
+    for i in range(2):
+        sink.emit(NestedCall(f"n{i}", "s", "x", "tools a", "{}", "completed", None, 1.0, T0 + i))
+    assert query(store)[0]["calls"] == [], "not written yet: one commit per call costs more than the call"
+    sink.emit(NestedCall("n2", "s", "x", "tools a", "{}", "completed", None, 1.0, T0 + 2))
+    assert len(query(store)[0]["calls"]) == 3, "the batch size was reached"
+    sink.emit(NestedCall("n3", "s", "x", "tools a", "{}", "completed", None, 1.0, T0 + 3))
+    sink.emit(ShellCall("s", "x", "…", 0, T0, 5.0, "cli"))
+    assert [c["id"] for c in query(store)[0]["calls"]] == ["n0", "n1", "n2", "n3"], "the shell call's end flushed"
 
 
 def test_sqlite_sink_keeps_events_across_store_reopen(tmp_path):

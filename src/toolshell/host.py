@@ -93,6 +93,9 @@ class Host:
             await self.manager.aclose()
             await self._top.close()
         finally:
+            flush = getattr(self.sink, "flush", None)
+            if flush is not None:
+                flush()
             self.store.close()
 
     # --- servers -----------------------------------------------------------------------------

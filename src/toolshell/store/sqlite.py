@@ -57,6 +57,17 @@ class Store:
         with self._lock:
             return self._db.execute(sql, tuple(params))
 
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        """Run one statement for many rows in one transaction (one commit)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(sql, [tuple(r) for r in rows])
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._db.execute(sql, tuple(params)).fetchall()

@@ -90,25 +90,48 @@ def _latest(events: Iterable[_E]) -> list[_E]:
 
 
 class SqliteSink:
-    """Writes events to the `shell_calls` and `nested_calls` tables of a `Store`."""
+    """Writes events to the `shell_calls` and `nested_calls` tables of a `Store`.
 
-    def __init__(self, store: Store) -> None:
+    A commit per tool call would cost more than many tool calls themselves, so nested calls are
+    written in batches: when their shell call starts or ends, every `batch` events, and on `flush()`.
+    A shell call's own row is written at once, so a run that dies still shows up.
+    """
+
+    def __init__(self, store: Store, batch: int = 64) -> None:
         store.ensure(SCHEMA)
         self._store = store
+        self._batch = batch
+        self._pending: list[dict[str, Any]] = []
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ShellCall):
-            self._upsert("shell_calls", _SHELL_COLUMNS, event.to_dict())
-        else:
-            self._upsert("nested_calls", _NESTED_COLUMNS, event.to_dict())
+            self.flush()
+            self._store.executemany(_upsert_sql("shell_calls", _SHELL_COLUMNS), [_values(_SHELL_COLUMNS, event)])
+            return
+        self._pending.append(event.to_dict())
+        if len(self._pending) >= self._batch:
+            self.flush()
 
-    def _upsert(self, table: str, columns: Sequence[str], values: dict[str, Any]) -> None:
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
-        self._store.execute(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-            f"ON CONFLICT (id) DO UPDATE SET {updates}",
-            [values[c] for c in columns],
-        )
+    def flush(self) -> None:
+        """Write the nested calls not written yet, in one transaction."""
+        if not self._pending:
+            return
+        rows = [[values[c] for c in _NESTED_COLUMNS] for values in self._pending]
+        self._pending = []
+        self._store.executemany(_upsert_sql("nested_calls", _NESTED_COLUMNS), rows)
+
+
+def _upsert_sql(table: str, columns: Sequence[str]) -> str:
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+        f"ON CONFLICT (id) DO UPDATE SET {updates}"
+    )
+
+
+def _values(columns: Sequence[str], event: Event) -> list[Any]:
+    values = event.to_dict()
+    return [values[c] for c in columns]
 
 
 def query(store: Store, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
