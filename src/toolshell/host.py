@@ -6,6 +6,7 @@ async with Host.open() as host:                    # the embedded default
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import re
@@ -19,14 +20,14 @@ import mcp_types as types
 from toolshell import config as config_mod
 from toolshell.builtin import resolve_builtin
 from toolshell.config import Config, ServerConfig
-from toolshell.connections.base import CallOptions, ConnState, ServerStatus
+from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.policy import Policy
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ServerInfo, ToolEntry
-from toolshell.registry.filters import active_servers, configured_servers, filter_entries
+from toolshell.registry.filters import active_servers, configured_servers, filter_entries, role_allows, tool_allowed
 from toolshell.registry.validate import validate_input
 from toolshell.session import Session
 from toolshell.store import Store
@@ -75,6 +76,7 @@ class Host:
         self._on_server_progress = on_server_progress
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: self._top_level_server())
         self._disabled: dict[str, set[str]] = {}
+        self._unlocked: dict[str, set[tuple[str, str]]] = {}
 
     @classmethod
     @asynccontextmanager
@@ -130,6 +132,28 @@ class Host:
         disabled = self._disabled.get(session_id, set())
         return {s.name: s.name not in disabled for s in self._servers()}
 
+    async def set_tool_unlocked(self, session_id: str, server: str, tool: str, unlocked: bool) -> None:
+        """The runtime overlay (seed 001): show one tool that the server's `tools` filter hides."""
+        config = next((s for s in self._servers() if s.name == server), None)
+        if config is None:
+            names = ", ".join(s.name for s in self._servers())
+            raise ToolshellError(ErrorCode.INVALID_INPUT, f"no configured server {server!r}; configured: {names}")
+        conn = await self.manager.get(server)
+        tools = [t.name for t in await conn.list_tools(SessionContext(session_id=session_id))]
+        if tool not in tools:
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT, f"server {server!r} has no tool {tool!r}; it has: {', '.join(tools)}"
+            )
+        shown = self._unlocked.setdefault(session_id, set())
+        (shown.add if unlocked else shown.discard)((server, tool))
+
+    def server_context(self, session: Session, server: ServerConfig) -> SessionContext:
+        """The session context a server sees: `shell` says whether this session may call its `shell` tool."""
+        role = self.config.role_named(session.role)
+        unlocked = (server.name, "shell") in self._unlocked.get(session.id, set())
+        may = (tool_allowed("shell", server.tools) or unlocked) and role_allows(role, server.name, "shell")
+        return dataclasses.replace(session.context, shell=may)
+
     async def load_server(self, name: str) -> None:
         """Open a server (an `on_demand` one on first use)."""
         await self.manager.get(name)
@@ -148,7 +172,12 @@ class Host:
                 continue
             tools, info = await self._server_tools(server, session)
             infos.append(info)
-            entries += filter_entries(tools, server, role)
+            shown = filter_entries(tools, server, role)
+            unlocked = self._unlocked.get(session.id, set())
+            shown += [
+                e for e in filter_entries(tools, None, role) if (server.name, e.name) in unlocked and e not in shown
+            ]
+            entries += shown
         return Catalog(infos, entries, await self._top_level_entries(session))
 
     async def _server_tools(self, server: ServerConfig, session: Session) -> tuple[list[ToolEntry], ServerInfo]:
@@ -163,7 +192,7 @@ class Host:
             # retries (with backoff), see `ShellCall._resolve`.
             return [], ServerInfo(server.name, loaded=True, tool_count=0, state=str(state))
         try:
-            tools = await conn.list_tools(session.context)
+            tools = await conn.list_tools(self.server_context(session, server))
         except ToolshellError:
             return [], ServerInfo(server.name, loaded=True, tool_count=0, state="failed")
         entries = [_entry(server.name, t, server.trusted) for t in tools]
@@ -218,8 +247,13 @@ class Host:
         """Make the call; the after-call guardrails see the result before the caller does."""
         from toolshell.policy.guardrails import GuardCall
 
-        conn = self._top if entry.server is None else await self.manager.get(entry.server)
-        options = CallOptions(session=session.context, answerer=session.answerer)
+        if entry.server is None:
+            conn, context = self._top, session.context
+        else:
+            conn = await self.manager.get(entry.server)
+            config = next((s for s in self._servers() if s.name == entry.server), None)
+            context = session.context if config is None else self.server_context(session, config)
+        options = CallOptions(session=context, answerer=session.answerer)
         result = await conn.call_tool(entry.name, arguments, options)
         return await self.policy.guardrails.after(GuardCall(entry, arguments, session.id), result)
 

@@ -7,6 +7,8 @@ filesystem persists between runs of one session. Output is collected through bas
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import os
 import uuid
 from collections.abc import Awaitable, Callable
@@ -105,8 +107,7 @@ class Session:
         self.role = role if role is not None else host.config.role
         self.answerer = answerer
         self.source = source
-        self.context_epoch = 0
-        self.context = SessionContext(
+        self._context = SessionContext(
             session_id=self.id,
             role=(self.role or "").split(":")[0],
             spec=(self.role or "").partition(":")[2],
@@ -114,6 +115,7 @@ class Session:
             project=host.project_id,
             git=os.path.isdir(os.path.join(workdir or os.getcwd(), ".git")),
         )
+        self._epochs = itertools.count(1)
         self.hints = HintAccumulator()
         self.approver: Approver | None = None
         """Asks a person on the spot (`[approval] inline`): returns "once", "always" or "deny"."""
@@ -149,6 +151,25 @@ class Session:
         if self._current is None:  # a `tools` call outside `run` (cannot happen through the API)
             return BuiltinResult(stderr="tools: no shell call in progress\n", exit_code=1)
         return await self._current.handle(ctx, depth=0)
+
+    @property
+    def context(self) -> SessionContext:
+        """What external servers are told about this session (seed 001, "Session Context")."""
+        return self._context
+
+    @property
+    def context_epoch(self) -> int:
+        return self._context.context_epoch
+
+    def new_context_epoch(self) -> int:
+        """Say the model lost tool results it was served (compaction, trims, a discarded answer).
+
+        Servers that answer relative to earlier results ("unchanged since your last view") must
+        start over; the epoch never repeats within a session. Agent builders call this after they
+        compact or rewrite the model's context.
+        """
+        self._context = dataclasses.replace(self._context, context_epoch=next(self._epochs))
+        return self._context.context_epoch
 
     def close(self) -> None:
         """End the session: its open elicitation questions are answered `cancel`."""

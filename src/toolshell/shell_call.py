@@ -23,7 +23,7 @@ from toolshell.command.render import error_line, render_result, structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.precheck import Precheck, quiet_async
 from toolshell.registry.entry import ToolEntry
-from toolshell.timeline.events import NestedCall, preview
+from toolshell.timeline.events import NestedCall, outcome_for, preview
 from toolshell.timeline.events import ShellCall as ShellCallEvent
 
 if TYPE_CHECKING:
@@ -114,8 +114,7 @@ class ShellCall:
             return await self.invoke(ctx, entry, arguments, started)
         except ToolshellError as err:
             if entry is not None:
-                outcome: Outcome = "refused" if err.code in (ErrorCode.DENIED, ErrorCode.INVALID_INPUT) else "failed"
-                self.emit(entry, arguments or {}, outcome, str(err.code), _ms(started))
+                self.emit(entry, arguments or {}, outcome_for(str(err.code)), str(err.code), _ms(started))
             return self._fail(err)
         except StopScript as stop:
             return self._stop(stop)

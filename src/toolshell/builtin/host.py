@@ -25,3 +25,11 @@ class HostHandle(Protocol):
     def enabled_for(self, session_id: str) -> dict[str, bool]:
         """Per configured server, whether it is enabled for the session."""
         ...
+
+    async def set_tool_unlocked(self, session_id: str, server: str, tool: str, unlocked: bool) -> None:
+        """Show (or hide again) one tool that the server's `tools` filter hides, for one session.
+
+        Raises:
+            ToolshellError: `INVALID_INPUT` for an unknown server or a tool the server does not have.
+        """
+        ...

@@ -25,14 +25,18 @@ FUNCTIONS = [
     Function(
         name="mcp",
         description=(
-            "List the configured MCP servers and their state, or enable/disable one for this session. "
-            "Servers are added only in the config file."
+            "List the configured MCP servers and their state, or enable/disable one for this session "
+            "(with `tool`: show one tool the server's config filter hides). Servers are added only in the config file."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "action": {"type": "string", "enum": list(ACTIONS), "description": "What to do"},
                 "server": {"type": "string", "description": "The server to enable or disable"},
+                "tool": {
+                    "type": "string",
+                    "description": "With enable/disable: one tool of the server that its `tools` filter hides",
+                },
             },
             "required": ["action"],
             "additionalProperties": False,
@@ -61,7 +65,7 @@ class _Runtime:
             return ToolResult.error("runtime is not attached to a host; it can only run inside toolshell")
         if action == "list":
             return self._list(call)
-        return self._switch(call, enabled=action == "enable")
+        return await self._switch(call, enabled=action == "enable")
 
     def _session_id(self, call: FunctionCall) -> str | None:
         sid = (call.session or {}).get("session_id")
@@ -86,7 +90,7 @@ class _Runtime:
         data = {"servers": servers}
         return ToolResult.success_with_metadata(json.dumps(data, ensure_ascii=False), data)
 
-    def _switch(self, call: FunctionCall, *, enabled: bool) -> ToolResult:
+    async def _switch(self, call: FunctionCall, *, enabled: bool) -> ToolResult:
         assert self.host is not None
         verb = "enable" if enabled else "disable"
         server = call.parameters.get("server")
@@ -99,11 +103,21 @@ class _Runtime:
         sid = self._session_id(call)
         if sid is None:
             return ToolResult.error(f"{verb} applies to the calling session, and this call carried no session context")
+        tool = call.parameters.get("tool")
         try:
-            self.host.set_enabled(sid, server, enabled)
+            if isinstance(tool, str) and tool:
+                await self.host.set_tool_unlocked(sid, server, tool, enabled)
+            else:
+                self.host.set_enabled(sid, server, enabled)
         except ToolshellError as e:
             return ToolResult.error(e.message)
         state = "enabled" if enabled else "disabled"
+        if isinstance(tool, str) and tool:
+            shown = "shown" if enabled else "hidden again"
+            return ToolResult.success_with_metadata(
+                f"{server} tool {tool} is {shown} for this session from the next shell call",
+                {"server": server, "tool": tool, "enabled": enabled},
+            )
         return ToolResult.success_with_metadata(
             f"{server} is now {state} for this session", {"server": server, "enabled": enabled}
         )

@@ -1,0 +1,72 @@
+"""Seed 001's session context details and the runtime overlay: `shell` per server, `context_epoch`,
+and `runtime mcp enable tool=…` showing one tool that the server's `tools` filter hides."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import ToolAnnotations
+
+from toolshell.config import Config
+from toolshell.host import Host
+
+pytestmark = pytest.mark.anyio
+READ = ToolAnnotations(readOnlyHint=True)
+
+
+def _octofs() -> MCPServer:
+    """A server with a `shell` tool whose `whoami` reports the session context it was sent."""
+    server = MCPServer("octofs", log_level="WARNING")
+
+    async def whoami(ctx: Context) -> dict[str, Any]:
+        meta = ctx.request_context.meta or {}
+        session = meta.get("io.toolshell/session", {})
+        return {"shell": session.get("shell"), "context_epoch": session.get("context_epoch")}
+
+    server.add_tool(whoami, name="whoami", description="Report the session context.", annotations=READ)
+    server.add_tool(lambda: "ran", name="shell", description="Run a command.", annotations=READ)
+    server.add_tool(lambda: "secret", name="hidden", description="Hidden by the filter.", annotations=READ)
+    return server
+
+
+def _config(tools: list[str]) -> Config:
+    return Config.model_validate({"mcp": {"servers": [{"name": "octofs", "type": "builtin", "tools": tools}]}})
+
+
+async def test_shell_in_the_context_says_whether_the_session_may_call_the_servers_shell_tool() -> None:
+    async with Host.open(_config([]), servers={"octofs": _octofs()}) as host:
+        allowed = await host.run("tools octofs whoami | jq -c .shell")
+    async with Host.open(_config(["whoami"]), servers={"octofs": _octofs()}) as host:
+        filtered = await host.run("tools octofs whoami | jq -c .shell")
+    assert (allowed.stdout, filtered.stdout) == ("true\n", "false\n")
+
+
+async def test_context_epoch_changes_when_the_model_loses_results_and_never_repeats() -> None:
+    async with Host.open(_config([]), servers={"octofs": _octofs()}) as host:
+        session = host.session()
+        seen = [json.loads((await session.run("tools octofs whoami")).stdout)["context_epoch"]]
+        for _ in range(2):
+            session.new_context_epoch()
+            seen.append(json.loads((await session.run("tools octofs whoami")).stdout)["context_epoch"])
+    assert seen == [0, 1, 2]
+
+
+async def test_the_runtime_overlay_shows_one_hidden_tool_for_the_calling_session_only() -> None:
+    async with Host.open(_config(["whoami"]), servers={"octofs": _octofs()}) as host:
+        session = host.session()
+        before = await session.run("tools octofs hidden 2>&1 | jq -r .error.code")
+        shown = await session.run("tools runtime mcp action=enable server=octofs tool=hidden")
+        after = await session.run("tools octofs hidden")
+        other = await host.session().run("tools octofs hidden 2>&1 | jq -r .error.code")
+        unknown = await session.run("tools runtime mcp action=enable server=octofs tool=nope")
+        await session.run("tools runtime mcp action=disable server=octofs tool=hidden")
+        hidden_again = await session.run("tools octofs hidden 2>&1 | jq -r .error.code")
+    assert before.stdout == "unknown_command\n"
+    assert shown.stdout == "octofs tool hidden is shown for this session from the next shell call\n", shown.stderr
+    assert after.stdout == "secret\n"
+    assert other.stdout == "unknown_command\n"
+    assert "has no tool 'nope'" in json.loads(unknown.stderr)["error"]["message"]
+    assert hidden_again.stdout == "unknown_command\n"
