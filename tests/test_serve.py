@@ -130,3 +130,10 @@ def test_serve_refuses_a_non_loopback_address_without_allow_remote() -> None:
     result = CliRunner().invoke(main, ["serve", "--http", "--host", "0.0.0.0"])
     assert result.exit_code == 2
     assert "no authentication" in result.output and "--allow-remote" in result.output
+
+
+async def test_one_upstream_client_keeps_one_shell_across_bash_calls() -> None:
+    async with Host.open() as host, Client(build_server(host, [])) as client:
+        await client.call_tool("bash", {"script": "x=1; echo hi > f; cd /tmp"})
+        again = await client.call_tool("bash", {"script": "echo x=$x; pwd; cat /home/user/f"})
+    assert json.loads(again.content[0].text)["stdout"] == "x=1\n/tmp\nhi\n"

@@ -9,7 +9,8 @@ elicitation capability, and is declined otherwise.
 from __future__ import annotations
 
 import json
-import weakref
+import sys
+from collections import OrderedDict
 from typing import Any
 
 import mcp_types as types
@@ -56,15 +57,20 @@ class UpstreamAnswerer:
 
 def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     """The lowlevel server: `bash` plus proxies for the `keep_visible` tools."""
-    # One toolshell session per upstream connection, ended (open questions cancelled) with it.
-    sessions: weakref.WeakKeyDictionary[Any, Session] = weakref.WeakKeyDictionary()
+    # One toolshell session (one shell, its files and variables) per upstream client: over stdio the
+    # process serves one client; over HTTP, one per `Mcp-Session-Id` (one shared when stateless).
+    sessions: OrderedDict[str, Session] = OrderedDict()
     visible = {e.flat_name: e for e in keep_visible}
 
     def session_for(ctx: ServerRequestContext[Any]) -> Session:
-        session = sessions.get(ctx.session)
+        key = _client_key(ctx)
+        session = sessions.get(key)
         if session is None:
-            session = sessions[ctx.session] = host.session(source="agent")
-            weakref.finalize(ctx.session, session.close)
+            session = sessions[key] = host.session(source="agent")
+            if len(sessions) > MAX_SESSIONS:
+                _, oldest = sessions.popitem(last=False)
+                oldest.close()
+        sessions.move_to_end(key)
         return session
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
@@ -110,6 +116,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+MAX_SESSIONS = 64
+"""HTTP clients whose sessions are kept; the least recently used one is closed past this."""
+
+
+def _client_key(ctx: ServerRequestContext[Any]) -> str:
+    headers = getattr(ctx.request, "headers", None)
+    if headers is None:
+        return "stdio"
+    return f"http:{headers.get('mcp-session-id') or ''}"
+
+
 def _error(text: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
@@ -141,4 +158,5 @@ async def _serve_http(server: Server[Any], host: str, port: int) -> None:
     )
     manager = StreamableHTTPSessionManager(app=server, security_settings=security)
     app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run())
+    print(f"toolshell serving MCP on http://{host}:{port}/mcp", file=sys.stderr, flush=True)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
