@@ -116,3 +116,15 @@ async def test_a_changing_call_that_times_out_is_reported_as_done_and_not_ok() -
     [done] = result.tools["done"]
     assert (done["tool"], done["ok"]) == ("tools slow migrate", False)
     assert "timed out" in done["result"]["error"]
+
+
+async def test_a_server_that_hangs_at_startup_does_not_hold_the_host_and_is_listed_as_starting(tmp_path) -> None:
+    import sys
+
+    hang = {"name": "slow", "command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
+    config = Config.model_validate({"mcp": {"servers": [hang]}, "startup_wait_seconds": 0.2})
+    waited: list[list[str]] = []
+    async with Host.open(config, on_wait=lambda servers, wait: waited.append(servers)) as host:
+        result = await host.run("tools --help | grep slow; tools text-metrics text-length text=ok")
+    assert result.stdout == "  slow          0 tools (connecting)\n2\n"
+    assert waited == [["slow"]]

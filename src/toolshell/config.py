@@ -227,6 +227,8 @@ class Config(_Model):
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
+    startup_wait_seconds: float = Field(default=5.0, ge=0)
+    """How long opening the host waits for `startup` servers; slower ones go on starting meanwhile."""
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
 

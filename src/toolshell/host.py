@@ -10,11 +10,13 @@ import dataclasses
 import hashlib
 import logging
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.abc
 import mcp_types as types
 
 from toolshell import config as config_mod
@@ -45,6 +47,7 @@ class Host:
         state_dir: Where the SQLite state lives (default: `[state] dir` or the user data dir).
         rater: A `policy.rating.Rater` for tools that declare nothing about their risk.
         guardrails: Extra `policy.guardrails.Guardrail`s run before and after every call.
+        on_wait: Called with the servers still starting when opening waits longer than a second.
         servers: In-process servers by name (an `MCPServer`, a lowlevel `Server`, or a factory),
             added as `type = "builtin"` servers unless the config declares that name itself.
     """
@@ -60,6 +63,7 @@ class Host:
         sink: EventSink | None = None,
         on_server_progress: Any = None,
         servers: dict[str, Any] | None = None,
+        on_wait: Callable[[list[str], float], None] | None = None,
     ) -> None:
         self.config = _with_inproc(config or Config(), servers or {})
         self._inproc = dict(servers or {})
@@ -74,6 +78,7 @@ class Host:
         builtins = {s.name: self._builtin_for(s) for s in configured if s.type == "builtin"}
         self.manager = ConnectionManager(configured, builtins)
         self._on_server_progress = on_server_progress
+        self._on_wait = on_wait
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: self._top_level_server())
         self._disabled: dict[str, set[str]] = {}
         self._unlocked: dict[str, set[tuple[str, str]]] = {}
@@ -87,8 +92,36 @@ class Host:
         host = cls(config, **kwargs)
         async with AsyncExitStack() as stack:
             stack.push_async_callback(host.aclose)
-            await host.manager.start_all(host._on_server_progress)
-            yield host
+            starting = await stack.enter_async_context(anyio.create_task_group())
+            await host._start_servers(starting)
+            try:
+                yield host
+            finally:
+                starting.cancel_scope.cancel()
+
+    async def _start_servers(self, tg: anyio.abc.TaskGroup) -> None:
+        """Start the `startup` servers concurrently; wait for them at most `startup_wait_seconds`.
+
+        A server still starting after that keeps starting in the background: it is listed as
+        starting, and a call that names it waits for it (up to its own startup timeout).
+        """
+        done = anyio.Event()
+
+        async def start_all() -> None:
+            try:
+                await self.manager.start_all(self._on_server_progress)
+            finally:
+                done.set()
+
+        tg.start_soon(start_all)
+        wait = self.config.startup_wait_seconds
+        with anyio.move_on_after(min(1.0, wait)):
+            await done.wait()
+        if not done.is_set() and self._on_wait is not None:
+            waiting = [s.name for s in self.statuses() if s.state == ConnState.CONNECTING]
+            self._on_wait(waiting, wait)
+        with anyio.move_on_after(max(0.0, wait - 1.0)):
+            await done.wait()
 
     async def aclose(self) -> None:
         try:

@@ -51,6 +51,11 @@ def _run_async(factory: Callable[[], Awaitable[T]]) -> T:
     return _guard(lambda: anyio.run(factory))
 
 
+def say_waiting(servers: list[str], wait: float) -> None:
+    """Tell a person at the terminal why opening takes a moment."""
+    click.echo(f"toolshell: waiting up to {wait:g} s for servers to start: {', '.join(servers)}", err=True)
+
+
 def _script_text(command: str | None, file: str | None) -> str:
     if command is not None:
         return command
@@ -93,7 +98,7 @@ def run(
     async def go() -> Any:
         from toolshell.host import Host
 
-        async with Host.open(_load(config_path), state_dir=state_dir) as host:
+        async with Host.open(_load(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
             return await host.session(source="cli", role=role).run(script)
 
     result = _run_async(go)
@@ -122,7 +127,7 @@ def plan(
     async def go() -> dict[str, Any]:
         from toolshell.host import Host
 
-        async with Host.open(_load(config_path), state_dir=state_dir) as host:
+        async with Host.open(_load(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
             return await host.plan(script, role=role)
 
     click.echo(json.dumps(_run_async(go), indent=2, ensure_ascii=False))

@@ -26,6 +26,9 @@ async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> 
     if status is not None:
         status.start()
     try:
+        # Diagnostics wait for every server to settle, however long its startup timeout.
+        longest = max([s.startup_timeout_seconds for s in config.mcp.servers] + [config.startup_wait_seconds])
+        config = config.model_copy(update={"startup_wait_seconds": longest + 1})
         async with Host.open(config, state_dir=state_dir, on_server_progress=on_progress) as host:
             await host.catalog()  # lists the tools of every loaded server, so counts are known
             rows = [s.to_json() for s in host.statuses()]

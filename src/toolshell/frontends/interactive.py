@@ -10,6 +10,7 @@ import anyio
 import click
 
 from toolshell.config import Config
+from toolshell.frontends.cli import say_waiting
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
 Try: tools --help · tools search <words> · tools plan <<'EOF' … EOF
@@ -80,7 +81,7 @@ async def interactive(config: Config, state_dir: str | None, role: str | None = 
     # A person is at the prompt, so approvals are asked on the spot unless the config says otherwise.
     if "inline" not in config.approval.model_fields_set:
         config = config.model_copy(update={"approval": config.approval.model_copy(update={"inline": True})})
-    async with Host.open(config, state_dir=state_dir) as host:
+    async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as host:
         session = host.session(answerer=TerminalAnswerer(), source="cli", role=role)
         session.approver = ask_approval
         while (script := await read_script()) is not None:

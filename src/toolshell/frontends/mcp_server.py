@@ -18,6 +18,7 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.config import Config
 from toolshell.errors import ToolshellError
+from toolshell.frontends.cli import say_waiting
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session
@@ -132,7 +133,7 @@ def _error(text: str) -> types.CallToolResult:
 
 
 async def serve(config: Config, state_dir: str | None, *, http: bool, host: str, port: int) -> None:
-    async with Host.open(config, state_dir=state_dir) as h:
+    async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as h:
         server = build_server(h, await h.visible_tools())
         if http:
             await _serve_http(server, host, port)
