@@ -56,3 +56,12 @@ async def test_the_terminal_answers_an_elicitation_with_json_or_declines(monkeyp
     declined = await answerer.elicit("greeter", Params())
     assert (accepted.action, accepted.content) == ("accept", {"name": "Ada"})
     assert declined.action == "decline"
+
+
+async def test_an_unfinished_command_continues_and_an_empty_line_sends_a_broken_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _feed(monkeypatch, ["for i in 1 2", "do echo $i", "done", "echo )", "", "echo ok"])
+    assert await interactive.read_script() == "for i in 1 2\ndo echo $i\ndone"
+    assert await interactive.read_script() == "echo )\n"
+    assert await interactive.read_script() == "echo ok"

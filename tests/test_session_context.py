@@ -70,3 +70,9 @@ async def test_the_runtime_overlay_shows_one_hidden_tool_for_the_calling_session
     assert other.stdout == "unknown_command\n"
     assert "has no tool 'nope'" in json.loads(unknown.stderr)["error"]["message"]
     assert hidden_again.stdout == "unknown_command\n"
+
+
+async def test_tools_help_counts_the_tools_the_filter_leaves() -> None:
+    async with Host.open(_config(["whoami"]), servers={"octofs": _octofs()}) as host:
+        result = await host.run("tools --help | grep octofs")
+    assert result.stdout == "  octofs        1 tool\n"

@@ -111,10 +111,13 @@ async def test_a_server_disabled_for_the_session_is_gone_from_the_next_shell_cal
     async with Host.open(servers={"github": make_github()}) as host:
         session = host.session()
         disable = await session.run("tools runtime mcp action=disable server=github")
-        gone = await session.run("tools github list-pulls repo=a/b 2>&1 | jq -r .error.code")
+        gone = await session.run("tools github list-pulls repo=a/b 2>&1 | jq -r .error.message")
         other = await host.session().run("tools github list-pulls repo=a/b | jq length")
     assert disable.exit_code == 0, disable.stderr
-    assert gone.stdout == "unknown_command\n"
+    assert gone.stdout == (
+        "server 'github' is disabled for this session; `tools runtime mcp action=enable server=github` "
+        "turns it on again\n"
+    )
     assert other.stdout == "3\n", "disabling is per session"
 
 

@@ -161,6 +161,10 @@ class Host:
         disabled = self._disabled.setdefault(session_id, set())
         (disabled.discard if enabled else disabled.add)(server)
 
+    def disabled_for(self, session_id: str) -> set[str]:
+        """The servers this session switched off with `runtime mcp action=disable`."""
+        return set(self._disabled.get(session_id, set()))
+
     def enabled_for(self, session_id: str) -> dict[str, bool]:
         disabled = self._disabled.get(session_id, set())
         return {s.name: s.name not in disabled for s in self._servers()}
@@ -204,12 +208,12 @@ class Host:
             if server.name in disabled:
                 continue
             tools, info = await self._server_tools(server, session)
-            infos.append(info)
             shown = filter_entries(tools, server, role)
             unlocked = self._unlocked.get(session.id, set())
             shown += [
                 e for e in filter_entries(tools, None, role) if (server.name, e.name) in unlocked and e not in shown
             ]
+            infos.append(dataclasses.replace(info, tool_count=len(shown)) if info.loaded else info)
             entries += shown
         return Catalog(infos, entries, await self._top_level_entries(session))
 

@@ -128,7 +128,10 @@ class ShellCall:
             return self._fail(internal)
 
     async def _resolve(self, argv: list[str]) -> tuple[ToolEntry, list[str]]:
-        look = self.catalog.lookup(argv)
+        try:
+            look = self.catalog.lookup(argv)
+        except ToolshellError as err:
+            raise self._if_disabled(argv[0]) or err from None
         needs_start = look.kind == "unloaded_server" or (look.server is not None and look.server.state != "ready")
         if needs_start and look.server is not None:
             # Load a lazy server, or restart a failed one (the connection applies its backoff).
@@ -144,6 +147,19 @@ class ShellCall:
                 f"'tools {name}' names a server, not a tool; run `tools {name} --help` to list its tools",
             )
         return look.entry, look.rest
+
+    def _if_disabled(self, word: str) -> ToolshellError | None:
+        """A clearer error than "no such tool" for a server this session switched off."""
+        from toolshell.registry.naming import fold
+
+        name = next((n for n in self.host.disabled_for(self.session.id) if fold(n) == fold(word)), None)
+        if name is None:
+            return None
+        return ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"server {name!r} is disabled for this session; `tools runtime mcp action=enable server={name}` "
+            "turns it on again",
+        )
 
     def _server_unavailable(self, name: str) -> ToolshellError:
         status = next((s for s in self.host.statuses() if s.name == name), None)

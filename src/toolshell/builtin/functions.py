@@ -132,7 +132,7 @@ async def route_call(server_name: str, names: frozenset[str], execute: Execute, 
     try:
         result = await execute(call)
     except Exception as exc:  # the boundary: a handler bug must reach the model as a result, not a crash
-        logger.exception("built-in server %s: tool %s raised", server_name, call.tool_name)
+        logger.debug("built-in server %s: tool %s raised", server_name, call.tool_name, exc_info=True)
         return ToolResult.error(f"{server_name} tool failed: {str(exc) or type(exc).__name__}")
     if not isinstance(result, ToolResult):
         return ToolResult.error(

@@ -14,18 +14,45 @@ from toolshell.frontends.cli import say_waiting
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
 Try: tools --help · tools search <words> · tools plan <<'EOF' … EOF
-End a line with \\ to continue it; exit with Ctrl-D or `exit`."""
+An unfinished command (or a line ending in \\) continues on the next line; an empty line sends it.
+Exit with Ctrl-D or `exit`."""
 
 
 async def _read(prompt: str) -> str | None:
+    def read() -> str:
+        sys.stderr.write(prompt)  # prompts go to stderr, so piped stdout holds only results
+        sys.stderr.flush()
+        return input()
+
     try:
-        return await anyio.to_thread.run_sync(lambda: input(prompt))
+        return await anyio.to_thread.run_sync(read)
     except EOFError:
         return None
 
 
+def _incomplete(script: str) -> bool:
+    """Whether bash would ask for more (`for … do` without `done`, an open quote): tree-sitter-bash
+    reports an error or a missing node at the very end of the text."""
+    import tree_sitter
+    import tree_sitter_bash
+
+    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_bash.language()))
+    root = parser.parse(script.encode()).root_node
+    if not root.has_error:
+        return False
+    end = len(script.encode().rstrip())
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if (node.is_missing or node.type == "ERROR") and node.end_byte >= end:
+            return True
+        stack.extend(node.children)
+    return False
+
+
 async def read_script() -> str | None:
-    """A script from the prompt: lines ending in `\\` or inside an open heredoc continue it."""
+    """A script from the prompt: a line ending in `\\`, an open heredoc, or an unfinished command
+    (`for i in 1 2` … `done`) continues it; an empty line sends what there is."""
     lines: list[str] = []
     heredoc: str | None = None
     while True:
@@ -45,7 +72,10 @@ async def read_script() -> str | None:
                 continue
         if line.endswith("\\"):
             continue
-        return "\n".join(lines)
+        script = "\n".join(lines)
+        if line.strip() and _incomplete(script):
+            continue
+        return script
 
 
 class TerminalAnswerer:
