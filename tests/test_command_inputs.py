@@ -239,7 +239,8 @@ def test_bad_json_argument_reports_the_decoder_position() -> None:
 def test_bad_stdin_json_reports_the_decoder_position_and_the_pairs_alternative() -> None:
     assert invalid([], "7\n8\n") == (
         "stdin is not valid JSON (Extra data: line 2 column 1 (char 2)); pipe one JSON object, "
-        "or pass the input as key=value pairs (stdin is then left alone)"
+        "or pass the input as key=value pairs (stdin is then left alone); a call with no input reads stdin, "
+        "so inside a `while read` loop pass '{}'"
     )
 
 

@@ -117,3 +117,17 @@ async def test_an_unexpected_failure_inside_tools_is_still_one_json_error_line()
     line = result.stderr.strip().splitlines()[0]
     assert json.loads(line)["error"]["code"] in ("invalid_input", "unavailable")
     assert result.stdout == "after\n"
+
+
+async def test_plan_names_the_error_a_literal_call_will_end_with() -> None:
+    async with Host.open(servers={"github": make_github()}) as host:
+        plan = await host.plan("tools github get-pull repo=a/b number=seven\ntools github get-pul repo=a/b number=1\n")
+    bad_input, typo = plan["calls"]
+    assert bad_input["error"].startswith("invalid_input: input does not match the schema of tools github get-pull")
+    assert typo["error"].startswith("unknown_command: ") and "get-pull" in typo["error"]
+    assert "error" not in (await host_plan_ok())["calls"][0]
+
+
+async def host_plan_ok() -> dict[str, Any]:
+    async with Host.open(servers={"github": make_github()}) as host:
+        return await host.plan("tools github get-pull repo=a/b number=7")

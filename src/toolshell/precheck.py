@@ -94,7 +94,7 @@ class Precheck:
         await self.load_named_servers(found.calls)
         return await plan_json_async(found, self._plan_one)
 
-    async def _plan_one(self, scanned: Any) -> tuple[str, dict[str, Any] | None, Risk] | None:
+    async def _plan_one(self, scanned: Any) -> tuple[str, dict[str, Any] | None, Risk, str | None] | None:
         from toolshell.policy.risk import Risk
 
         words = [w for w in (scanned.argv or []) if w is not None]
@@ -103,12 +103,23 @@ class Precheck:
         literal = self.resolve_literal(scanned)
         if literal is not None:
             entry, arguments = literal
-            return entry.command, arguments, await self.host.policy.assess(entry, arguments)
+            risk = await self.host.policy.assess(entry, arguments)
+            return entry.command, arguments, risk, _problem(lambda: validate_input(entry, arguments))
         look = quiet(lambda: self.call.catalog.lookup(words)) if words else None
         if look is not None and look.entry is not None:
-            return look.entry.command, None, await self.host.policy.assess(look.entry, None)
+            return look.entry.command, None, await self.host.policy.assess(look.entry, None), None
         text = "tools " + " ".join(words[:2]) if words else "tools …"
-        return text, None, Risk("checked_at_run_time", message="the command is built while the script runs")
+        unknown = _problem(lambda: self.call.catalog.lookup(words)) if scanned.literal and words else None
+        return text, None, Risk("checked_at_run_time", message="the command is built while the script runs"), unknown
+
+
+def _problem(check: Any) -> str | None:
+    """`code: message` of the error a literal call will end with, or None."""
+    try:
+        check()
+    except ToolshellError as e:
+        return f"{e.code}: {e.message}"
+    return None
 
 
 def _valid(entry: ToolEntry, arguments: dict[str, Any]) -> bool:

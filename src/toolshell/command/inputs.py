@@ -142,7 +142,8 @@ def _read_stdin(stdin: str | None, *, required: bool) -> dict[str, Any]:
         raise ToolshellError(
             ErrorCode.INVALID_INPUT,
             f"stdin is not valid JSON ({err}); pipe one JSON object, or pass the input as key=value "
-            "pairs (stdin is then left alone)",
+            "pairs (stdin is then left alone); a call with no input reads stdin, so inside a "
+            "`while read` loop pass '{}'",
         ) from None
     if not isinstance(value, dict):
         raise ToolshellError(

@@ -309,7 +309,10 @@ def _analyzer() -> Any:
 
 # --- the plan's JSON ---------------------------------------------------------------------------------
 
-Resolved: TypeAlias = tuple[str, dict[str, Any] | None, Risk] | None
+Resolved: TypeAlias = (
+    tuple[str, dict[str, Any] | None, Risk] | tuple[str, dict[str, Any] | None, Risk, str | None] | None
+)
+"""(command, input or None, risk[, the error the call will end with]), or None for a non-call."""
 Resolver = Callable[[ScannedCall], Resolved]
 AsyncResolver = Callable[[ScannedCall], Awaitable[Resolved]]
 
@@ -341,11 +344,13 @@ def _plan(found: Scan, resolved: list[Any]) -> dict[str, Any]:
     for call, answer in zip(found.calls, resolved, strict=True):
         if answer is None:
             continue
-        command, input, risk = answer
+        command, input, risk, *error = answer
         row: dict[str, Any] = {"tool": command, "input": input, "risk": risk.level}
         if risk.why:
             row["why"] = risk.why
         row["where"] = call.where
+        if error and error[0]:
+            row["error"] = error[0]  # what the call will fail with when it runs (a typo, bad input)
         calls.append(row)
     out: dict[str, Any] = {"calls": calls, "complete": found.complete}
     if not found.complete:
