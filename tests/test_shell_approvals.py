@@ -198,3 +198,24 @@ async def test_inline_approval_lets_the_script_continue_when_a_person_says_yes()
         result = await session.run("for b in x; do tools github delete-branch branch=$b; done; echo after")
     assert result.stdout == "deleted x\nafter\n"
     assert asked == ["tools github delete-branch"]
+
+
+def test_grants_can_be_listed_and_revoked_from_the_command_line(tmp_path) -> None:
+    import anyio
+    from click.testing import CliRunner
+
+    from toolshell.frontends.cli import main
+
+    async def ask_and_grant_always() -> None:
+        async with _open([], state_dir=tmp_path) as host:
+            await host.run("tools github delete-branch branch=x")
+            [pending] = host.policy.approvals.list_pending()
+            host.policy.approvals.grant(pending.id, always=True)
+
+    anyio.run(ask_and_grant_always)
+    runner = CliRunner()
+    base = ["approvals", "--state-dir", str(tmp_path)]
+    assert runner.invoke(main, [*base, "grants"]).stdout == "always  tools github delete-branch\n"
+    revoked = runner.invoke(main, [*base, "revoke", "github", "delete_branch"])
+    assert revoked.stdout == "revoked 1 grant of tools github delete_branch\n"
+    assert runner.invoke(main, [*base, "grants"]).stdout == "no grants in force\n"

@@ -256,6 +256,27 @@ def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
     click.echo(f"granted {request_id}" + (" (always)" if always else " (once)"))
 
 
+@approvals.command("grants")
+@click.pass_context
+def approvals_grants(ctx: click.Context) -> None:
+    """The grants in force (once: that exact call; always: the tool until it changes)."""
+    grants = _approvals(ctx).list_grants()
+    if not grants:
+        click.echo("no grants in force")
+    for g in grants:
+        shown = "" if g["input"] is None else "  " + json.dumps(g["input"], ensure_ascii=False)
+        click.echo(f"{g['kind']:<7} {g['command']}{shown}")
+
+
+@approvals.command("revoke")
+@click.argument("tool", nargs=-1, required=True)
+@click.pass_context
+def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
+    """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch`."""
+    n = _approvals(ctx).revoke(" ".join(tool))
+    click.echo(f"revoked {n} grant{'s' if n != 1 else ''} of tools {' '.join(tool)}")
+
+
 @approvals.command("deny")
 @click.argument("request_id")
 @click.pass_context

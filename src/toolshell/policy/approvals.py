@@ -211,6 +211,35 @@ class Approvals:
         )
         return cur.rowcount
 
+    def list_grants(self) -> list[dict[str, Any]]:
+        """The grants still in force: `{"kind", "command", "input", "created_at"}`, oldest first."""
+        rows = self.store.query(
+            "SELECT kind, server, tool, input, created_at FROM approval_grants WHERE state='active' ORDER BY id"
+        )
+        return [
+            {
+                "kind": r["kind"],
+                "command": ToolEntry(r["server"] or None, r["tool"]).command,
+                "input": json.loads(r["input"]) if r["input"] else None,
+                "created_at": r["created_at"],
+            }
+            for r in rows
+        ]
+
+    def revoke(self, command: str) -> int:
+        """Withdraw every grant in force for a tool, named as a script writes it (`tools github
+        delete-branch`, or without `tools`); returns how many were withdrawn."""
+        words = command.split()
+        words = words[1:] if words[:1] == ["tools"] else words
+        wanted = " ".join(["tools", *words]).replace("_", "-").lower()
+        active = self.store.query("SELECT id, server, tool FROM approval_grants WHERE state='active'")
+        ids = [r["id"] for r in active if ToolEntry(r["server"] or None, r["tool"]).command.lower() == wanted]
+        for grant_id in ids:
+            self.store.execute(
+                "UPDATE approval_grants SET state='voided', ended_at=? WHERE id=?", (time.time(), grant_id)
+            )
+        return len(ids)
+
     def _once_grant(self, entry: ToolEntry, input: dict[str, Any]) -> int | None:
         rows = self.store.query(
             "SELECT id FROM approval_grants WHERE server=? AND tool=? AND kind='once' "
