@@ -68,7 +68,7 @@ def test_valid_input_passes() -> None:
 
 def test_a_wrong_type_names_the_path_and_how_to_see_the_schema() -> None:
     assert _message(GET_PULL, {"repo": "acme/api", "number": "x"}) == (
-        "input does not match the schema of tools github get-pull: at /number: 'x' is not of type 'integer'. "
+        'input does not match the schema of tools github get-pull: at /number: "x" is not of type "integer". '
         "Run `tools github get-pull --help` for the schema."
     )
 
@@ -83,11 +83,11 @@ def test_a_nested_object_error_names_the_nested_path() -> None:
 def test_an_array_error_names_the_item_index() -> None:
     assert _message(GET_PULL, {"repo": "a/b", "filter": {"labels": ["bug", 3]}}) == (
         "input does not match the schema of tools github get-pull: at /filter/labels/1: 3 is not of type "
-        "'string'. Run `tools github get-pull --help` for the schema."
+        '"string". Run `tools github get-pull --help` for the schema.'
     )
     assert _message(GET_PULL, {"repo": "a/b", "reviewers": [{"login": "x"}, {"login": False}]}) == (
-        "input does not match the schema of tools github get-pull: at /reviewers/1/login: False is not of type "
-        "'string'. Run `tools github get-pull --help` for the schema."
+        "input does not match the schema of tools github get-pull: at /reviewers/1/login: false is not of type "
+        '"string". Run `tools github get-pull --help` for the schema.'
     )
 
 
@@ -110,7 +110,14 @@ def test_an_unknown_key_is_caught_when_additional_properties_are_false() -> None
 
 def test_path_segments_are_escaped_as_json_pointer() -> None:
     entry = ToolEntry("s", "t", input_schema={"type": "object", "properties": {"a/b~c": {"type": "integer"}}})
-    assert "at /a~1b~0c: 'x' is not of type 'integer'" in _message(entry, {"a/b~c": "x"})
+    assert 'at /a~1b~0c: "x" is not of type "integer"' in _message(entry, {"a/b~c": "x"})
+
+
+def test_a_bare_flag_where_a_value_was_wanted_says_how_to_give_one() -> None:
+    assert (
+        'at /number: true is not of type "integer" (a bare --number means true; give it a value: '
+        "--number VALUE or number=VALUE)"
+    ) in _message(GET_PULL, {"repo": "a/b", "number": True})
 
 
 def test_a_huge_failing_value_is_cut_short_in_the_message() -> None:

@@ -57,6 +57,8 @@ def say_waiting(servers: list[str], wait: float) -> None:
 
 
 def _script_text(command: str | None, file: str | None) -> str:
+    if command is not None and file is not None:
+        raise click.UsageError(f"give the script either with -c or as a FILE, not both (got FILE {file!r})")
     if command is not None:
         return command
     if file is None or file == "-":
@@ -301,6 +303,9 @@ def timeline(config_path: str | None, state_dir: str | None, session_id: str | N
     loaded = _guard(lambda: _load(config_path))
     store = Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")
     rows = query(store, session_id=session_id, limit=limit)
+    if not rows and session_id and not as_json:
+        click.echo(f"no shell calls recorded for session {session_id}")
+        return
     click.echo(json.dumps(rows, indent=2) if as_json else render_timeline(rows))
 
 

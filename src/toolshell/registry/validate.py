@@ -130,10 +130,23 @@ def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     path = _pointer(error.absolute_path)
     raise ToolshellError(
         ErrorCode.INVALID_INPUT,
-        f"input does not match the schema of {entry.command}: at {path}: {_short(error.message)}. "
+        f"input does not match the schema of {entry.command}: at {path}: {_short(_message(error))}. "
         f"Run `{entry.command} --help` for the schema.",
         detail={"path": path, "validator": error.validator},
     )
+
+
+def _message(error: Any) -> str:
+    """jsonschema's message, with JSON spellings (`true`, not `True`) for a type mismatch, and a hint
+    when a bare `--flag` (which is `true`) stood where a value was wanted."""
+    if error.validator != "type":
+        return str(error.message)
+    wanted = error.validator_value
+    text = f"{json.dumps(error.instance, ensure_ascii=False)} is not of type {json.dumps(wanted)}"
+    if error.instance is True and "boolean" not in (wanted if isinstance(wanted, list) else [wanted]):
+        key = next((str(p) for p in reversed(error.absolute_path) if isinstance(p, str)), "key")
+        text += f" (a bare --{key} means true; give it a value: --{key} VALUE or {key}=VALUE)"
+    return text
 
 
 def _pointer(path: Any) -> str:

@@ -166,6 +166,11 @@ def _row(shell: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
     return {**shell, "calls": calls}
 
 
+def _one_line(text: str) -> str:
+    """A multi-line script shown on its row: newlines as ` ⏎ `."""
+    return " ⏎ ".join(line.strip() for line in text.splitlines() if line.strip())
+
+
 def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) -> str:
     """Plain text for `toolshell timeline`: one line per shell call, one indented line per nested call.
 
@@ -179,7 +184,7 @@ def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) ->
         exit_text = "running" if row["exit_code"] is None else f"exit {row['exit_code']}"
         took = "" if row["duration_ms"] is None else f"  {_duration(row['duration_ms'])}"
         lines.append(
-            f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{row['source']}]  {row['script_preview']}  "
+            f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{row['source']}]  {_one_line(row['script_preview'])}  "
             f"{exit_text}{took}"
         )
         for call in row["calls"]:
