@@ -49,13 +49,18 @@ async def test_approval_answers_at_the_terminal(monkeypatch: pytest.MonkeyPatch,
 async def test_the_terminal_answers_an_elicitation_with_json_or_declines(monkeypatch: pytest.MonkeyPatch) -> None:
     class Params:
         message = "Name?"
+        requested_schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
-    _feed(monkeypatch, ['{"name": "Ada"}', ""])
+    _feed(monkeypatch, ['{"name": "Ada"}', "", "Grace", '{"name": 3}', '{"name": "Bo"}'])
     answerer: Any = interactive.TerminalAnswerer()
     accepted = await answerer.elicit("greeter", Params())
     declined = await answerer.elicit("greeter", Params())
+    bare_word = await answerer.elicit("greeter", Params())
+    checked = await answerer.elicit("greeter", Params())
     assert (accepted.action, accepted.content) == ("accept", {"name": "Ada"})
     assert declined.action == "decline"
+    assert (bare_word.action, bare_word.content) == ("accept", {"name": "Grace"}), "a word answers the only field"
+    assert checked.content == {"name": "Bo"}, "an answer that does not fit the schema is asked again"
 
 
 async def test_an_unfinished_command_continues_and_an_empty_line_sends_a_broken_one(

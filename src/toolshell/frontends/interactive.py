@@ -79,19 +79,41 @@ async def read_script() -> str | None:
 
 
 class TerminalAnswerer:
-    """Answers a server's elicitation at the terminal (accept with JSON content, or decline)."""
+    """Answers a server's elicitation at the terminal: shows the fields asked for, checks the answer."""
 
     async def elicit(self, server: str, params: Any) -> Any:
+        import jsonschema
         import mcp_types as types
 
+        schema = getattr(params, "requested_schema", None) or {"type": "object", "properties": {}}
+        fields = schema.get("properties") or {}
         click.echo(f"\n[{server}] asks: {getattr(params, 'message', '')}", err=True)
-        answer = await _read("answer as JSON (empty = decline): ")
-        if not answer:
-            return types.ElicitResult(action="decline")
-        try:
-            return types.ElicitResult(action="accept", content=json.loads(answer))
-        except ValueError:
-            return types.ElicitResult(action="accept", content={"value": answer})
+        for name, prop in fields.items():
+            required = " (required)" if name in schema.get("required", []) else ""
+            click.echo(
+                f"  {name}: {prop.get('type', 'any')}{required}  {prop.get('description', '')}".rstrip(), err=True
+            )
+        for _ in range(3):
+            answer = await _read("answer as JSON (empty = decline): ")
+            if not answer:
+                return types.ElicitResult(action="decline")
+            content = _as_content(answer, fields)
+            try:
+                jsonschema.validate(content, schema)
+            except jsonschema.ValidationError as e:
+                click.echo(f"  that does not fit: {e.message}", err=True)
+                continue
+            return types.ElicitResult(action="accept", content=content)
+        return types.ElicitResult(action="decline")
+
+
+def _as_content(answer: str, fields: dict[str, Any]) -> Any:
+    """JSON as typed; a bare word answers the only field there is."""
+    try:
+        return json.loads(answer)
+    except ValueError:
+        name = next(iter(fields), "value") if len(fields) <= 1 else "value"
+        return {name: answer}
 
 
 async def ask_approval(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
