@@ -108,3 +108,17 @@ async def test_saved_scripts_share_the_callers_call_budget() -> None:
         result = await session.run("tools scripts three; tools scripts three")
     assert result.tools["stopped"]["reason"] == "call_limit"
     assert len(calls) == 4
+
+
+async def test_a_script_that_does_not_parse_is_not_saved() -> None:
+    async with _open([]) as host:
+        session = host.session()
+        result = await session.run("printf 'echo ok\\nif then\\n' | tools scripts save broken")
+        listed = await session.run("tools scripts")
+    err = _last_error(result.stderr)
+    assert err["code"] == "invalid_input"
+    assert err["message"] == (
+        "the script does not parse (parse error at line 2, column 4: syntax error near unexpected token `then'); "
+        "fix it, nothing was saved"
+    )
+    assert "broken" not in listed.stdout

@@ -6,6 +6,7 @@ asked anything: a call that needs approval stops the run and leaves a pending re
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import anyio
@@ -40,6 +41,15 @@ async def serve_triggers(config: Config, state_dir: str | None, bind: str, port:
         runner = TriggerRunner(found, host.run_saved_script)
         app = webhook_app(runner, tokens_from_env(found))
         server = uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning"))
+        hooks = [t.name for t in found if t.webhook]
+        print(
+            f"toolshell triggers: {len(found) - len(hooks)} scheduled; webhooks at http://{bind}:{port}/hooks/"
+            f"{{{','.join(hooks)}}}"
+            if hooks
+            else f"toolshell triggers: {len(found)} scheduled, no webhooks",
+            file=sys.stderr,
+            flush=True,
+        )
         async with anyio.create_task_group() as tg:
             await tg.start(runner.serve)
             await server.serve()

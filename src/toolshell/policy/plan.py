@@ -267,6 +267,18 @@ def _text(node: Node) -> str:
     return (node.text or b"").decode("utf-8", errors="replace")
 
 
+def syntax_error(script: str) -> str | None:
+    """What is wrong with a script's syntax, as bashkit's parser says it (with line and column); None
+    when it parses."""
+    from bashkit import BashError
+
+    try:
+        _analyzer().analyze(script)
+    except BashError as e:
+        return str(e)
+    return None
+
+
 def _first_error_line(node: Node) -> int:
     while not (node.is_error or node.is_missing):
         child = next((c for c in node.children if c.has_error or c.is_missing), None)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from bashkit import BuiltinContext, BuiltinResult
 
 from toolshell.command.inputs import build_input
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.policy.plan import syntax_error
 from toolshell.scripts.store import ScriptStore
 from toolshell.scripts.verbs import USAGE, check_can_save, check_depth, list_text, parse_scripts_args, script_help
 from toolshell.session import both_streams
@@ -36,7 +38,12 @@ async def run_scripts_verb(call: ShellCall, ctx: BuiltinContext, args: list[str]
     if request.verb == "save":
         check_can_save(manage)
         assert request.name is not None
-        saved = store.save(request.name, ctx.stdin or "", request.description, request.input_schema)
+        body = ctx.stdin or ""
+        if (problem := syntax_error(body)) is not None:
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT, f"the script does not parse ({problem}); fix it, nothing was saved"
+            )
+        saved = store.save(request.name, body, request.description, request.input_schema)
         return BuiltinResult(stdout=f"saved script {saved.name}\n")
     if request.verb == "delete":
         check_can_save(manage, "delete")
