@@ -3,13 +3,25 @@
 #   bash scripts/test.sh [pytest args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# A registry can fail a download now and then; try an install three times before giving up.
+retry() {
+  local n
+  for n in 1 2 3; do
+    if "$@"; then return 0; fi
+    echo "attempt $n of: $* failed" >&2
+    sleep $((n * 5))
+  done
+  return 1
+}
+
 python3 -m venv .venv
 . .venv/bin/activate
 # (this machine's pip config names local mirrors that may be absent; their warnings are noise)
-python -m pip install --quiet -e '.[dev]' 2> >(grep -v "^WARNING: Location '" >&2)
+retry python -m pip install --quiet -e '.[dev]' 2> >(grep -v "^WARNING: Location '" >&2)
 # Third-party MCP servers the tests run as real subprocesses (npm); node_modules stays local.
 if command -v npm >/dev/null 2>&1; then
-  npm install --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
+  retry npm install --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
 else
   echo "npm not found: tests against the npm MCP servers will be skipped" >&2
 fi
