@@ -122,7 +122,7 @@ async def test_a_server_that_hangs_at_startup_does_not_hold_the_host_and_is_list
     import sys
 
     hang = {"name": "slow", "command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
-    config = Config.model_validate({"mcp": {"servers": [hang]}, "startup_wait_seconds": 0.2})
+    config = Config.model_validate({"mcp": {"servers": [hang]}, "startup_wait_seconds": 1.2})
     waited: list[list[str]] = []
     async with Host.open(config, on_wait=lambda servers, wait: waited.append(servers)) as host:
         result = await host.run("tools --help | grep slow; tools text-metrics text-length text=ok")

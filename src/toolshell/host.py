@@ -10,6 +10,7 @@ import dataclasses
 import hashlib
 import logging
 import re
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -82,6 +83,7 @@ class Host:
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: self._top_level_server())
         self._disabled: dict[str, set[str]] = {}
         self._unlocked: dict[str, set[tuple[str, str]]] = {}
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
 
     @classmethod
     @asynccontextmanager
@@ -117,7 +119,7 @@ class Host:
         wait = self.config.startup_wait_seconds
         with anyio.move_on_after(min(1.0, wait)):
             await done.wait()
-        if not done.is_set() and self._on_wait is not None:
+        if not done.is_set() and wait > 1.0 and self._on_wait is not None:
             waiting = [s.name for s in self.statuses() if s.state == ConnState.CONNECTING]
             self._on_wait(waiting, wait)
         with anyio.move_on_after(max(0.0, wait - 1.0)):
@@ -176,7 +178,9 @@ class Host:
             names = ", ".join(s.name for s in self._servers())
             raise ToolshellError(ErrorCode.INVALID_INPUT, f"no configured server {server!r}; configured: {names}")
         conn = await self.manager.get(server)
-        tools = [t.name for t in await conn.list_tools(SessionContext(session_id=session_id))]
+        session = self._sessions.get(session_id)
+        context = self.server_context(session, config) if session else SessionContext(session_id=session_id)
+        tools = [t.name for t in await conn.list_tools(context)]
         if tool not in tools:
             raise ToolshellError(
                 ErrorCode.INVALID_INPUT, f"server {server!r} has no tool {tool!r}; it has: {', '.join(tools)}"
@@ -323,7 +327,14 @@ class Host:
 
     def session(self, **kwargs: Any) -> Session:
         """A new agent session (its own sandboxed shell). See `Session` for the keyword arguments."""
-        return Session(self, **kwargs)
+        session = Session(self, **kwargs)
+        self._sessions[session.id] = session
+        return session
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop what the host keeps for an ended session (its switched-off servers and shown tools)."""
+        self._disabled.pop(session_id, None)
+        self._unlocked.pop(session_id, None)
 
     async def plan(self, script: str, **kwargs: Any) -> dict[str, Any]:
         """What `tools plan` prints for a script: each visible call with input and risk. Runs nothing."""
@@ -335,7 +346,11 @@ class Host:
 
     async def run(self, script: str, **kwargs: Any) -> Any:
         """Run one script in a new session and return its `RunResult`."""
-        return await self.session(**kwargs).run(script)
+        session = self.session(**kwargs)
+        try:
+            return await session.run(script)
+        finally:
+            session.close()
 
     async def run_saved_script(self, name: str, arguments: dict[str, Any], source: str = "trigger") -> Any:
         """Run a saved script with no model and nobody to ask (triggers): a `RunOutcome`."""
@@ -345,7 +360,11 @@ class Host:
         from toolshell.scripts.triggers import RunOutcome
 
         script = f"tools scripts {shlex.quote(name)} {shlex.quote(json.dumps(arguments, ensure_ascii=False))}"
-        result = await self.session(source=source, answerer=None).run(script)
+        session = self.session(source=source, answerer=None)
+        try:
+            result = await session.run(script)
+        finally:
+            session.close()
         return RunOutcome(result.exit_code, result.stdout, result.stderr, result.tools)
 
 

@@ -35,6 +35,7 @@ class Precheck:
         call = self.call
         calls = scan(call.script).calls
         await self.load_named_servers(calls)
+        granted_once: list[tuple[ToolEntry, dict[str, Any]]] = []
         for scanned in calls:
             resolved = self.resolve_literal(scanned)
             if resolved is None or not _valid(*resolved):
@@ -45,12 +46,16 @@ class Precheck:
                 continue
             answer = await call.ask_inline(entry, arguments, risk)
             if answer in ("once", "always"):
+                if answer == "once":
+                    granted_once.append((entry, arguments))
                 continue  # granted on the spot: the run-time check uses the grant
             request = self.host.policy.approvals.request(
                 entry, arguments, call.session.id, risk.why or "", message=risk.message
             )
             if answer == "deny":
                 self.host.policy.approvals.deny(request.id)
+            for done_entry, done_input in granted_once:  # the script does not run: nothing may use them
+                self.host.policy.approvals.consume_once(done_entry, done_input)
             held = {"tool": entry.command, "input": arguments}
             approval = "denied" if answer == "deny" else "requested"
             call.report.stop("needs_approval", held, approval=approval, before_start=True)
@@ -65,8 +70,8 @@ class Precheck:
             request = quiet(lambda c=scanned: parse([w for w in c.argv if w is not None])) if scanned.argv else None
             if isinstance(request, Invoke) and request.argv:
                 look = quiet(lambda r=request: self.call.catalog.lookup(r.argv))
-                if look is not None and look.kind == "unloaded_server" and look.server is not None:
-                    names.add(look.server.name)
+                if look is not None and look.server is not None and look.server.state != "ready":
+                    names.add(look.server.name)  # lazy, still connecting, or failed (retried)
         for name in sorted(names):
             await quiet_async(self.host.load_server(name))
         if names:

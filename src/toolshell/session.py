@@ -13,7 +13,7 @@ import os
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from bashkit import Bash, BuiltinContext, BuiltinResult, ExecutionProfile, FileSystem
@@ -172,16 +172,24 @@ class Session:
         return self._context.context_epoch
 
     def close(self) -> None:
-        """End the session: its open elicitation questions are answered `cancel`."""
+        """End the session: its open elicitation questions are answered `cancel`, its switches dropped."""
         self.host.manager.cancel_session(self.id)
+        self.host.forget_session(self.id)
 
-    async def run(self, script: str) -> RunResult:
+    async def run(self, script: str, *, answerer: Answerer | None | Literal["session"] = "session") -> RunResult:
         """Run one script as one shell call; the catalog is rebuilt first.
 
         Shell calls of one session run one at a time (they share one shell and its files).
+        `answerer` answers the servers' questions for this run only (default: the session's).
         """
         async with self._lock:
-            return await self._run(script)
+            if answerer == "session":
+                return await self._run(script)
+            kept, self.answerer = self.answerer, answerer
+            try:
+                return await self._run(script)
+            finally:
+                self.answerer = kept
 
     async def _run(self, script: str) -> RunResult:
         call = await ShellCall.begin(self, script)

@@ -377,7 +377,8 @@ def scripts(config_path: str | None, state_dir: str | None, args: tuple[str, ...
 
 
 def _heredoc(text: str) -> str:
-    """Feed `text` to the command as stdin, byte for byte, through a quoted here-document."""
+    """Feed `text` to the command as stdin through a quoted here-document (a final newline is added
+    when missing)."""
     end = "TOOLSHELL_STDIN"
     while end in text:
         end += "_"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -28,6 +29,19 @@ async def _read(prompt: str) -> str | None:
         return await anyio.to_thread.run_sync(read)
     except EOFError:
         return None
+
+
+_HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(?:'([^']+)'|\"([^\"]+)\"|\\?([A-Za-z_][A-Za-z0-9_]*))")
+
+
+def _heredoc_word(line: str) -> str | None:
+    """The end word of a heredoc the line opens (`<<EOF`, `<<-'X'`); not `<<<` or `$((1<<2))`."""
+    for m in _HEREDOC.finditer(line):
+        before = line[: m.start()]
+        if before.count("$((") > before.count("))"):
+            continue  # a shift inside arithmetic
+        return m.group(1) or m.group(2) or m.group(3)
+    return None
 
 
 def _incomplete(script: str) -> bool:
@@ -65,11 +79,9 @@ async def read_script() -> str | None:
                 heredoc = None
             else:
                 continue
-        elif "<<" in line:
-            word = line.split("<<", 1)[1].strip().lstrip("-").strip("'\"").split()
-            if word:
-                heredoc = word[0]
-                continue
+        elif (word := _heredoc_word(line)) is not None:
+            heredoc = word
+            continue
         if line.endswith("\\"):
             continue
         script = "\n".join(lines)

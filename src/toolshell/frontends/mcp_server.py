@@ -59,12 +59,15 @@ class UpstreamAnswerer:
 def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     """The lowlevel server: `bash` plus proxies for the `keep_visible` tools."""
     # One toolshell session (one shell, its files and variables) per upstream client: over stdio the
-    # process serves one client; over HTTP, one per `Mcp-Session-Id` (one shared when stateless).
+    # process serves one client; over HTTP, one per `Mcp-Session-Id`. A stateless HTTP request gets
+    # a fresh shell: sharing one between clients that cannot be told apart would leak their files.
     sessions: OrderedDict[str, Session] = OrderedDict()
     visible = {e.flat_name: e for e in keep_visible}
 
     def session_for(ctx: ServerRequestContext[Any]) -> Session:
         key = _client_key(ctx)
+        if key is None:
+            return host.session(source="agent")  # a stateless client: a fresh shell per call
         session = sessions.get(key)
         if session is None:
             session = sessions[key] = host.session(source="agent")
@@ -83,13 +86,14 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
 
     async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
         session = session_for(ctx)
-        session.answerer = UpstreamAnswerer(ctx)
         args = dict(params.arguments or {})
         if params.name == "bash":
             script = args.get("script")
             if not isinstance(script, str):
                 return _error('bash takes {"script": "<bash script>"}')
-            result = await session.run(script)
+            result = await session.run(script, answerer=UpstreamAnswerer(ctx))
+            if _client_key(ctx) is None:
+                session.close()
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=json.dumps(result.to_json(), ensure_ascii=False))],
                 is_error=not result.success,
@@ -121,11 +125,14 @@ MAX_SESSIONS = 64
 """HTTP clients whose sessions are kept; the least recently used one is closed past this."""
 
 
-def _client_key(ctx: ServerRequestContext[Any]) -> str:
+def _client_key(ctx: ServerRequestContext[Any]) -> str | None:
+    """Who is calling: the stdio client, an HTTP session, or None for a stateless HTTP request
+    (2026-07-28 requests carry no session id, so two clients cannot be told apart)."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None:
         return "stdio"
-    return f"http:{headers.get('mcp-session-id') or ''}"
+    session_id = headers.get("mcp-session-id")
+    return f"http:{session_id}" if session_id else None
 
 
 def _error(text: str) -> types.CallToolResult:

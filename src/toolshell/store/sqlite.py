@@ -63,10 +63,11 @@ class Store:
             self._db.execute("BEGIN")
             try:
                 self._db.executemany(sql, [tuple(r) for r in rows])
+                self._db.execute("COMMIT")
             except BaseException:
-                self._db.execute("ROLLBACK")
+                if self._db.in_transaction:  # a failed COMMIT too: never leave the file in a transaction
+                    self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
