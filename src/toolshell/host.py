@@ -21,7 +21,7 @@ import anyio.abc
 import mcp_types as types
 
 from toolshell import config as config_mod
-from toolshell.builtin import resolve_builtin
+from toolshell.builtin import as_factory, resolve_builtin
 from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
 from toolshell.connections.factory import make_connection
@@ -144,9 +144,9 @@ class Host:
     def _builtin_for(self, server: ServerConfig) -> Any:
         """A factory of the in-process server; resolving a `module` waits until the server opens."""
         if server.name in self._inproc:
-            obj = self._inproc[server.name]
-            return (lambda: _call_factory(obj, self)) if callable(obj) and not _is_server(obj) else (lambda: obj)
-        return lambda: _call_factory(resolve_builtin(server.name, server.module), self)
+            factory = as_factory(self._inproc[server.name], "Host(servers=...)", server.name)
+            return lambda: factory(self)
+        return lambda: resolve_builtin(server.name, server.module)(self)
 
     def _top_level_server(self) -> Any:
         from toolshell.builtin.web_fetch import create
@@ -382,13 +382,6 @@ def _entry(server: str | None, tool: types.Tool, trusted: bool) -> ToolEntry:
     )
 
 
-def _is_server(obj: Any) -> bool:
-    from mcp.server import Server
-    from mcp.server.mcpserver import MCPServer
-
-    return isinstance(obj, Server | MCPServer)
-
-
 def _with_inproc(config: Config, servers: dict[str, Any]) -> Config:
     """Declare in-process servers passed to `Host(servers=...)` that the config does not name."""
     declared = {s.name for s in config.mcp.servers}
@@ -396,13 +389,6 @@ def _with_inproc(config: Config, servers: dict[str, Any]) -> Config:
     if not extra:
         return config
     return config.model_copy(update={"mcp": config.mcp.model_copy(update={"servers": [*config.mcp.servers, *extra]})})
-
-
-def _call_factory(factory: Any, host: Host) -> Any:
-    try:
-        return factory(host)
-    except TypeError:
-        return factory()
 
 
 def _project_id(workdir: Path) -> str:

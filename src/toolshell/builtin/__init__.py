@@ -7,9 +7,9 @@ coroutine) or as an `mcp` `MCPServer`, and point a `type = "builtin"` server at 
 
 from __future__ import annotations
 
-from toolshell.builtin.resolve import resolve_builtin
+from toolshell.builtin.resolve import as_factory, resolve_builtin
 
-__all__ = ["SHIPPED", "TOP_LEVEL", "resolve_builtin"]
+__all__ = ["SHIPPED", "TOP_LEVEL", "as_factory", "resolve_builtin"]
 
 SHIPPED: dict[str, str] = {
     "text_metrics": "toolshell.builtin.text_metrics:create",

@@ -68,7 +68,12 @@ def _takes_host(factory: Callable[..., Any]) -> bool:
     return any(p.kind in positional or p.kind is inspect.Parameter.VAR_POSITIONAL for p in params)
 
 
-def _factory(obj: Any, where: str, name: str) -> BuiltinFactory:
+def as_factory(obj: Any, where: str, name: str) -> BuiltinFactory:
+    """A factory taking the host, from a server instance, a factory of the host, or a factory of nothing.
+
+    Raises:
+        ToolshellError: `UNAVAILABLE` when `obj` is none of these (`where` names it in the message).
+    """
     if _is_server(obj):
         return lambda host: obj
     if not callable(obj):
@@ -118,4 +123,4 @@ def resolve_builtin(name: str, module: str | None = None) -> BuiltinFactory:
             f"no built-in server is named {name!r} (shipped: {shipped}); "
             f"for your own server add {_EXAMPLE} to its [[mcp.servers]] entry"
         )
-    return _factory(_load_attr(spec, name), spec, name)
+    return as_factory(_load_attr(spec, name), spec, name)
