@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,6 +19,7 @@ import mcp_types as types
 import pytest
 
 from _connections_support import SERVERS, Answers
+from _net_support import free_port
 from toolshell.config import ServerConfig
 from toolshell.connections.base import CallOptions, SessionContext
 from toolshell.connections.factory import make_connection
@@ -95,16 +95,10 @@ async def test_server_everything_asks_over_stdio_and_the_one_calling_session_ans
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @asynccontextmanager
 async def everything_over_http() -> AsyncIterator[str]:
     """server-everything's Streamable HTTP transport on 127.0.0.1 (forced by `servers/loopback.cjs`)."""
-    port = _free_port()
+    port = free_port()
     command = ["node", "-r", str(SERVERS / "loopback.cjs"), str(EVERYTHING), "streamableHttp"]
     process = await anyio.open_process(
         command, env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

@@ -14,6 +14,7 @@ import mcp_types as types
 import pytest
 
 from _github_server import make_github
+from _net_support import free_port
 from test_llm_and_elicitation import _asking
 from toolshell.config import Config
 from toolshell.frontends.interactive import _heredoc_word
@@ -106,15 +107,11 @@ def test_only_a_real_heredoc_keeps_the_prompt_reading(line: str, word: str | Non
 
 
 async def test_stateless_http_clients_never_share_a_shell() -> None:
-    import socket
-
     from mcp import Client
 
     from toolshell.frontends.mcp_server import _serve_http, build_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:
         tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
         url = f"http://127.0.0.1:{port}/mcp"

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import anyio
 import httpx2
 import pytest
 from mcp import Client
 
+from _net_support import free_port
 from toolshell.config import Config
 from toolshell.frontends.mcp_server import _serve_http, build_server
 from toolshell.host import Host
@@ -53,14 +53,8 @@ async def test_a_failing_script_is_an_error_result_with_the_json() -> None:
     assert json.loads(body["stderr"])["error"]["code"] == "unknown_command"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_http_serving_binds_loopback_and_rejects_a_foreign_host_header() -> None:
-    port = _free_port()
+    port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:
         tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
         url = f"http://127.0.0.1:{port}/mcp"

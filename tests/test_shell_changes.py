@@ -4,7 +4,6 @@ ratings of unlabeled tools, `stopped`, and `connection_required` from an HTTP 40
 from __future__ import annotations
 
 import json
-import socket
 from typing import Any
 
 import anyio
@@ -12,6 +11,7 @@ import pytest
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
+from _net_support import free_port
 from toolshell.config import Config
 from toolshell.host import Host
 
@@ -146,12 +146,6 @@ async def test_a_call_after_the_script_stopped_gets_stopped_and_does_not_run() -
     )
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_an_http_server_answering_401_gives_connection_required() -> None:
     import uvicorn
     from starlette.applications import Starlette
@@ -161,7 +155,7 @@ async def test_an_http_server_answering_401_gives_connection_required() -> None:
     async def deny(request: Any) -> JSONResponse:
         return JSONResponse({"error": "unauthorized"}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
 
-    port = _free_port()
+    port = free_port()
     app = Starlette(routes=[Route("/mcp", deny, methods=["GET", "POST", "DELETE"])])
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     config = Config.model_validate(
