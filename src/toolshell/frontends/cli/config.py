@@ -17,6 +17,7 @@ def config() -> None:
 def config_validate(path: str | None) -> None:
     """Check a config file; print every problem with its place and what to write instead."""
     from toolshell import config as cfg
+    from toolshell.registry.filters import config_warnings
 
     found = cfg.find_config_path(path)
     if found is None:
@@ -25,7 +26,7 @@ def config_validate(path: str | None) -> None:
     loaded = guard(lambda: cfg.load_file(found))
     names = ", ".join(s.name for s in loaded.mcp.servers) or "none"
     click.echo(f"{found}: ok ({len(loaded.mcp.servers)} servers: {names})")
-    for place, message in loaded.warnings():
+    for place, message in config_warnings(loaded):
         click.echo(f"  warning: {place}: {message}", err=True)
 
 
