@@ -179,7 +179,7 @@ async def run_direct(tasks: list[Task], root: Path) -> tuple[dict[str, Any], lis
         listed = {name: (await c.list_tools()).tools for name, c in clients.items()}
         defs = {n: tokens(json.dumps(direct_definitions(listed, n), ensure_ascii=False)) for n in (1, COPIES_AT_50)}
         solved = [(t.name, *await solve_direct(t, world, clients, defs[1])) for t in tasks]
-    truths = {t.name: t.truth(world) for t in tasks}
+    truths = [t.truth(world) for t in tasks]
     tool_count = sum(len(tools) for tools in listed.values())
     return {"definitions": defs, "tools": tool_count, "truths": truths}, solved
 
@@ -190,7 +190,7 @@ async def run_toolshell(tasks: list[Task], root: Path) -> tuple[dict[str, Any], 
     defs = {n: await bash_definitions(copies_of(entries, n), root / f"state-{n}") for n in (1, COPIES_AT_50)}
     async with Host.open(toolshell_config(entries), state_dir=str(root / "state")) as host:
         solved = [(t.name, *await solve_toolshell(t, world, host, defs[1])) for t in tasks]
-    return {"definitions": defs, "truths": {t.name: t.truth(world) for t in tasks}}, solved
+    return {"definitions": defs, "truths": [t.truth(world) for t in tasks]}, solved
 
 
 @dataclass
@@ -283,16 +283,15 @@ def transcripts(outcomes: list[Outcome], width: int = 600) -> str:
     return "\n".join(lines)
 
 
-async def measure(root: Path, only: list[str]) -> tuple[dict[str, Any], list[Outcome]]:
-    """Run the tasks both ways under `root`; the JSON-ready result and the outcomes."""
-    tasks = [t for t in TASKS if not only or t.name in only]
+async def measure(root: Path, tasks: list[Task]) -> tuple[dict[str, Any], list[Outcome]]:
+    """Run `tasks` both ways under `root`; the JSON-ready result and the outcomes."""
     direct, direct_solved = await run_direct(tasks, root / "direct")
     shell, shell_solved = await run_toolshell(tasks, root / "toolshell")
     outcomes = []
-    for task, (_, d_answer, d), (_, s_answer, s) in zip(tasks, direct_solved, shell_solved, strict=True):
+    solved = zip(tasks, direct_solved, shell_solved, direct["truths"], shell["truths"], strict=True)
+    for task, (_, d_answer, d), (_, s_answer, s), truth, shell_truth in solved:
         # Each way against the truth of its own world: a writing task's commit hash differs per world.
-        truth = direct["truths"][task.name]
-        correct = {"direct": d_answer == truth, "toolshell": s_answer == shell["truths"][task.name]}
+        correct = {"direct": d_answer == truth, "toolshell": s_answer == shell_truth}
         outcomes.append(Outcome(task, d, s, correct, truth))
     at = {
         f"{n * len(servers(World(root)))}_servers": totals(outcomes, direct["definitions"][n], shell["definitions"][n])
@@ -318,7 +317,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", type=Path, default=HERE / "tokens_results.json")
     parser.add_argument("--transcript", action="store_true", help="also print every call and result")
     args = parser.parse_args()
-    result, outcomes = anyio.run(measure, args.world, args.only)
+    result, outcomes = anyio.run(measure, args.world, [t for t in TASKS if not args.only or t.name in args.only])
     if args.transcript:
         print(transcripts(outcomes))
     print(table(result))
