@@ -250,7 +250,9 @@ def _x(ratio: float | None) -> str:
 
 
 def table(result: dict[str, Any]) -> str:
-    head = f"{'task':<18}{'kind':<20}{'turns':>7}{'defs':>13}{'results':>15}{'cumulative':>17}{'ratio':>8}  ok"
+    head = (
+        f"{'task':<18}{'kind':<20}{'turns':>7}{'defs':>13}{'results':>15}{'cumulative':>17}{'ratio':>8}{'at 50':>8}  ok"
+    )
     lines = [f"direct / toolshell per task, {result['servers']} servers ({result['tools']} tools), o200k_base", head]
     for r in result["tasks"]:
         d, s = r["direct"], r["toolshell"]
@@ -258,7 +260,7 @@ def table(result: dict[str, Any]) -> str:
         lines.append(
             f"{r['task']:<18}{r['kind']:<20}{d['turns']:>3}/{s['turns']:<3}{d['definitions']:>7}/{s['definitions']:<5}"
             f"{d['result_tokens']:>8}/{s['result_tokens']:<6}{d['cumulative']:>9}/{s['cumulative']:<7}"
-            f"{r['ratio']:>7.1f}x  {ok}"
+            f"{r['ratio']:>7.1f}x{r['ratio_50_servers']:>7.1f}x  {ok}"
         )
     for label, t in result["totals"].items():
         defs, every, multi = t["definitions"], t["cumulative"]["all"], t["cumulative"]["multi_step"]
@@ -297,6 +299,7 @@ async def measure(root: Path, tasks: list[Task]) -> tuple[dict[str, Any], list[O
         f"{n * len(servers(World(root)))}_servers": totals(outcomes, direct["definitions"][n], shell["definitions"][n])
         for n in (1, COPIES_AT_50)
     }
+    defs_at_50 = (direct["definitions"][COPIES_AT_50], shell["definitions"][COPIES_AT_50])
     result = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
@@ -304,7 +307,7 @@ async def measure(root: Path, tasks: list[Task]) -> tuple[dict[str, Any], list[O
         "tokenizer": "o200k_base (bpe-openai, vocabulary bundled in the wheel)",
         "servers": len(servers(World(root))),
         "tools": direct["tools"],
-        "tasks": [o.row() for o in outcomes],
+        "tasks": [o.row() | {"ratio_50_servers": o.ratio(*defs_at_50)} for o in outcomes],
         "totals": at,
     }
     return result, outcomes
