@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 import subprocess
 import sys
@@ -99,3 +100,19 @@ async def test_a_lookup_and_a_chain_reach_the_right_answer_both_ways_and_a_wrong
     assert 9.9 < fifty["definitions"]["direct"] / five["definitions"]["direct"] < 10.2
     assert five["definitions"]["ratio"] > 15
     assert result["tasks"][1]["ratio"] == hunt.ratio()
+
+
+@pytest.mark.real
+@needs_servers
+def test_the_documented_command_prints_the_table_and_writes_the_results(tmp_path: Path) -> None:
+    script = Path(tokens.__file__)
+    out = tmp_path / "results.json"
+    command = [sys.executable, str(script), "--only", "treasure-hunt", "changed-files"]
+    done = subprocess.run(
+        [*command, "--world", str(tmp_path / "world"), "--out", str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "treasure-hunt" in done.stdout and "50 servers: definitions" in done.stdout
+    written = json.loads(out.read_text())
+    assert [t["task"] for t in written["tasks"]] == ["treasure-hunt", "changed-files"]
+    assert all(t["correct"] == {"direct": True, "toolshell": True} for t in written["tasks"])
