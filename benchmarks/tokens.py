@@ -174,7 +174,7 @@ def copies_of(entries: dict[str, dict[str, Any]], copies: int) -> dict[str, dict
 
 
 async def run_direct(tasks: list[Task], root: Path) -> tuple[dict[str, Any], list[tuple[str, str, Conversation]]]:
-    world = build(root)
+    world = build(root / "world")
     async with direct_clients(world) as clients:
         listed = {name: (await c.list_tools()).tools for name, c in clients.items()}
         defs = {n: tokens(json.dumps(direct_definitions(listed, n), ensure_ascii=False)) for n in (1, COPIES_AT_50)}
@@ -185,7 +185,7 @@ async def run_direct(tasks: list[Task], root: Path) -> tuple[dict[str, Any], lis
 
 
 async def run_toolshell(tasks: list[Task], root: Path) -> tuple[dict[str, Any], list[tuple[str, str, Conversation]]]:
-    world = build(root)
+    world = build(root / "world")  # the same paths as the direct way had, so paths cost the same tokens
     entries = servers(world)
     defs = {n: await bash_definitions(copies_of(entries, n), root / f"state-{n}") for n in (1, COPIES_AT_50)}
     async with Host.open(toolshell_config(entries), state_dir=str(root / "state")) as host:
@@ -287,8 +287,8 @@ def transcripts(outcomes: list[Outcome], width: int = 600) -> str:
 
 async def measure(root: Path, tasks: list[Task]) -> tuple[dict[str, Any], list[Outcome]]:
     """Run `tasks` both ways under `root`; the JSON-ready result and the outcomes."""
-    direct, direct_solved = await run_direct(tasks, root / "direct")
-    shell, shell_solved = await run_toolshell(tasks, root / "toolshell")
+    direct, direct_solved = await run_direct(tasks, root)
+    shell, shell_solved = await run_toolshell(tasks, root)
     outcomes = []
     solved = zip(tasks, direct_solved, shell_solved, direct["truths"], shell["truths"], strict=True)
     for task, (_, d_answer, d), (_, s_answer, s), truth, shell_truth in solved:
