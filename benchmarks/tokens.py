@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -286,7 +287,8 @@ def transcripts(outcomes: list[Outcome], width: int = 600) -> str:
 
 
 async def measure(root: Path, tasks: list[Task]) -> tuple[dict[str, Any], list[Outcome]]:
-    """Run `tasks` both ways under `root`; the JSON-ready result and the outcomes."""
+    """Run `tasks` both ways under `root` (emptied first); the JSON-ready result and the outcomes."""
+    shutil.rmtree(root, ignore_errors=True)  # no toolshell state (timeline, approvals) from an earlier run
     direct, direct_solved = await run_direct(tasks, root)
     shell, shell_solved = await run_toolshell(tasks, root)
     outcomes = []
@@ -315,7 +317,12 @@ async def measure(root: Path, tasks: list[Task]) -> tuple[dict[str, Any], list[O
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--world", type=Path, default=Path("/tmp/toolshell-tokens"), help="where the worlds go")
+    parser.add_argument(
+        "--world",
+        type=Path,
+        default=Path("/tmp/toolshell-tokens"),
+        help="emptied, then holds the world and toolshell's state",
+    )
     parser.add_argument("--only", nargs="*", default=[], help="task names (default: all)")
     parser.add_argument("--out", type=Path, default=HERE / "tokens_results.json")
     parser.add_argument("--transcript", action="store_true", help="also print every call and result")
