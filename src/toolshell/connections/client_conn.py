@@ -20,7 +20,7 @@ import mcp_types as types
 from mcp.client import Client, IncomingMessage
 from pydantic import ValidationError
 
-from toolshell import __version__
+from toolshell.version import __version__
 from toolshell.config import ServerConfig
 from toolshell.connections.backoff import Backoff, Clock
 from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
