@@ -54,7 +54,6 @@ def _layer(module: str) -> int:
 
 def _imports(tree: ast.Module) -> list[tuple[ast.ImportFrom | ast.Import, bool, bool]]:
     """Every import with (is it at module level, is it under `if TYPE_CHECKING:`)."""
-    found: list[tuple[ast.ImportFrom | ast.Import, bool, bool]] = []
     type_only: set[ast.AST] = set()
     top: set[ast.AST] = set()
     for node in tree.body:
@@ -65,10 +64,11 @@ def _imports(tree: ast.Module) -> list[tuple[ast.ImportFrom | ast.Import, bool, 
                 top.add(inner)
                 if checking:
                     type_only.add(inner)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            found.append((node, node in top, node in type_only))
-    return found
+    return [
+        (node, node in top, node in type_only)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+    ]
 
 
 def _targets(node: ast.Import | ast.ImportFrom) -> list[str]:
@@ -140,7 +140,7 @@ def test_the_modules_import_each_other_without_cycles() -> None:
 @pytest.mark.xfail(reason="TODO(lead): annotate the rest once the wave-2 branches are merged", strict=True)
 def test_every_function_local_import_is_a_deliberate_lazy_import_with_a_comment() -> None:
     undeclared = []
-    for module, (path, tree, lines) in _sources().items():
+    for path, tree, lines in _sources().values():
         for node, at_top, _ in _imports(tree):
             if at_top:
                 continue
