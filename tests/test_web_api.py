@@ -4,10 +4,12 @@ real `Host` with the in-process GitHub stand-in."""
 from __future__ import annotations
 
 import re
+import shlex
 import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from _github_server import make_github
+from test_docs import parse_blocks
 from toolshell.config import Config, load_text
 from toolshell.frontends.cli import main as cli_main
 from toolshell.frontends.web import web_app
@@ -26,6 +29,7 @@ pytestmark = pytest.mark.anyio
 TOKEN = "test-token-0123456789"
 BASE = "http://127.0.0.1:8766"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
 MANAGE = "[tools_in_shell]\nmanage_scripts = true\n"
 TRIGGERS = '\n[[triggers]]\nname = "nightly-greet"\nscript = "greet"\nschedule = "@daily"\n'
 
@@ -345,7 +349,59 @@ async def test_toolshell_web_prints_its_url_with_the_token_on_one_line_and_answe
                 )
         assert without.status_code == 401
         assert with_token.status_code == 200 and {s["name"] for s in with_token.json()} >= {"runtime"}
+        assert process.stderr is not None
+        shown = _doc_block("$ toolshell web").splitlines()
+        assert re.fullmatch(r"http://127\.0\.0\.1:8766/\?token=\S+", shown[1]), "the doc shows the URL's form"
+        said = ""
+        with anyio.fail_after(30):  # the doc shows what toolshell web says on stderr (after any "waiting" line)
+            while shown[2] not in said.splitlines():
+                said += (await process.stderr.receive()).decode()
     finally:
         process.terminate()
         with anyio.fail_after(30):
             await process.wait()
+
+
+# --- docs/web.md -----------------------------------------------------------------------------------
+
+
+def _doc_block(first_line: str) -> str:
+    blocks = parse_blocks(DOC.read_text(encoding="utf-8"), "docs/web.md")
+    return next(b.text for b in blocks if b.lang == "text" and b.first_line.startswith(first_line))
+
+
+def _curl(line: str, request_id: str) -> tuple[str, str, dict[str, str], str | None]:
+    """(method, url, headers, body) of one documented curl line, with the token and a real request id."""
+    words = shlex.split(line.replace("$TOKEN", TOKEN).replace("apr_123abc", request_id))
+    method, headers, body, url = "GET", {}, None, ""
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in ("-X", "-H", "-d"):
+            value, i = words[i + 1], i + 1
+            if word == "-X":
+                method = value
+            elif word == "-H":
+                key, _, given = value.partition(":")
+                headers[key.strip()] = given.strip()
+            else:
+                body, method = value, "POST" if method == "GET" else method
+        elif word != "-s":
+            url = word
+        i += 1
+    return method, url, headers, body
+
+
+async def test_the_curl_examples_of_the_doc_work_against_the_page() -> None:
+    lines = [ln for ln in _doc_block("curl ").splitlines() if ln.strip()]
+    assert len(lines) == 5 and all(ln.startswith("curl -s ") for ln in lines)
+    async with _page(load_text(MANAGE)) as (host, client):
+        await host.run("tools github delete-branch branch=fix-x")
+        [pending] = host.policy.approvals.list_pending()
+        answers = []
+        for line in lines:
+            method, url, headers, body = _curl(line, pending.id)
+            answers.append(await client.request(method, url, headers=headers, content=body))
+        assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
+        assert answers[1].json()["status"] == "granted_once"
+        assert answers[4].json()["stdout"] == "Ada\n"

@@ -4,7 +4,7 @@
 
 const TOKEN = document.querySelector('meta[name="toolshell-token"]').content;
 const POLL_MS = 1500;
-const MARKS = { completed: "✓", failed: "✗", refused: "⊘", stopped_for_approval: "⏸" };
+const MARKS = { completed: "✓", failed: "✗", refused: "⊘", stopped_for_approval: "‖" };
 const HIDDEN_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
 
 function safe(value) {
@@ -97,12 +97,12 @@ function renderTimeline(calls) {
     const outcome = c.exit_code === null ? "running" : `exit ${c.exit_code}`;
     rows.push(el("tr", {}, el("td", {}, when(c.started_at)), el("td", {}, el("code", {}, c.session_id)),
       el("td", {}, c.source), el("td", {}, el("code", {}, c.script_preview)), el("td", {}, outcome),
-      el("td", {}, took(c.duration_ms))));
+      el("td", { class: "took" }, took(c.duration_ms))));
     for (const n of c.calls) {
       rows.push(el("tr", { class: "nested-call" }, el("td", {}), el("td", {}), el("td", {}, "tool.nested_call"),
         el("td", { class: "nested" }, el("code", {}, `${n.command} ${n.input_preview}`)),
-        el("td", { class: `outcome-${n.outcome}` }, `${MARKS[n.outcome] || "?"} ${n.outcome}${n.error_code ? " " + n.error_code : ""}`),
-        el("td", {}, took(n.duration_ms))));
+        el("td", { class: `outcome-${n.outcome}` }, `${MARKS[n.outcome] || "?"} ${n.outcome}${n.error_code && n.outcome !== "stopped_for_approval" ? " " + n.error_code : ""}`),
+        el("td", { class: "took" }, took(n.duration_ms))));
     }
   }
   document.querySelector("#timeline-table tbody").replaceChildren(...rows);
