@@ -48,15 +48,15 @@ async def run_tool_call(session: Session, name: str, arguments: dict[str, Any]) 
         if not isinstance(script, str):
             return json.dumps(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…"}').to_json())
         return json.dumps((await session.run(script)).to_json(), ensure_ascii=False)
-    entry = next((e for e in await visible_tools(session.host, session) if e.flat_name == name), None)
+    entry = next((e for e in await session.visible_tools() if e.flat_name == name), None)
     if entry is None:
         err = ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no direct tool {name!r}; use bash and `tools --help`")
         return json.dumps(err.to_json())
     try:
-        result = await session.host.call_tool(entry.server, entry.name, arguments, session=session)
+        result = await session.call_tool(entry.server, entry.name, arguments)
     except ToolshellError as e:
         return json.dumps(e.to_json())
-    max_bytes = session.host.config.tools_in_shell.max_output_bytes
+    max_bytes = session.services.config.tools_in_shell.max_output_bytes
     rendered = render_result(result, max_bytes=max_bytes, tool=entry.name, output_schema=entry.output_schema)
     if rendered.error is not None:
         return json.dumps(rendered.error.to_json(), ensure_ascii=False)
