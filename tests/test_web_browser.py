@@ -21,6 +21,7 @@ from toolshell.config import load_text
 from toolshell.frontends.web import web_app
 from toolshell.frontends.web.serve import bind, url_for
 from toolshell.host import Host
+from toolshell.registry.entry import ToolEntry
 from toolshell.scripts.store import ScriptStore
 
 pytestmark = pytest.mark.anyio
@@ -106,10 +107,22 @@ async def _drive_the_page(host: Host, url: str, script: str) -> None:
             SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
             await page.screenshot(path=str(SCREENSHOT), full_page=True)
 
+            # What a server or script wrote is shown as text, with hidden characters made visible.
+            hostile = host.policy.approvals.request(
+                ToolEntry("github", "delete-branch", "", annotations={"destructiveHint": True}),
+                {"branch": "<img src=x onerror=alert(1)>\u202egnp.exe"},
+                "agent-evil",
+                "destructive",
+            )
+            shown = await page.wait_for_selector(f'[data-request-id="{hostile.id}"]', timeout=WAIT_MS)
+            assert shown is not None and await shown.query_selector("img") is None
+            assert "<img src=x onerror=alert(1)>\\u202egnp.exe" in await shown.inner_text()
+
             await page.click(f"{card} button.once")
             await page.wait_for_selector(card, state="detached", timeout=WAIT_MS)
             await page.wait_for_selector('#grants-table:has-text("tools github delete-branch")', timeout=WAIT_MS)
         finally:
             await browser.close()
     assert host.policy.approvals.get(pending.id).status == "granted_once"
+    assert [r.id for r in host.policy.approvals.list_pending()] == [hostile.id]
     assert [(g["kind"], g["input"]) for g in host.policy.approvals.list_grants()] == [("once", {"branch": "fix-x"})]
