@@ -405,3 +405,17 @@ async def test_the_curl_examples_of_the_doc_work_against_the_page() -> None:
         assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
         assert answers[1].json()["status"] == "granted_once"
         assert answers[4].json()["stdout"] == "Ada\n"
+
+
+@pytest.mark.parametrize(("hosts", "accepted"), [(["box.lan"], ["box.lan:8766"]), (["*"], ["box.lan", "anything:1"])])
+async def test_a_remote_page_answers_to_its_own_host_name_and_still_needs_the_token(
+    hosts: list[str], accepted: list[str]
+) -> None:
+    async with Host.open(Config()) as host:
+        transport = httpx2.ASGITransport(app=web_app(host, TOKEN, hosts=hosts))
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+            for name in accepted:
+                assert (await client.get("/api/grants", headers={**AUTH, "Host": name})).status_code == 200
+                assert (await client.get("/api/grants", headers={"Host": name})).status_code == 401
+            if hosts != ["*"]:
+                assert (await client.get("/api/grants", headers={**AUTH, "Host": "other.lan"})).status_code == 403
