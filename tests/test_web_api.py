@@ -16,6 +16,8 @@ import anyio
 import httpx2
 import pytest
 from click.testing import CliRunner
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from _github_server import make_github
 from test_docs import parse_blocks
@@ -198,6 +200,14 @@ async def test_deny_answers_the_request_and_a_second_answer_or_an_unknown_id_is_
         twice = await client.post(f"/api/approvals/{pending.id}", headers=AUTH, json={"answer": "once"})
         unknown = await client.post("/api/approvals/apr_000000", headers=AUTH, json={"answer": "once"})
         wrong = await client.post(f"/api/approvals/{pending.id}", headers=AUTH, json={"answer": "yes"})
+        deep = await client.post(
+            f"/api/approvals/{pending.id}", headers={**AUTH, "Content-Type": "application/json"}, content="[" * 100_000
+        )
+        huge = await client.post(
+            f"/api/approvals/{pending.id}",
+            headers={**AUTH, "Content-Type": "application/json"},
+            content=b" " * 1_000_001 + b"{}",
+        )
         not_json = await client.post(
             f"/api/approvals/{pending.id}", headers={**AUTH, "Content-Type": "text/plain"}, content="once"
         )
@@ -207,6 +217,7 @@ async def test_deny_answers_the_request_and_a_second_answer_or_an_unknown_id_is_
     assert unknown.status_code == 404
     assert wrong.status_code == 400 and "'yes'" in wrong.json()["error"]["message"]
     assert not_json.status_code == 415
+    assert (deep.status_code, huge.status_code) == (400, 413)
 
 
 # --- timeline and servers --------------------------------------------------------------------------
@@ -220,6 +231,7 @@ async def test_the_timeline_shows_shell_calls_with_their_nested_calls_and_filter
         everything = (await client.get("/api/timeline", headers=AUTH)).json()
         only_one = (await client.get("/api/timeline?session=one&limit=5", headers=AUTH)).json()
         bad = await client.get("/api/timeline?limit=lots", headers=AUTH)
+        odd = [(await client.get(f"/api/timeline?limit={v}", headers=AUTH)).status_code for v in ("²", "0", "1" * 5000)]
     assert {row["session_id"] for row in everything} == {"one", "two"}
     [row] = only_one
     assert [(c["type"], c["command"], c["outcome"]) for c in row["calls"]] == [
@@ -228,6 +240,7 @@ async def test_the_timeline_shows_shell_calls_with_their_nested_calls_and_filter
     ]
     assert all(isinstance(c["duration_ms"], float) for c in row["calls"])
     assert bad.status_code == 400 and "from 1 to 500" in bad.json()["error"]["message"]
+    assert odd == [400, 400, 400]
 
 
 async def test_servers_show_state_protocol_and_tool_count() -> None:
@@ -419,3 +432,20 @@ async def test_a_remote_page_answers_to_its_own_host_name_and_still_needs_the_to
                 assert (await client.get("/api/grants", headers={"Host": name})).status_code == 401
             if hosts != ["*"]:
                 assert (await client.get("/api/grants", headers={**AUTH, "Host": "other.lan"})).status_code == 403
+
+
+async def test_the_page_works_mounted_under_a_prefix() -> None:
+    async with Host.open(Config()) as host:
+        outer = Starlette(routes=[Mount("/ui", app=web_app(host, TOKEN))])
+        transport = httpx2.ASGITransport(app=outer)
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+            first = await client.get(f"/ui/?token={TOKEN}")
+            client.cookies.clear()  # send the cookie by hand, so the last request goes without it
+            cookie = {"Cookie": f"toolshell_token={TOKEN}"}
+            page = await client.get("/ui/", headers=cookie)
+            script = await client.get("/ui/static/app.js", headers=cookie)
+            approvals = await client.get("/ui/api/approvals", headers=cookie)
+            refused = await client.get("/ui/api/approvals")
+    assert (first.status_code, first.headers["location"]) == (303, "/ui/")
+    assert 'src="static/app.js"' in page.text and script.status_code == 200
+    assert (approvals.status_code, approvals.json(), refused.status_code) == (200, [], 401)

@@ -64,7 +64,7 @@ async def json_body(request: Request, *, required: bool = True, example: str = "
         raise ApiError(415, ErrorCode.INVALID_INPUT, "send the body with the header 'Content-Type: application/json'")
     try:
         value = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # nesting past the parser's depth too
         value = None
     if not isinstance(value, dict):
         raise ApiError(400, ErrorCode.INVALID_INPUT, f"the body must be a JSON object, e.g. {example}")

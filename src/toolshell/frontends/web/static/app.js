@@ -1,5 +1,6 @@
 // The toolshell page: polls the JSON API and redraws. Everything a server or script wrote is shown
-// as text (never as HTML), with control and bidi characters made visible.
+// as text (never as HTML), with control and bidi characters made visible. URLs are relative, so the
+// page also works mounted under a prefix (`/ui/`).
 "use strict";
 
 const TOKEN = document.querySelector('meta[name="toolshell-token"]').content;
@@ -57,7 +58,7 @@ function renderApprovals(pending) {
     const answer = (choice) => async (event) => {
       event.target.closest(".card").querySelectorAll("button").forEach((b) => (b.disabled = true));
       try {
-        await post(`/api/approvals/${encodeURIComponent(r.id)}`, { answer: choice });
+        await post(`api/approvals/${encodeURIComponent(r.id)}`, { answer: choice });
         setStatus(`answered ${r.id}: ${choice}`);
       } catch (err) {
         setStatus(err.message, true);
@@ -84,7 +85,7 @@ function renderGrants(grants) {
     el("td", {}, g.input === null ? "any input" : el("code", {}, JSON.stringify(g.input))),
     el("td", {}, when(g.created)),
     el("td", {}, el("button", { class: "revoke", onclick: async () => {
-      try { await post("/api/grants/revoke", { tool: g.tool }); } catch (err) { setStatus(err.message, true); }
+      try { await post("api/grants/revoke", { tool: g.tool }); } catch (err) { setStatus(err.message, true); }
       refresh();
     } }, "revoke"))));
   document.querySelector("#grants-table tbody").replaceChildren(...rows);
@@ -142,7 +143,7 @@ function renderScripts(scripts) {
       try { body = input.value.trim() ? JSON.parse(input.value) : {}; }
       catch { setStatus("the input must be JSON, e.g. {\"repo\": \"acme/api\"}", true); return; }
       try {
-        const outcome = await post(`/api/scripts/${encodeURIComponent(s.name)}/run`, body);
+        const outcome = await post(`api/scripts/${encodeURIComponent(s.name)}/run`, body);
         result.textContent = safe(JSON.stringify(outcome, null, 2));
       } catch (err) { result.textContent = safe(err.message); }
       result.hidden = false;
@@ -183,7 +184,7 @@ async function refresh() {
     const session = document.getElementById("session-filter").value;
     const query = new URLSearchParams({ limit: "30", ...(session ? { session } : {}) });
     const [pending, grants, calls, servers, scripts] = await Promise.all([
-      api("/api/approvals"), api("/api/grants"), api(`/api/timeline?${query}`), api("/api/servers"), api("/api/scripts"),
+      api("api/approvals"), api("api/grants"), api(`api/timeline?${query}`), api("api/servers"), api("api/scripts"),
     ]);
     draw("approvals", pending, renderApprovals);
     draw("grants", grants, renderGrants);
