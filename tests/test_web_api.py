@@ -17,13 +17,13 @@ import httpx2
 import pytest
 from click.testing import CliRunner
 from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from _github_server import make_github
 from test_docs import parse_blocks
 from toolshell.config import Config, load_text
 from toolshell.frontends.cli import main as cli_main
 from toolshell.frontends.web import web_app
+from toolshell.frontends.web.serve import ui_mount
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio
@@ -434,18 +434,21 @@ async def test_a_remote_page_answers_to_its_own_host_name_and_still_needs_the_to
                 assert (await client.get("/api/grants", headers={**AUTH, "Host": "other.lan"})).status_code == 403
 
 
-async def test_the_page_works_mounted_under_a_prefix() -> None:
+async def test_the_page_works_mounted_under_ui_as_serve_http_can_add_it() -> None:
     async with Host.open(Config()) as host:
-        outer = Starlette(routes=[Mount("/ui", app=web_app(host, TOKEN))])
+        mount, url = ui_mount(host, "127.0.0.1", 8765)
+        token = url.partition("token=")[2]
+        outer = Starlette(routes=[mount])
         transport = httpx2.ASGITransport(app=outer)
-        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
-            first = await client.get(f"/ui/?token={TOKEN}")
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
+            first = await client.get(url)
             client.cookies.clear()  # send the cookie by hand, so the last request goes without it
-            cookie = {"Cookie": f"toolshell_token={TOKEN}"}
+            cookie = {"Cookie": f"toolshell_token={token}"}
             page = await client.get("/ui/", headers=cookie)
             script = await client.get("/ui/static/app.js", headers=cookie)
             approvals = await client.get("/ui/api/approvals", headers=cookie)
             refused = await client.get("/ui/api/approvals")
+    assert re.fullmatch(r"http://127\.0\.0\.1:8765/ui/\?token=[A-Za-z0-9_-]{32}", url)
     assert (first.status_code, first.headers["location"]) == (303, "/ui/")
     assert 'src="static/app.js"' in page.text and script.status_code == 200
     assert (approvals.status_code, approvals.json(), refused.status_code) == (200, [], 401)

@@ -7,6 +7,7 @@ import socket
 import sys
 
 import uvicorn
+from starlette.routing import Mount
 
 from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError
@@ -43,10 +44,22 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def url_for(host: str, port: int, token: str) -> str:
+def url_for(host: str, port: int, token: str, prefix: str = "") -> str:
+    """The URL to print: `http://127.0.0.1:8766/?token=…` (a wildcard bind is shown as 127.0.0.1)."""
     shown = "127.0.0.1" if host in _WILDCARDS else host
     shown = f"[{shown}]" if ":" in shown else shown
-    return f"http://{shown}:{port}/?token={token}"
+    return f"http://{shown}:{port}{prefix}/?token={token}"
+
+
+def ui_mount(opened: Host, host: str, port: int) -> tuple[Mount, str]:
+    """The page at `/ui/` for `toolshell serve --http` to add to its routes, and its URL (fresh token)."""
+    token = secrets.token_urlsafe(24)
+    app = web_app(opened, token, hosts=_hosts(host))
+    return Mount("/ui", app=app), url_for(host, port, token, "/ui")
+
+
+def _hosts(host: str) -> list[str]:
+    return ["*"] if host in _WILDCARDS else [host]
 
 
 async def serve_web(config: Config, state_dir: str | None, host: str, sock: socket.socket) -> None:
@@ -55,8 +68,7 @@ async def serve_web(config: Config, state_dir: str | None, host: str, sock: sock
     token = secrets.token_urlsafe(24)
     try:
         async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as opened:
-            hosts = ["*"] if host in _WILDCARDS else [host]
-            app = web_app(opened, token, hosts=hosts)
+            app = web_app(opened, token, hosts=_hosts(host))
             print(url_for(host, sock.getsockname()[1], token), flush=True)
             print("toolshell web: open the URL above; Ctrl-C stops it", file=sys.stderr, flush=True)
             server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
