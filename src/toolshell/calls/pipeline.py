@@ -1,7 +1,8 @@
 """Sending a prepared call, in layers (the way httpx's `send` reads):
 
     send(p)                           ledger: budget, the report, the timeline row
-      _send_handling_approval(p)      before-call guards give the final input; policy judges it;
+      _send_handling_approval(p)      before-call guards give the final input; policy judges it
+                                      (with the static `[[guard]]` rules, judged only there);
                                       blocked → `denied`; needs approval → ask, or stop the script
         _send_handling_guards(p)      the after-call guards see the result before the script does
           _send_single(p)             the one call on the connection
@@ -69,7 +70,7 @@ class Pipeline:
 
     async def _send_handling_approval(self, prepared: PreparedCall) -> Sent:
         if self.guards.guards:
-            arguments = await self.guards.before(GuardCall(prepared.entry, prepared.input, self.ledger.session_id))
+            arguments = await self.guards.rewrite(GuardCall(prepared.entry, prepared.input, self.ledger.session_id))
             prepared = replace(prepared, input=arguments)
         risk = await self.policy.check(prepared.entry, prepared.input)
         if risk.level == BLOCKED:
