@@ -8,14 +8,6 @@ coroutine) or as an `mcp` `MCPServer`, and point a `type = "builtin"` server at 
 from __future__ import annotations
 
 from toolshell.builtin.resolve import as_factory, resolve_builtin
+from toolshell.shipped import SHIPPED, TOP_LEVEL
 
 __all__ = ["SHIPPED", "TOP_LEVEL", "as_factory", "resolve_builtin"]
-
-SHIPPED: dict[str, str] = {
-    "text_metrics": "toolshell.builtin.text_metrics:create",
-    "runtime": "toolshell.builtin.runtime:create",
-}
-"""Shipped built-in servers: name -> `module:factory`. Imported only when the server is opened."""
-
-TOP_LEVEL: dict[str, str] = {"web": "toolshell.builtin.web_fetch:create"}
-"""Servers whose tools are top-level commands (`web_fetch` is `tools web-fetch`), not `tools <server> …`."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.shipped import SHIPPED, TOP_LEVEL
 
 if TYPE_CHECKING:
     from mcp.server import Server
@@ -114,7 +115,6 @@ def resolve_builtin(name: str, module: str | None = None) -> BuiltinFactory:
         ToolshellError: `UNAVAILABLE` when the name is not shipped and no module is given, or the
             module, attribute or its type is wrong; the message says what to write instead.
     """
-    from toolshell.builtin import SHIPPED, TOP_LEVEL
 
     spec = module or SHIPPED.get(name) or TOP_LEVEL.get(name)
     if spec is None:

@@ -11,7 +11,7 @@ import anyio
 import click
 
 from toolshell.config import Config
-from toolshell.frontends.cli import say_waiting
+from toolshell.frontends.console import say_waiting
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
 Try: tools --help · tools search <words> · tools plan <<'EOF' … EOF

@@ -18,7 +18,7 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.config import Config
 from toolshell.errors import ToolshellError
-from toolshell.frontends.cli import say_waiting
+from toolshell.frontends.console import say_waiting
 from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry

@@ -7,10 +7,10 @@ The shell asks `Policy` about every call (`assess` before a script starts and fo
 
 from __future__ import annotations
 
+from toolshell.config.patterns import ToolPattern, parse_pattern
 from toolshell.policy.approvals import ApprovalRequest, Approvals
 from toolshell.policy.canonical import canonical_json, fingerprint, schema_hash
 from toolshell.policy.guardrails import GuardCall, Guardrail, Guardrails, RegexGuard
-from toolshell.policy.patterns import ToolPattern, parse_pattern
 from toolshell.policy.plan import Scan, ScannedCall, plan_json, plan_json_async, scan
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import (

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from toolshell.config import GuardConfig
+from toolshell.config.patterns import parse_pattern
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.canonical import canonical_json
-from toolshell.policy.patterns import parse_pattern
 from toolshell.registry.entry import ToolEntry
 
 if TYPE_CHECKING:  # mcp_types costs a quarter second to import; only type checkers need it here

@@ -30,7 +30,7 @@ from functools import lru_cache
 from typing import Any
 
 from toolshell.config import ApprovalConfig
-from toolshell.policy.patterns import ToolPattern, first_match, parse_patterns
+from toolshell.config.patterns import ToolPattern, first_match, parse_patterns
 from toolshell.registry.entry import ToolEntry
 
 READ_ONLY = "read_only"

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from toolshell.config import Config, RoleConfig, ServerConfig
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.naming import fold
+from toolshell.shipped import SHIPPED
 
 
 def tool_allowed(name: str, patterns: list[str]) -> bool:
@@ -48,8 +49,6 @@ def configured_servers(config: Config) -> list[ServerConfig]:
     the file does not declare itself (when `include_builtins` is on)."""
     servers = list(config.mcp.servers)
     if config.include_builtins:
-        from toolshell.builtin import SHIPPED  # a dict of strings; importing it loads no server
-
         declared = {fold(s.name) for s in servers}
         servers += [ServerConfig(name=n, type="builtin") for n in SHIPPED if fold(n) not in declared]
     return servers
@@ -145,3 +144,18 @@ def role_problems(config: Config) -> list[str]:
                 if key not in named
             ]
     return problems
+
+
+def config_warnings(config: Config) -> list[tuple[str, str]]:
+    """Settings that load but probably do not do what was meant (shown by `config validate`)."""
+    found = [("roles", p) for p in role_problems(config)]
+    found += [
+        (
+            f"mcp.servers[{s.name}]",
+            f"no shipped built-in server is named {s.name!r} ({', '.join(SHIPPED)}); add "
+            '`module = "package.module:attr"`, or pass it to Host(servers=...) from Python',
+        )
+        for s in config.mcp.servers
+        if s.type == "builtin" and not s.module and s.name not in SHIPPED
+    ]
+    return found

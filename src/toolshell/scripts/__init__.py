@@ -9,14 +9,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from toolshell.config.cron import CronSchedule
+    from toolshell.config.names import check_name
+    from toolshell.config.triggers import TriggerConfig
     from toolshell.scripts.clock import Clock, ManualClock, SystemClock
-    from toolshell.scripts.cron import CronSchedule
-    from toolshell.scripts.store import SavedScript, ScriptStore, check_name, check_schema
+    from toolshell.scripts.store import SavedScript, ScriptStore, check_schema
     from toolshell.scripts.triggers import (
         RunOutcome,
         RunScript,
         Trigger,
-        TriggerConfig,
         TriggerRunner,
         tokens_from_env,
     )
@@ -36,15 +37,15 @@ _WHERE = {
     "Clock": "clock",
     "ManualClock": "clock",
     "SystemClock": "clock",
-    "CronSchedule": "cron",
+    "CronSchedule": "toolshell.config.cron",
     "SavedScript": "store",
     "ScriptStore": "store",
-    "check_name": "store",
+    "check_name": "toolshell.config.names",
     "check_schema": "store",
     "RunOutcome": "triggers",
     "RunScript": "triggers",
     "Trigger": "triggers",
-    "TriggerConfig": "triggers",
+    "TriggerConfig": "toolshell.config.triggers",
     "TriggerRunner": "triggers",
     "tokens_from_env": "triggers",
     "MAX_DEPTH": "verbs",
@@ -88,4 +89,5 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _WHERE:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{_WHERE[name]}"), name)
+    where = _WHERE[name]
+    return getattr(importlib.import_module(where if "." in where else f"{__name__}.{where}"), name)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from toolshell.config.names import check_name, fold
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.store.sqlite import Store
 
@@ -33,12 +34,7 @@ CREATE TABLE IF NOT EXISTS saved_scripts (
 );
 """
 
-MAX_NAME = 64
-RESERVED_NAMES = frozenset({"save", "delete", "list", "help"})
-"""Words of the `tools scripts` grammar, so they cannot name a script."""
-
 EXAMPLE_SCHEMA = '{"type":"object","properties":{"repo":{"type":"string"}},"required":["repo"]}'
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _COLUMNS = "name, description, input_schema, body, created_at, updated_at"
 
 
@@ -50,26 +46,6 @@ class SavedScript:
     body: str
     created_at: float
     updated_at: float
-
-
-def fold(name: str) -> str:
-    """The lookup key of a script name: `-` and `_` are the same character."""
-    return name.replace("-", "_")
-
-
-def check_name(name: str) -> None:
-    """Raise `invalid_input` unless `name` can name a saved script."""
-    if not name or len(name) > MAX_NAME or not _NAME_RE.match(name):
-        raise ToolshellError(
-            ErrorCode.INVALID_INPUT,
-            f"{name!r} is not a usable script name; use letters, digits, '-' and '_', starting with a letter "
-            f"or digit, at most {MAX_NAME} characters (e.g. triage-prs)",
-        )
-    if fold(name).lower() in RESERVED_NAMES:
-        raise ToolshellError(
-            ErrorCode.INVALID_INPUT,
-            f"{name!r} is a word of the `tools scripts` command and cannot name a script; pick another name",
-        )
 
 
 def check_schema(schema: Any) -> None:

@@ -7,9 +7,18 @@ are underscores, case ignored), the same way the `tools` command resolves names.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from toolshell.errors import ConfigError
-from toolshell.registry.entry import ToolEntry
+
+
+class Named(Protocol):
+    """What a pattern matches against: a tool entry's server (None for a top-level tool) and name."""
+
+    @property
+    def server(self) -> str | None: ...
+    @property
+    def name(self) -> str: ...
 
 
 def _fold(name: str) -> str:
@@ -30,7 +39,7 @@ class ToolPattern:
     server: str | None
     tool: str
 
-    def matches(self, entry: ToolEntry) -> bool:
+    def matches(self, entry: Named) -> bool:
         """True when `entry` is a tool this pattern names."""
         if self.server is None:
             return entry.server is None and _part_matches(self.tool, entry.name)
@@ -71,6 +80,6 @@ def parse_patterns(texts: list[str], place: str) -> list[ToolPattern]:
     return [parse_pattern(t, f"{place}[{i}]") for i, t in enumerate(texts)]
 
 
-def first_match(patterns: list[ToolPattern], entry: ToolEntry) -> ToolPattern | None:
+def first_match(patterns: list[ToolPattern], entry: Named) -> ToolPattern | None:
     """The first pattern that names `entry`, or None."""
     return next((p for p in patterns if p.matches(entry)), None)

@@ -1,7 +1,7 @@
 """Configuration: the pydantic models of `toolshell.toml`. `Config()` is the embedded default.
 
 A config file is TOML (`toolshell.toml`) or another MCP host's `{"mcpServers": {...}}` JSON
-(desktop apps, IDEs, `.mcp.json`; VS Code's `servers` key too); reading it is `config_loading`.
+(desktop apps, IDEs, `.mcp.json`; VS Code's `servers` key too); reading it is `config.loading`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from toolshell.config.names import SERVER_NAME_RE
+from toolshell.config.patterns import parse_pattern
+from toolshell.config.triggers import TriggerConfig
 from toolshell.errors import ConfigError
-from toolshell.scripts.triggers import TriggerConfig
-
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+from toolshell.shipped import SHIPPED
 
 
 class _Model(BaseModel):
@@ -46,7 +47,7 @@ class ServerConfig(_Model):
     @field_validator("name")
     @classmethod
     def _name_is_a_word(cls, v: str) -> str:
-        if not _NAME_RE.match(v):
+        if not SERVER_NAME_RE.fullmatch(v):
             raise ValueError(f"{v!r} is not a usable server name; use letters, digits, '-' and '_' (e.g. 'github')")
         return v
 
@@ -85,8 +86,6 @@ _KEYS_OF_OTHER_TYPES = {
 
 def _check_patterns(patterns: list[str]) -> list[str]:
     """`server:tool` patterns of `[approval]` and `[[guard]]`, checked by the same parser policy uses."""
-    from toolshell.policy.patterns import parse_pattern
-
     for pattern in patterns:
         try:
             parse_pattern(pattern)
@@ -254,23 +253,6 @@ class Config(_Model):
         ]
         return problems
 
-    def warnings(self) -> list[tuple[str, str]]:
-        """Settings that load but probably do not do what was meant (shown by `config validate`)."""
-        from toolshell.builtin import SHIPPED
-        from toolshell.registry.filters import role_problems
-
-        found = [("roles", p) for p in role_problems(self)]
-        found += [
-            (
-                f"mcp.servers[{s.name}]",
-                f"no shipped built-in server is named {s.name!r} ({', '.join(SHIPPED)}); add "
-                '`module = "package.module:attr"`, or pass it to Host(servers=...) from Python',
-            )
-            for s in self.mcp.servers
-            if s.type == "builtin" and not s.module and s.name not in SHIPPED
-        ]
-        return found
-
     def server(self, name: str) -> ServerConfig | None:
         return next((s for s in self.mcp.servers if s.name == name), None)
 
@@ -279,26 +261,8 @@ class Config(_Model):
 
 
 def _is_shipped_builtin(name: str) -> bool:
-    from toolshell.builtin import SHIPPED
-
     return name in SHIPPED
 
-
-# Reading files and other hosts' JSON lives in `config_loading`; its entry points are part of this
-# module's API. Imported last: it builds on the models above.
-from toolshell.config_loading import (  # noqa: E402
-    expand_vars,
-    find_config_path,
-    import_mcp_json,
-    load,
-    load_file,
-    load_text,
-    parse_config,
-    state_dir,
-    to_toml,
-    user_config_dir,
-    user_data_dir,
-)
 
 __all__ = [
     "ApprovalConfig",
@@ -314,15 +278,4 @@ __all__ = [
     "ToolsInShellConfig",
     "TriggerConfig",
     "WebFetchConfig",
-    "expand_vars",
-    "find_config_path",
-    "import_mcp_json",
-    "load",
-    "load_file",
-    "load_text",
-    "parse_config",
-    "state_dir",
-    "to_toml",
-    "user_config_dir",
-    "user_data_dir",
 ]

@@ -1,0 +1,65 @@
+"""Configuration: the models of `toolshell.toml` (`Config()` is the embedded default), reading files
+and other hosts' `mcpServers` JSON, and the small grammars config values use (names, tool patterns,
+cron schedules).
+
+Modules: `models` (pydantic models and the checks that need only the config), `loading` (TOML and
+JSON, `${VAR}` expansion, lookup order), `names`, `patterns`, `cron`, `triggers`.
+"""
+
+from __future__ import annotations
+
+from toolshell.config.loading import (
+    expand_vars,
+    find_config_path,
+    import_mcp_json,
+    load,
+    load_file,
+    load_text,
+    parse_config,
+    state_dir,
+    to_toml,
+    user_config_dir,
+    user_data_dir,
+)
+from toolshell.config.models import (
+    ApprovalConfig,
+    Config,
+    GuardConfig,
+    McpSection,
+    MountConfig,
+    RoleConfig,
+    RoleMcp,
+    ServerConfig,
+    ShellConfig,
+    StateConfig,
+    ToolsInShellConfig,
+    WebFetchConfig,
+)
+from toolshell.config.triggers import TriggerConfig
+
+__all__ = [
+    "ApprovalConfig",
+    "Config",
+    "GuardConfig",
+    "McpSection",
+    "MountConfig",
+    "RoleConfig",
+    "RoleMcp",
+    "ServerConfig",
+    "ShellConfig",
+    "StateConfig",
+    "ToolsInShellConfig",
+    "TriggerConfig",
+    "WebFetchConfig",
+    "expand_vars",
+    "find_config_path",
+    "import_mcp_json",
+    "load",
+    "load_file",
+    "load_text",
+    "parse_config",
+    "state_dir",
+    "to_toml",
+    "user_config_dir",
+    "user_data_dir",
+]

@@ -1,0 +1,82 @@
+"""`toolshell approvals`: list, grant, deny and revoke."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from toolshell.frontends.cli.options import config_opt, guard, load_config, state_opt
+
+
+@click.group(invoke_without_command=True)
+@config_opt
+@state_opt
+@click.pass_context
+def approvals(ctx: click.Context, config_path: str | None, state_dir: str | None) -> None:
+    """List, grant or deny approval requests."""
+    ctx.obj = (config_path, state_dir)
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(approvals_list)
+
+
+def _approvals(ctx: click.Context) -> Any:
+    from toolshell import config as cfg
+    from toolshell.policy.approvals import Approvals
+    from toolshell.store import Store
+
+    config_path, state_dir = ctx.obj or (None, None)
+    loaded = guard(lambda: load_config(config_path))
+    return Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
+
+
+@approvals.command("list")
+@click.pass_context
+def approvals_list(ctx: click.Context) -> None:
+    """Pending approval requests."""
+    pending = _approvals(ctx).list_pending()
+    if not pending:
+        click.echo("no pending approval requests")
+    for r in pending:
+        click.echo(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})")
+
+
+@approvals.command("grant")
+@click.argument("request_id")
+@click.option("--always", is_flag=True, help="Allow this tool from now on (until it changes).")
+@click.pass_context
+def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
+    """Grant a request once (that exact call) or --always (the tool)."""
+    guard(lambda: _approvals(ctx).grant(request_id, always=always))
+    click.echo(f"granted {request_id}" + (" (always)" if always else " (once)"))
+
+
+@approvals.command("grants")
+@click.pass_context
+def approvals_grants(ctx: click.Context) -> None:
+    """The grants in force (once: that exact call; always: the tool until it changes)."""
+    grants = _approvals(ctx).list_grants()
+    if not grants:
+        click.echo("no grants in force")
+    for g in grants:
+        shown = "" if g["input"] is None else "  " + json.dumps(g["input"], ensure_ascii=False)
+        click.echo(f"{g['kind']:<7} {g['command']}{shown}")
+
+
+@approvals.command("revoke")
+@click.argument("tool", nargs=-1, required=True)
+@click.pass_context
+def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
+    """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch`."""
+    n = _approvals(ctx).revoke(" ".join(tool))
+    click.echo(f"revoked {n} grant{'s' if n != 1 else ''} of tools {' '.join(tool)}")
+
+
+@approvals.command("deny")
+@click.argument("request_id")
+@click.pass_context
+def approvals_deny(ctx: click.Context, request_id: str) -> None:
+    """Deny a request."""
+    guard(lambda: _approvals(ctx).deny(request_id))
+    click.echo(f"denied {request_id}")

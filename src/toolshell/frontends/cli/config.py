@@ -1,0 +1,40 @@
+"""`toolshell config validate` and `config import`."""
+
+from __future__ import annotations
+
+import click
+
+from toolshell.frontends.cli.options import guard
+
+
+@click.group()
+def config() -> None:
+    """Check or convert configuration files."""
+
+
+@config.command("validate")
+@click.argument("path", required=False)
+def config_validate(path: str | None) -> None:
+    """Check a config file; print every problem with its place and what to write instead."""
+    from toolshell import config as cfg
+    from toolshell.registry.filters import config_warnings
+
+    found = cfg.find_config_path(path)
+    if found is None:
+        click.echo("no config file found; toolshell uses the embedded default (built-in servers only)")
+        return
+    loaded = guard(lambda: cfg.load_file(found))
+    names = ", ".join(s.name for s in loaded.mcp.servers) or "none"
+    click.echo(f"{found}: ok ({len(loaded.mcp.servers)} servers: {names})")
+    for place, message in config_warnings(loaded):
+        click.echo(f"  warning: {place}: {message}", err=True)
+
+
+@config.command("import")
+@click.argument("file")
+def config_import(file: str) -> None:
+    """Convert another host's {"mcpServers": ...} JSON to toolshell TOML (printed)."""
+    from toolshell import config as cfg
+
+    loaded = guard(lambda: cfg.load_file(file, expand=False))  # `${VAR}` stays as written: no secret printed
+    click.echo(cfg.to_toml(loaded), nl=False)

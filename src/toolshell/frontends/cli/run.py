@@ -1,0 +1,112 @@
+"""`toolshell run`, `plan`, `shell` and `scripts`: a script in a new session."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from toolshell.frontends.cli.options import config_opt, load_config, role_opt, run_async, script_text, state_opt
+from toolshell.frontends.console import say_waiting
+
+
+@click.command()
+@config_opt
+@state_opt
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON object: exit_code, success, stdout, stderr, tools."
+)
+@click.option("-c", "command", metavar="SCRIPT", help="The script text.")
+@click.argument("file", required=False)
+@role_opt
+def run(
+    config_path: str | None,
+    state_dir: str | None,
+    as_json: bool,
+    command: str | None,
+    file: str | None,
+    role: str | None = None,
+) -> None:
+    """Run a script in a new session (from -c, a FILE, or - for stdin)."""
+    script = script_text(command, file)
+
+    async def go() -> Any:
+        from toolshell.host import Host
+
+        async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
+            return await host.session(source="cli", role=role).run(script)
+
+    result = run_async(go)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), ensure_ascii=False))
+    else:
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        if result.tools and result.tools.get("stopped"):
+            sys.stderr.write(json.dumps({"tools": result.tools}, ensure_ascii=False) + "\n")
+    sys.exit(result.exit_code)
+
+
+@click.command()
+@config_opt
+@state_opt
+@click.option("-c", "command", metavar="SCRIPT", help="The script text.")
+@click.argument("file", required=False)
+@role_opt
+def plan(
+    config_path: str | None, state_dir: str | None, command: str | None, file: str | None, role: str | None
+) -> None:
+    """Print every `tools` call a script would make, with input and risk. Runs nothing."""
+    script = script_text(command, file)
+
+    async def go() -> dict[str, Any]:
+        from toolshell.host import Host
+
+        async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
+            return await host.plan(script, role=role)
+
+    click.echo(json.dumps(run_async(go), indent=2, ensure_ascii=False))
+
+
+@click.command()
+@config_opt
+@state_opt
+@role_opt
+def shell(config_path: str | None, state_dir: str | None, role: str | None) -> None:
+    """An interactive prompt over one session."""
+    from toolshell.frontends.interactive import interactive
+
+    run_async(lambda: interactive(load_config(config_path), state_dir, role))
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@config_opt
+@state_opt
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def scripts(config_path: str | None, state_dir: str | None, args: tuple[str, ...]) -> None:
+    """Saved scripts, as `tools scripts` does them: list, `save NAME --description … --input-schema …`
+    (the script on stdin), `NAME k=v …` to run one, `delete NAME`."""
+    words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
+    if not sys.stdin.isatty():
+        piped = sys.stdin.read()
+        if piped:
+            words += _heredoc(piped)
+    ctx = click.get_current_context()
+    ctx.invoke(run, config_path=config_path, state_dir=state_dir, as_json=False, command=words, file=None)
+
+
+def _heredoc(text: str) -> str:
+    """Feed `text` to the command as stdin through a quoted here-document (a final newline is added
+    when missing)."""
+    end = "TOOLSHELL_STDIN"
+    while end in text:
+        end += "_"
+    return f" <<'{end}'\n{text}{'' if text.endswith(chr(10)) else chr(10)}{end}\n"
+
+
+def _shell_quote(word: str) -> str:
+    import shlex
+
+    return shlex.quote(word)

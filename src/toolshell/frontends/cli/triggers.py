@@ -1,0 +1,62 @@
+"""`toolshell triggers list|fire|serve`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
+
+
+@click.group()
+def triggers() -> None:
+    """Run saved scripts on a schedule or a webhook, with no model involved."""
+
+
+@triggers.command("list")
+@config_opt
+def triggers_list(config_path: str | None) -> None:
+    """The configured triggers and when each schedule runs next."""
+    from toolshell.scripts.triggers import Trigger, TriggerRunner
+
+    loaded = guard(lambda: load_config(config_path))
+    found = [Trigger.from_config(t) for t in loaded.triggers]
+    nexts = TriggerRunner(found, _never_run).next_runs()
+    if not found:
+        click.echo("no [[triggers]] in the config")
+    for t in found:
+        when = f"next {nexts[t.name]:%Y-%m-%d %H:%M}" if t.name in nexts else "webhook only"
+        hook = f"POST /hooks/{t.name}" if t.webhook else ""
+        click.echo(f"{t.name:<20} script={t.script:<20} {t.schedule or '-':<16} {when}  {hook}".rstrip())
+
+
+async def _never_run(*_: Any) -> Any:
+    raise AssertionError("listing triggers runs nothing")
+
+
+@triggers.command("fire")
+@config_opt
+@state_opt
+@click.argument("name")
+def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> None:
+    """Run one trigger now (its saved script with its input); prints the outcome as JSON."""
+    from toolshell.frontends.trigger_server import fire
+
+    outcome = run_async(lambda: fire(load_config(config_path), state_dir, name))
+    click.echo(json.dumps(outcome.to_dict(), ensure_ascii=False))
+    sys.exit(outcome.exit_code)
+
+
+@triggers.command("serve")
+@config_opt
+@state_opt
+@click.option("--host", "bind", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8766, show_default=True)
+def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int) -> None:
+    """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
+    from toolshell.frontends.trigger_server import serve_triggers
+
+    run_async(lambda: serve_triggers(load_config(config_path), state_dir, bind, port))
