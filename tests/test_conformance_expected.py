@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.client import auth_settings, script
+from conformance.client import oauth_settings, script
 from conformance.run import EXPECTED, SERVER_SCENARIOS, Outcome, compare, list_scenarios, load_expected
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,4 +49,19 @@ def test_the_adapter_lists_the_tools_then_calls_each_through_the_tools_command()
     assert script(["add_numbers", "test-tool"]) == (
         "set -e\ntools conformance --help\ntools conformance add_numbers a=5 b=3\ntools conformance test-tool\n"
     )
-    assert auth_settings({}) == {}
+
+
+def test_the_adapter_maps_a_scenarios_client_onto_the_servers_oauth_settings() -> None:
+    assert oauth_settings("tools_call", {}) is None
+    assert oauth_settings("auth/metadata-default", {}) == {
+        "login": "on_call",
+        "client_metadata_url": "https://conformance-test.local/client-metadata.json",
+    }
+    basic = {"name": "auth/client-credentials-basic", "client_id": "c1", "client_secret": "s3cret"}
+    assert oauth_settings("auth/client-credentials-basic", basic) == {
+        "login": "on_call",
+        "client_id": "c1",
+        "client_secret_env": "CONFORMANCE_CLIENT_SECRET",
+        "grant": "client_credentials",
+        "token_endpoint_auth_method": "client_secret_basic",
+    }
