@@ -314,6 +314,7 @@ class ClientConnection:
 
     def _succeeded(self, runner: Runner | None) -> None:
         self._backoff.reset()
+        self._target.clear_refusal()
         if self._state is ConnState.NEEDS_AUTH and runner is self._runner and runner is not None:
             self._state = ConnState.READY  # logged in meanwhile
             self._last_error = None
