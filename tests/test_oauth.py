@@ -12,9 +12,9 @@ import anyio
 import httpx2
 import pytest
 
-from _oauth_server import MACHINE_ID, MACHINE_SECRET, WRITE_SCOPE, Running, serve_oauth
+from _oauth_server import MACHINE_ID, MACHINE_SECRET, WRITE_SCOPE, serve_oauth
 from toolshell.config.models import OAuthConfig, ServerConfig
-from toolshell.connections.base import CallOptions, ConnState, SessionContext
+from toolshell.connections.base import CallOptions, ConnState
 from toolshell.connections.client_conn import ClientConnection
 from toolshell.connections.factory import make_connection
 from toolshell.connections.oauth import AuthSetup
@@ -80,9 +80,8 @@ async def test_a_login_through_the_browser_stores_tokens_a_call_then_uses(tmp_pa
     assert len(browser.opened) == 1 and browser.opened[0].startswith(f"{running.base}/authorize?")
     assert "code_challenge_method=S256" in browser.opened[0]
     assert "To log in to server 'secure', open this URL in a browser:" in browser.told[0]
-    stored = tmp_path / "secure.json"
-    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
-    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o700
+    assert _mode(tmp_path / "secure.json") == 0o600
+    assert _mode(tmp_path) == 0o700
     assert status([server], AuthSetup(tmp_path))[0] | {"expires_in_seconds": None} == {
         "server": "secure",
         "grant": "authorization_code",
@@ -270,6 +269,10 @@ async def test_a_server_with_login_on_call_opens_the_browser_itself(tmp_path: Pa
         finally:
             await conn.close()
     assert answer["scopes"] == ["mcp"] and len(browser.opened) == 1
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
 
 
 def test_the_token_directory_is_private(tmp_path: Path) -> None:

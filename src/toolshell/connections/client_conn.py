@@ -83,8 +83,14 @@ class ClientConnection:
     # --- Connection -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError."""
+        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError.
+
+        A server that refused us after the handshake is asked for its tools again: that raises
+        `connection_required` while the refusal lasts, and makes it READY once a login took.
+        """
         await self._ensure(None)
+        if self._state is ConnState.NEEDS_AUTH:
+            await self.list_tools(self._connect_session)
 
     async def list_tools(self, session: SessionContext) -> list[types.Tool]:
         """The server's tools: cached per server (or per session for a private list)."""
