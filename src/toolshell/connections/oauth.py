@@ -110,6 +110,7 @@ def _secret(server: str, settings: OAuthConfig) -> str | None:
 
 
 Challenge = Literal["login", "scope"]
+_SecretMethod = Literal["client_secret_basic", "client_secret_post"]
 
 
 def _challenge(response: httpx2.Response) -> Challenge | None:
@@ -314,9 +315,9 @@ class MachineAuth(ToolshellOAuth, ClientCredentialsOAuthProvider):
     """Client credentials: no person, so the SDK may always fetch a token itself."""
 
     def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, secret: str) -> None:
-        method: Literal["client_secret_basic", "client_secret_post"] = (
-            "client_secret_post" if settings.token_endpoint_auth_method == "client_secret_post" else "client_secret_basic"
-        )
+        method: _SecretMethod = "client_secret_basic"
+        if settings.token_endpoint_auth_method == "client_secret_post":
+            method = "client_secret_post"
         with warnings.catch_warnings():
             # Without `issuer` the SDK warns that it trusts whichever server discovery finds; the
             # docs recommend setting it, and a config without it must still load quietly.
