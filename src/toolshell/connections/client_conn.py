@@ -83,8 +83,14 @@ class ClientConnection:
     # --- Connection -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError."""
+        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError.
+
+        A server that refused us after the handshake is asked for its tools again: that raises
+        `connection_required` while the refusal lasts, and makes it READY once a login took.
+        """
         await self._ensure(None)
+        if self._state is ConnState.NEEDS_AUTH:
+            await self.list_tools(self._connect_session)
 
     async def list_tools(self, session: SessionContext) -> list[types.Tool]:
         """The server's tools: cached per server (or per session for a private list)."""
@@ -314,6 +320,7 @@ class ClientConnection:
 
     def _succeeded(self, runner: Runner | None) -> None:
         self._backoff.reset()
+        self._target.clear_refusal()
         if self._state is ConnState.NEEDS_AUTH and runner is self._runner and runner is not None:
             self._state = ConnState.READY  # logged in meanwhile
             self._last_error = None

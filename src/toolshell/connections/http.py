@@ -17,9 +17,14 @@ _SESSION_HEADER = "mcp-session-id"
 
 
 class StatusWatch:
-    """The last error status seen on requests to one server, and its authorization challenge."""
+    """The last error status seen on requests to one server, and its authorization challenge.
 
-    def __init__(self) -> None:
+    With OAuth, refusals are reported by the auth flow (`on_outcome`), which sees past the 401s
+    a refresh or a login recovered from; the response hook then leaves 401/403 alone.
+    """
+
+    def __init__(self, oauth: bool = False) -> None:
+        self.oauth = oauth
         self.error_status: int | None = None
         self.challenge: str | None = None
         """The `WWW-Authenticate` header of the last 401/403, if it had one."""
@@ -30,13 +35,20 @@ class StatusWatch:
 
     async def on_response(self, response: httpx2.Response) -> None:
         status = response.status_code
-        if status in (401, 403):
-            self.error_status = status
-            self.challenge = response.headers.get("WWW-Authenticate")
+        if status in (401, 403) and not self.oauth:
+            self.on_outcome(response)
         elif status == 404 and _SESSION_HEADER in response.request.headers:
             self.error_status = 404
-        elif status < 400 and self.error_status in (401, 403) and response.request.headers.get("authorization"):
-            # An authorized request went through: the refusal before a login or refresh is over.
+
+    def on_outcome(self, response: httpx2.Response) -> None:
+        """How one request ended: a refusal is kept until a call or listing goes through."""
+        if response.status_code in (401, 403):
+            self.error_status = response.status_code
+            self.challenge = response.headers.get("WWW-Authenticate")
+
+    def clear_refusal(self) -> None:
+        """A call went through: an earlier 401/403 no longer explains what fails next."""
+        if self.error_status in (401, 403):
             self.reset()
 
 

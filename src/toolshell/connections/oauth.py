@@ -3,7 +3,7 @@
 The SDK does the protocol: discovery of protected-resource and authorization-server metadata with
 the spec's fallbacks, dynamic registration or a client ID metadata document, PKCE, scope
 selection, step-up on `insufficient_scope` (one re-authorization per request), refresh, and client
-credentials. What we add around its flow (`_Guarded._auth_flow`):
+credentials. What we add around its flow (`ToolshellOAuth._auth_flow`):
 
 - a login only starts where a person can answer (`toolshell auth login`, or `login = "on_call"`);
   elsewhere the 401/403 goes back to the transport, and the connection reports
@@ -23,7 +23,7 @@ import os
 import re
 import time
 import warnings
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -81,7 +81,7 @@ def token_file(server: ServerConfig, tokens_dir: Path) -> TokenFile:
     return TokenFile(tokens_dir, server.name, server.url or "")
 
 
-def build_auth(server: ServerConfig, setup: AuthSetup) -> httpx2.Auth | None:
+def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | None:
     """The httpx auth for `server`'s requests, or None when it does not use OAuth."""
     settings = oauth_settings(server)
     if settings is None:
@@ -110,6 +110,7 @@ def _secret(server: str, settings: OAuthConfig) -> str | None:
 
 
 Challenge = Literal["login", "scope"]
+_SecretMethod = Literal["client_secret_basic", "client_secret_post"]
 
 
 def _challenge(response: httpx2.Response) -> Challenge | None:
@@ -132,12 +133,26 @@ def _fold_scopes(response: httpx2.Response, wanted: list[str]) -> None:
     response.headers["WWW-Authenticate"] = f'{rest}{joiner}scope="{scope}"'
 
 
-class _Guarded(OAuthClientProvider):
+def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: httpx2.Response) -> bool:
+    """Whether a registration covers this login's redirect and the scopes the server asks for."""
+    if uri not in (client.redirect_uris or []):
+        return False
+    asked = (extract_field_from_www_auth(response, "scope") or "").split()
+    return client.scope is None or set(asked) <= set(client.scope.split())
+
+
+class ToolshellOAuth(OAuthClientProvider):
     """What toolshell adds around the SDK's flow (see the module docstring)."""
 
     _file: TokenFile
     _stamp: tuple[int, int] | None = None
     _wanted: list[str]
+    on_outcome: Callable[[httpx2.Response], None] | None = None
+    """Told the response each request ended with (not the refusals a refresh or login got past)."""
+
+    def _report(self, response: httpx2.Response | None) -> None:
+        if response is not None and self.on_outcome is not None:
+            self.on_outcome(response)
 
     def _may_authorize(self) -> bool:
         """Whether a 401 may start the SDK's authorization (a person, or a machine grant)."""
@@ -186,6 +201,7 @@ class _Guarded(OAuthClientProvider):
         if not self._initialized:
             await self._initialize()
         retried = False
+        response: httpx2.Response | None = None
         while True:
             self._sync()
             flow = super()._auth_flow(request)
@@ -205,17 +221,19 @@ class _Guarded(OAuthClientProvider):
                         outgoing = await flow.asend(response)
                         response = yield outgoing
                 if challenge != "login" or retried or not self.context.can_refresh_token():
-                    return  # the transport sees the 401/403: connection_required
+                    self._report(response)  # a 401/403 reaches the transport: connection_required
+                    return
                 retried = True
                 self.context.token_expiry_time = 1.0  # the server says the token is no good: refresh it
             except StopAsyncIteration:
+                self._report(response)
                 return
             finally:
                 await flow.aclose()
                 self._after_authorizing()
 
 
-class CodeAuth(_Guarded):
+class CodeAuth(ToolshellOAuth):
     """Authorization code with PKCE, through a loopback redirect; logins only where a person is."""
 
     def __init__(
@@ -268,8 +286,8 @@ class CodeAuth(_Guarded):
         uri = AnyUrl(loopback.redirect_uri)
         self.context.client_metadata.redirect_uris = [uri]
         known = self.context.client_info
-        if self._configured is None and known is not None and uri not in (known.redirect_uris or []):
-            self.context.client_info = None  # registered for another port: register again
+        if self._configured is None and known is not None and not _registered_for(known, uri, response):
+            self.context.client_info = None  # registered for another port or fewer scopes: register again
 
     def _after_authorizing(self) -> None:
         if self._loopback is not None:
@@ -293,11 +311,13 @@ class CodeAuth(_Guarded):
         return await self._loopback.receive(self._url, self._ui, self._server)
 
 
-class MachineAuth(_Guarded, ClientCredentialsOAuthProvider):
+class MachineAuth(ToolshellOAuth, ClientCredentialsOAuthProvider):
     """Client credentials: no person, so the SDK may always fetch a token itself."""
 
     def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, secret: str) -> None:
-        method = "client_secret_post" if settings.token_endpoint_auth_method == "client_secret_post" else None
+        method: _SecretMethod = "client_secret_basic"
+        if settings.token_endpoint_auth_method == "client_secret_post":
+            method = "client_secret_post"
         with warnings.catch_warnings():
             # Without `issuer` the SDK warns that it trusts whichever server discovery finds; the
             # docs recommend setting it, and a config without it must still load quietly.
@@ -308,7 +328,7 @@ class MachineAuth(_Guarded, ClientCredentialsOAuthProvider):
                 file,
                 settings.client_id or "",
                 secret,
-                token_endpoint_auth_method=method or "client_secret_basic",
+                token_endpoint_auth_method=method,
                 scope=" ".join(settings.scopes) or None,
                 issuer=settings.issuer,
             )

@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from toolshell.config import ServerConfig
 from toolshell.connections import stdio
 from toolshell.connections.http import StatusWatch, http_client
-from toolshell.connections.oauth import AuthSetup, build_auth, oauth_settings
+from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
 from toolshell.errors import ErrorCode, ToolshellError
 
 BuiltinFactory = Callable[[], "Server[Any] | MCPServer"]
@@ -66,6 +66,9 @@ class Target(Protocol):
         """The `WWW-Authenticate` header of the last 401/403 (http only)."""
 
     def uses_oauth(self) -> bool: ...
+
+    def clear_refusal(self) -> None:
+        """A call went through: forget the last 401/403."""
 
 
 class _PlainAttempt:
@@ -128,6 +131,9 @@ class BuiltinTarget:
     def uses_oauth(self) -> bool:
         return False
 
+    def clear_refusal(self) -> None:
+        return None
+
 
 class HttpTarget:
     """A Streamable HTTP endpoint, with the configured headers and the server's OAuth on every request.
@@ -141,17 +147,19 @@ class HttpTarget:
         self._server = server
         self._watch = StatusWatch()
         self._setup = auth
-        self._auth: httpx2.Auth | None = None
+        self._auth: ToolshellOAuth | None = None
         self._oauth = oauth_settings(server) is not None
 
     def attempt(self) -> Attempt:
-        self._watch = watch = StatusWatch()
+        self._watch = watch = StatusWatch(self._oauth)
         url, headers = self._server.url or "", dict(self._server.headers)
-        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch, self._oauth_auth())))
+        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch, self._oauth_auth(watch))))
 
-    def _oauth_auth(self) -> httpx2.Auth | None:
+    def _oauth_auth(self, watch: StatusWatch) -> httpx2.Auth | None:
         if self._auth is None and self._oauth:
             self._auth = build_auth(self._server, self._setup)  # raises when its secret is missing
+        if self._auth is not None:
+            self._auth.on_outcome = watch.on_outcome
         return self._auth
 
     def auth_challenge(self) -> str | None:
@@ -159,6 +167,9 @@ class HttpTarget:
 
     def uses_oauth(self) -> bool:
         return self._oauth
+
+    def clear_refusal(self) -> None:
+        self._watch.clear_refusal()
 
     def stderr_tail(self) -> list[str]:
         return []
@@ -208,6 +219,9 @@ class StdioTarget:
 
     def uses_oauth(self) -> bool:
         return False
+
+    def clear_refusal(self) -> None:
+        return None
 
 
 class _StdioAttempt:

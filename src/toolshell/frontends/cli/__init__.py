@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from toolshell.frontends.cli import approvals, config, run, serve, servers, triggers
+from toolshell.frontends.cli import approvals, auth, config, run, serve, servers, triggers
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,6 +28,7 @@ for _command in (
     config.config,
     approvals.approvals,
     triggers.triggers,
+    auth.auth,
 ):
     main.add_command(_command)
 
