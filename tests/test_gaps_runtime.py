@@ -167,7 +167,7 @@ def test_toolshell_servers_shows_state_protocol_tool_count_last_error_and_stderr
     assert rows["good"] == {
         "name": "good", "type": "stdio", "state": "ready", "load": "startup", "protocol_version": "2025-11-25",
         "tool_count": 4, "last_error": None, "stderr_tail": ["stdio-test-server starting", "listing tools"],
-        "restarts": 0,
+        "restarts": 0, "auth_reason": None,
     }  # fmt: skip
     assert (rows["stuck"]["state"], rows["stuck"]["last_error"], rows["stuck"]["stderr_tail"]) == (
         "failed",
