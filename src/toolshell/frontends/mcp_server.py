@@ -19,7 +19,7 @@ from mcp.server import Server, ServerRequestContext
 from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
-from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager
+from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session
@@ -142,7 +142,7 @@ async def serve(config: Config, state_dir: str | None, *, http: bool, host: str,
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as h:
         server = build_server(h, await h.visible_tools())
         if http:
-            await _serve_http(server, host, port)
+            await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store))
         else:
             from mcp.server.stdio import stdio_server
 
