@@ -83,6 +83,9 @@ class ServerConfig(_Model):
     auto_bind: list[str] = Field(default_factory=list)
     load: Literal["startup", "on_demand"] = "startup"
     trusted: bool = True
+    runtime_unlock: bool = False
+    """Let a session show one of this server's filtered-out tools with `tools runtime mcp action=enable
+    server=S tool=T` (seed 001's runtime overlay). Off: the overlay never widens the `tools` filter."""
     enabled: bool = True
     oauth: OAuthConfig | None = None
     """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
