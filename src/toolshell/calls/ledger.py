@@ -62,7 +62,9 @@ class Ledger:
         ok = not result.is_error
         value = None if risk_level == READ_ONLY else _result_value(result, prepared.entry)
         self.report.record(prepared.entry.command, prepared.input, risk_level, ok, value)
-        self.hints.extend(hints_from_result(result))
+        if prepared.entry.hints:  # attributed: the model must know which server is talking
+            source = prepared.entry.server or "toolshell"
+            self.hints.extend(f"{source}: {hint}" for hint in hints_from_result(result))
         if ok:
             self.emit(prepared.entry, prepared.input, "completed", None, started)
 

@@ -98,7 +98,7 @@ def _same_json(text: str, data: Any) -> bool:
     """Whether a text block is just the JSON of the structured content (the spec's fallback copy)."""
     try:
         return bool(json.loads(text) == data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or too deep to be anything but text
         return False
 
 

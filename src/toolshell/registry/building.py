@@ -86,5 +86,6 @@ async def _server_tools(source: ToolSource, server: ServerConfig, session: Any) 
     except ToolshellError as e:
         state = "needs_auth" if e.code == ErrorCode.CONNECTION_REQUIRED else "failed"
         return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message)
-    entries = [entry_from_tool(server.name, t, server.trusted) for t in tools]
+    hints = server.type == "builtin" or (server.trusted and "trusted" in server.model_fields_set)
+    entries = [entry_from_tool(server.name, t, server.trusted, hints) for t in tools]
     return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")
