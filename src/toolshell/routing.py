@@ -74,7 +74,8 @@ class SessionTarget:
         if entry.server is None:
             conn, context = self.router.top_level, session.context
         else:
-            conn = await self.router.manager.get(entry.server)
+            # The connection starts (or restarts) itself when called; `get` only for its error.
+            conn = self.router.manager.connection(entry.server) or await self.router.manager.get(entry.server)
             context = self._context(entry.server)
         options = CallOptions(session=context, answerer=session.answerer)
         return await conn.call_tool(entry.name, prepared.input, options)

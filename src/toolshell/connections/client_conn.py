@@ -168,7 +168,8 @@ class ClientConnection:
             if runner is None:
                 self._check_backoff()
                 runner = self._begin(session)
-            await runner.ready.wait()
+            if not runner.ready.is_set():  # the warm path must not yield to the loop on every call
+                await runner.ready.wait()
             self._settle(runner)
             if runner is self._runner and runner.client is not None:
                 return runner.client
