@@ -38,6 +38,8 @@ class ServerConfig(_Model):
     """For a user's own built-in server: `package.module:attribute` (an MCPServer, or a factory)."""
     timeout_seconds: float = Field(default=30.0, gt=0)
     startup_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_message_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=2**40)
+    """The largest message a stdio server may send; a larger answer fails its call, not the server."""
     tools: list[str] = Field(default_factory=list)
     auto_bind: list[str] = Field(default_factory=list)
     load: Literal["startup", "on_demand"] = "startup"

@@ -77,6 +77,8 @@ class ServerStatus:
     last_error: str | None = None
     stderr_tail: list[str] = field(default_factory=list)
     restarts: int = 0
+    notes: list[str] = field(default_factory=list)
+    """What was refused or skipped (tools with bad names, garbage lines from the server)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +91,7 @@ class ServerStatus:
             "last_error": self.last_error,
             "stderr_tail": self.stderr_tail,
             "restarts": self.restarts,
+            **({"notes": self.notes} if self.notes else {}),  # only when something was refused or skipped
         }
 
 

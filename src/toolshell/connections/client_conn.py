@@ -99,8 +99,7 @@ class ClientConnection:
                     continue
                 raise self._listing_failed(e, runner) from None
             self._backoff.reset()
-            self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
-            return list(tools)
+            return self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
         raise AssertionError("unreachable")
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
@@ -139,6 +138,7 @@ class ClientConnection:
             tool_count=self._cache.last_count,
             last_error=self._last_error,
             stderr_tail=self._target.stderr_tail(),
+            notes=[*self._cache.notes, *self._target.notes()],
             restarts=max(0, self._starts - 1),
         )
 

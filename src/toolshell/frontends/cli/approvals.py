@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from toolshell.frontends.cli.options import config_opt, guard, load_config, state_opt
+from toolshell.safe_text import escape
 
 
 @click.group(invoke_without_command=True)
@@ -39,7 +40,7 @@ def approvals_list(ctx: click.Context) -> None:
     if not pending:
         click.echo("no pending approval requests")
     for r in pending:
-        click.echo(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})")
+        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})"))
 
 
 @approvals.command("grant")
@@ -61,7 +62,7 @@ def approvals_grants(ctx: click.Context) -> None:
         click.echo("no grants in force")
     for g in grants:
         shown = "" if g["input"] is None else "  " + json.dumps(g["input"], ensure_ascii=False)
-        click.echo(f"{g['kind']:<7} {g['command']}{shown}")
+        click.echo(escape(f"{g['kind']:<7} {g['command']}{shown}"))
 
 
 @approvals.command("revoke")
