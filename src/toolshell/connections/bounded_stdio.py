@@ -58,24 +58,26 @@ class Noise:
         return [f"skipped stdout lines: {', '.join(found)}"] if found else []
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Oversized:
-    """An over-long line: its size so far, its ends, and whether its call was already failed."""
+    """An over-long line: its size so far, its first and last bytes; `done` once its newline came."""
 
     size: int
     head: bytes
-    tail: bytes = b""
-    answered: bool = False
-    done: bool = False
+    tail: bytes
+    done: bool
 
 
 @dataclass
 class LineSplitter:
-    """Newline-delimited frames from byte chunks; a frame over `limit` comes out as `_Oversized`."""
+    """Newline-delimited frames from byte chunks. A frame over `limit` is reported twice as
+    `_Oversized`: when it crosses the limit (so its call can fail at once) and when it ends."""
 
     limit: int
     _buf: bytearray = field(default_factory=bytearray)
-    _big: _Oversized | None = None
+    _size: int | None = None  # the length of the current line once it is over the limit
+    _head: bytes = b""
+    _tail: bytes = b""
 
     def feed(self, chunk: bytes) -> Iterator[bytes | _Oversized]:
         start = 0
@@ -90,23 +92,24 @@ class LineSplitter:
             start = end + 1
 
     def _take(self, piece: bytes) -> _Oversized | None:
-        """Add to the current line; returns the `_Oversized` the moment the line crosses the limit."""
-        if self._big is not None:
-            self._big.size += len(piece)
-            self._big.tail = (self._big.tail + piece)[-_EDGE:]
+        """Add to the current line; returns an `_Oversized` the moment the line crosses the limit."""
+        if self._size is not None:
+            self._size += len(piece)
+            self._tail = (self._tail + piece)[-_EDGE:]
             return None
         if len(self._buf) + len(piece) <= self.limit:
             self._buf += piece
             return None
-        whole = bytes(self._buf[:_EDGE]) + piece[:_EDGE]
-        self._big = _Oversized(len(self._buf) + len(piece), whole[:_EDGE], (bytes(self._buf[-_EDGE:]) + piece)[-_EDGE:])
+        self._size = len(self._buf) + len(piece)
+        self._head = (bytes(self._buf[:_EDGE]) + piece[:_EDGE])[:_EDGE]
+        self._tail = (bytes(self._buf[-_EDGE:]) + piece)[-_EDGE:]
         self._buf = bytearray()  # let the memory go now, not at the end of the line
-        return self._big
+        return _Oversized(self._size, self._head, self._tail, done=False)
 
     def _finish(self) -> bytes | _Oversized:
-        if self._big is not None:
-            big, self._big = self._big, None
-            big.done = True
+        if self._size is not None:
+            big = _Oversized(self._size, self._head, self._tail, done=True)
+            self._size, self._head, self._tail = None, b"", b""
             return big
         line, self._buf = bytes(self._buf), bytearray()
         return line
@@ -132,6 +135,7 @@ class _Reader:
         self.noise = noise
         self.limit = limit
         self.pending: set[RequestId] = set()
+        self._answered = False  # the oversized line being read has already failed its call
 
     def message(self, frame: bytes | _Oversized) -> SessionMessage | Exception | None:
         if isinstance(frame, _Oversized):
@@ -156,14 +160,15 @@ class _Reader:
         return SessionMessage(message)
 
     def _oversized(self, big: _Oversized) -> SessionMessage | None:
-        if big.answered:
+        answered, self._answered = self._answered, not big.done and self._answered
+        if answered:
             return None
         rid = oversized_id(big)
         if rid is None or rid not in self.pending:
             if big.done:
                 self.noise.oversized += 1
             return None
-        big.answered = True
+        self._answered = not big.done
         self.pending.discard(rid)
         return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid, error=self._too_big(big)))
 
