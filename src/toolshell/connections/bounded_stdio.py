@@ -36,6 +36,9 @@ _HEAD_ID = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID)
 _TAIL_ID = re.compile(_ID + rb"\s*\}\s*\Z")
 
 RequestId = int | str
+Streams = tuple[
+    "anyio.abc.ObjectReceiveStream[SessionMessage | Exception]", "anyio.abc.ObjectSendStream[SessionMessage]"
+]
 
 
 @dataclass
@@ -188,7 +191,7 @@ class _Reader:
 @asynccontextmanager
 async def bounded_stdio_client(
     server: StdioServerParameters, errlog: TextIO, *, max_message_bytes: int, noise: Noise
-) -> AsyncIterator[tuple[anyio.abc.ObjectReceiveStream[SessionMessage | Exception], anyio.abc.ObjectSendStream[SessionMessage]]]:
+) -> AsyncIterator[Streams]:
     """Like the SDK's `stdio_client` (same spawn, same shutdown), with bounded, tolerant reading."""
     command = await sdk_stdio._get_executable_command(server.command)
     process = await sdk_stdio._create_platform_compatible_process(

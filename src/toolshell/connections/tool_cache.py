@@ -12,6 +12,8 @@ import re
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolshell.registry.linear_regex import pattern_notes
+
 MAX_PAGES = 100
 """A paginating server that never ends cannot hang a listing."""
 
@@ -29,9 +31,7 @@ def refused_note(tools: list[types.Tool]) -> str | None:
         return None
     shown = ", ".join(ascii(name) for name in bad[:MAX_REFUSED_NOTES])
     more = f" and {len(bad) - MAX_REFUSED_NOTES} more" if len(bad) > MAX_REFUSED_NOTES else ""
-    return (
-        f"{len(bad)} tool(s) not listed: their names are not of the MCP form [A-Za-z0-9_.-]{{1,128}}: {shown}{more}"
-    )
+    return f"{len(bad)} tool(s) not listed: their names are not of the MCP form [A-Za-z0-9_.-]{{1,128}}: {shown}{more}"
 
 
 def is_private(result: types.ListToolsResult, protocol_version: str | None) -> bool:
@@ -59,14 +59,13 @@ class ToolCache:
             return self._private[session_id]
         return self._shared
 
-    def put(
-        self, fetched: list[types.Tool], *, private: bool, session_id: str, generation: int
-    ) -> list[types.Tool]:
+    def put(self, fetched: list[types.Tool], *, private: bool, session_id: str, generation: int) -> list[types.Tool]:
         """Store a fetched list, unless the cache was invalidated since the fetch began; return the
         tools that may be listed (those with a well-formed name)."""
         tools = [t for t in fetched if TOOL_NAME_RE.fullmatch(t.name)]
         note = refused_note(fetched)
         self.notes = [note] if note else []
+        self.notes += [f"tool {t.name}: {n}" for t in tools for n in pattern_notes(t.input_schema)]
         self.last_count = len(tools)
         if generation != self.generation:
             return list(tools)

@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import Any, Protocol, TypeVar
 
+from toolshell.safe_text import escape
 from toolshell.store.sqlite import Store
 from toolshell.timeline.events import Event, NestedCall, ShellCall
-from toolshell.safe_text import escape
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS shell_calls (
