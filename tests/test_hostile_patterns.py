@@ -121,3 +121,13 @@ def test_a_schema_nested_too_deeply_is_reported_not_raised() -> None:
         schema = {"type": "object", "properties": {"a": schema}}
     validate_input(ToolEntry("s", "deep", input_schema=schema), {"a": {}})
     assert schema_notes(schema) == ["the input schema is not plain JSON, or nested too deeply to check"]
+
+
+def test_a_guard_regex_runs_in_linear_time_on_the_input_a_script_chose() -> None:
+    from toolshell.config import GuardConfig
+    from toolshell.policy.guardrails import RegexGuard
+
+    guard = RegexGuard(GuardConfig(tool="evil:*", input='"(a+)+"'))
+    entry = ToolEntry("evil", "match")
+    assert guard.denies(entry, {"text": EVIL_INPUT}) is None
+    assert guard.denies(entry, {"text": "aaaa"}) == "tools evil match: denied by a guard rule (guard rule for 'evil:*')"

@@ -29,7 +29,7 @@ def _approvals(ctx: click.Context) -> Any:
 
     config_path, state_dir = ctx.obj or (None, None)
     loaded = guard(lambda: load_config(config_path))
-    return Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
+    return guard(lambda: Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")))
 
 
 @approvals.command("list")
