@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner, Result
 
 from toolshell.frontends.cli import main
-from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerRunner, webhook_app
+from toolshell.frontends.webhook import webhook_app
+from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerRunner
 from toolshell.store import Store
 
 
