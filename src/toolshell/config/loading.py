@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from toolshell.config import trust
+from toolshell.config.trust import ignored_note, trust_database, trust_state
 from toolshell.config.models import Config
 from toolshell.errors import ConfigError
 
@@ -238,9 +238,9 @@ def find_config_path(explicit: str | None = None) -> Path | None:
 def _local_is_trusted(local: Path, user: Path) -> bool:
     if user.is_file() and local.resolve() == user.resolve():
         return True  # the working directory is the user config dir
-    state = trust.trust_state(local, trust.trust_database(user_data_dir()))
+    state = trust_state(local, trust_database(user_data_dir()))
     if state != "trusted":
-        print(trust.ignored_note(local, state), file=sys.stderr)
+        print(ignored_note(local, state), file=sys.stderr)
     return state == "trusted"
 
 

@@ -54,7 +54,7 @@ def config_trust(path: str) -> None:
 
     Records the file's path and SHA-256 under the state dir; editing the file withdraws the trust.
     """
-    from toolshell.config import trust, user_data_dir
+    from toolshell.config import trust, user_data_dir  # lazy: CLI start-up
 
     file = Path(path)
     if not file.is_file():
@@ -66,6 +66,6 @@ def config_trust(path: str) -> None:
 
 def cfg_check(file: Path) -> None:
     """Trust only a file that loads: a broken one would be refused later anyway."""
-    from toolshell import config as cfg
+    from toolshell import config as cfg  # lazy: CLI start-up
 
     cfg.load_file(file, expand=False)

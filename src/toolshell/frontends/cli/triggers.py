@@ -74,7 +74,7 @@ def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> 
 def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int, allow_remote: bool) -> None:
     """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
     from toolshell.frontends.trigger_server import serve_triggers
-    from toolshell.scripts.triggers import Trigger, tokens_from_env
+    from toolshell.scripts.triggers import Trigger, tokens_from_env  # lazy: CLI start-up
 
     host = listen_address(bind, port, allow_remote=allow_remote, what="fire your saved scripts")
     loaded = guard(lambda: load_config(config_path))
