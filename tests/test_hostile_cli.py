@@ -280,3 +280,9 @@ def test_servers_diagnostics_show_a_servers_stderr_escaped() -> None:
     text = render_servers([row])
     assert "\x1b" not in text
     assert "last error: it said \\x1b]0;owned\\x07" in text and "stderr| \\x1b[2Jclean" in text
+
+
+def test_the_ignored_config_note_in_the_security_doc_is_the_one_printed(checkout: Path) -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "security.md").read_text(encoding="utf-8")
+    shown = doc.split("Until then every command prints, on stderr:\n\n```text\n", 1)[1].split("\n```", 1)[0]
+    assert _cli("run", "-c", "true").stderr == shown + "\n"
