@@ -28,6 +28,7 @@ from toolshell.config import Config
 from toolshell.connections.base import Answerer, SessionContext
 from toolshell.errors import error_line
 from toolshell.policy.policy import Policy
+from toolshell.redact import Redactor, redact_json
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
@@ -51,6 +52,8 @@ class SessionServices:
     sink: EventSink
     scripts: ScriptStore
     project_id: str
+    redact: Redactor
+    """Removes the config's secrets from everything a script or the agent sees."""
     catalog: Callable[[Session], Awaitable[Catalog]]
     """The session's catalog, built now."""
     load_server: Callable[[str], Awaitable[None]]
@@ -162,7 +165,9 @@ class Session:
 
     async def _run(self, script: str) -> RunResult:
         services, config = self.services, self.services.config
-        ledger = Ledger(uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink)
+        ledger = Ledger(
+            uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink, services.redact
+        )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
@@ -171,7 +176,7 @@ class Session:
         held = await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
-            return RunResult(1, "", error_line(held.error()), tools=ledger.report.to_json(), hints=self._hints(ledger))
+            return self._result(1, "", error_line(held.error()), ledger)
         out, err = Capped(config.tools_in_shell.max_output_bytes), Capped(1_000_000)
         state = ShellCallState(
             view=view,
@@ -184,6 +189,7 @@ class Session:
             max_output_bytes=config.tools_in_shell.max_output_bytes,
             shells=[self.bash],
             stderr_sink=err.add,
+            redact=services.redact,
         )
         self._current = ToolsBuiltin(state)
         try:
@@ -193,7 +199,7 @@ class Session:
             self.bash.clear_cancel()
         exit_code, stderr = self._outcome(result, ledger.stopped, err.text())
         ledger.shell_call(script, started, self.source, exit_code)
-        return RunResult(exit_code, out.text(), stderr, tools=ledger.report.to_json(), hints=self._hints(ledger))
+        return self._result(exit_code, out.text(), stderr, ledger)
 
     def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
         """The exit code and stderr of a finished run, with bashkit's own notes made readable."""
@@ -212,9 +218,17 @@ class Session:
             )
         return exit_code, stderr
 
-    def _hints(self, ledger: Ledger) -> list[str]:
+    def _result(self, exit_code: int, stdout: str, stderr: str, ledger: Ledger) -> RunResult:
+        """The shell call's result, with the config's secrets taken out of everything in it."""
         self.hints.extend(ledger.hints)
-        return self.hints.drain()
+        redact = self.services.redact
+        return RunResult(
+            exit_code,
+            redact(stdout),
+            redact(stderr),
+            tools=redact_json(ledger.report.to_json(), redact),
+            hints=[redact(h) for h in self.hints.drain()],
+        )
 
 
 __all__ = ["RunResult", "Session", "SessionServices"]

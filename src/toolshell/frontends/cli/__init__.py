@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from toolshell.frontends.cli import approvals, config, run, serve, servers, triggers, web
+from toolshell.frontends.cli import approvals, auth, config, run, serve, servers, triggers, web
 from toolshell.frontends.cli.options import group_paths
 
 
@@ -30,6 +30,7 @@ for _command in (
     config.config,
     approvals.approvals,
     triggers.triggers,
+    auth.auth,
     web.web,
 ):
     main.add_command(_command)
