@@ -15,7 +15,14 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "toolshell"
 
 LAYERS: list[list[str]] = [
-    ["toolshell.errors", "toolshell.version", "toolshell.shipped", "toolshell.result", "toolshell.redact"],
+    [
+        "toolshell.errors",
+        "toolshell.version",
+        "toolshell.shipped",
+        "toolshell.result",
+        "toolshell.redact",
+        "toolshell.safe_text",
+    ],
     ["toolshell.store"],
     ["toolshell.config"],
     ["toolshell.registry"],

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.safe_text import escape
 
 if TYPE_CHECKING:
     # Blocks are told apart by their `type` field, so importing this module stays cheap (the
@@ -24,6 +25,9 @@ if TYPE_CHECKING:
 
 IMAGE_DIR = "tool-images"
 _EXTENSIONS = {"image/jpeg": "jpg", "image/svg+xml": "svg", "image/x-icon": "ico"}
+_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_MIME = re.compile(f"{_NAME}/{_NAME}")
+"""RFC 6838 `type/subtype`, nothing else: a MIME type is shown to people and names a file."""
 
 
 @dataclass(frozen=True)
@@ -139,23 +143,30 @@ def _blocks_with_files(
         if not _is(block, "image"):
             blocks.append(block.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"meta"}))
             continue
-        note: dict[str, Any] = {"type": "image", "mimeType": block.mime_type}
+        mime_type = _checked_mime(block.mime_type)
+        note: dict[str, Any] = {"type": "image", "mimeType": mime_type}
         try:
             data = base64.b64decode(block.data, validate=True)
         except (binascii.Error, ValueError):
             note["error"] = "the image data is not valid base64; nothing was saved"
         else:
-            name = _image_name(tool, block.mime_type, used)
+            name = _image_name(tool, mime_type, used)
             used.add(name)
-            images.append(Image(data, block.mime_type, name))
+            images.append(Image(data, mime_type, name))
             note["file"] = name
         blocks.append(note)
     return blocks, images
 
 
+def _checked_mime(mime_type: str) -> str:
+    """The MIME type when it is a plain `type/subtype`; else its quoted, escaped form (never a
+    line break or a control sequence), which `_image_name` saves as `.bin`."""
+    return mime_type if _MIME.fullmatch(mime_type) else escape(repr(mime_type))
+
+
 def _image_name(tool: str, mime_type: str, used: set[str]) -> str:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", tool).strip("-.") or "tool"
-    subtype = mime_type.partition("/")[2].split(";")[0].strip().lower()
+    subtype = mime_type.partition("/")[2].lower() if _MIME.fullmatch(mime_type) else ""
     ext = _EXTENSIONS.get(mime_type.lower(), re.sub(r"[^a-z0-9]+", "", subtype) or "bin")
     # Number per tool, not per extension, so one call's images read as -1.png, -2.jpg, ….
     n = 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from toolshell.config.models import Config
+from toolshell.config.trust import ignored_note, trust_database, trust_state
 from toolshell.errors import ConfigError
 from toolshell.redact import is_secret
 
@@ -186,8 +188,18 @@ def import_mcp_json(data: dict[str, Any], *, source: str = "") -> dict[str, Any]
     return {"mcp": {"servers": out}}
 
 
+_TOO_DEEP = "nested too deeply to read; a config is a few tables deep (flatten it, or remove what repeats)"
+
+
 def load_text(text: str, *, source: str = "", env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
     """Parse config text: JSON when it starts with `{`, TOML otherwise."""
+    try:
+        return _load_text(text, source=source, env=env, expand=expand)
+    except RecursionError:  # decoding, copying or expanding a hostile, deeply nested file
+        raise ConfigError([("", _TOO_DEEP)], source) from None
+
+
+def _load_text(text: str, *, source: str, env: Mapping[str, str] | None, expand: bool) -> Config:
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -226,15 +238,26 @@ def user_data_dir() -> Path:
 
 
 def find_config_path(explicit: str | None = None) -> Path | None:
-    """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml`, the user config dir; else None."""
+    """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml` once trusted (`config.trust`),
+    the user config dir; else None. An untrusted `./toolshell.toml` is skipped with a note on stderr."""
     if explicit:
         return Path(explicit)
     if env_path := os.environ.get("TOOLSHELL_CONFIG"):
         return Path(env_path)
-    for candidate in (Path("toolshell.toml"), user_config_dir() / "toolshell.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
+    user = user_config_dir() / "toolshell.toml"
+    local = Path("toolshell.toml")
+    if local.is_file() and _local_is_trusted(local, user):
+        return local
+    return user if user.is_file() else None
+
+
+def _local_is_trusted(local: Path, user: Path) -> bool:
+    if user.is_file() and local.resolve() == user.resolve():
+        return True  # the working directory is the user config dir
+    state = trust_state(local, trust_database(user_data_dir()))
+    if state != "trusted":
+        print(ignored_note(local, state), file=sys.stderr)
+    return state == "trusted"
 
 
 def load(explicit: str | None = None) -> Config:

@@ -19,9 +19,14 @@ from toolshell.config.triggers import TriggerConfig
 from toolshell.errors import ConfigError
 from toolshell.shipped import SHIPPED
 
+_YEAR = 365 * 24 * 3600.0
+"""The longest time any setting may be: longer ones overflow the timers below (a `1e400` is `inf`)."""
+_COUNT = 1_000_000_000
+"""The largest count a setting may be: the shell's limits are fixed-size integers."""
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 class OAuthConfig(_Model):
@@ -78,8 +83,10 @@ class ServerConfig(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     module: str | None = None
     """For a user's own built-in server: `package.module:attribute` (an MCPServer, or a factory)."""
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
+    max_message_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=2**40)
+    """The largest message a stdio server may send; a larger answer fails its call, not the server."""
     tools: list[str] = Field(default_factory=list)
     auto_bind: list[str] = Field(default_factory=list)
     load: Literal["startup", "on_demand"] = "startup"
@@ -171,8 +178,8 @@ class ToolsInShellConfig(_Model):
     keep_visible: list[str] = Field(default_factory=list)
     manage_scripts: bool = False
     rate_unlabeled_tools: bool = True
-    call_limit: int = Field(default=50, ge=1)
-    max_output_bytes: int = Field(default=100_000, ge=1_000)
+    call_limit: int = Field(default=50, ge=1, le=_COUNT)
+    max_output_bytes: int = Field(default=100_000, ge=1_000, le=_COUNT)
 
 
 class ApprovalConfig(_Model):
@@ -238,9 +245,9 @@ class MountConfig(_Model):
 
 
 class ShellConfig(_Model):
-    timeout_seconds: float = Field(default=300.0, gt=0)
-    max_commands: int = Field(default=100_000, ge=1)
-    max_loop_iterations: int = Field(default=100_000, ge=1)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=_YEAR)
+    max_commands: int = Field(default=100_000, ge=1, le=_COUNT)
+    max_loop_iterations: int = Field(default=100_000, ge=1, le=_COUNT)
     mounts: list[MountConfig] = Field(default_factory=list)
     network_allow: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=list)
@@ -251,8 +258,8 @@ class WebFetchConfig(_Model):
     enabled: bool = True
     allow_private: list[str] = Field(default_factory=list)
     """Hosts (or `host:port`) on private, loopback or link-local addresses that web-fetch may reach."""
-    max_bytes: int = Field(default=200_000, ge=1_000)
-    timeout_seconds: float = Field(default=30.0, gt=0)
+    max_bytes: int = Field(default=200_000, ge=1_000, le=_COUNT)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
 
 
 class StateConfig(_Model):
@@ -281,7 +288,7 @@ class Config(_Model):
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
-    startup_wait_seconds: float = Field(default=5.0, ge=0)
+    startup_wait_seconds: float = Field(default=5.0, ge=0, le=_YEAR)
     """How long opening the host waits for `startup` servers; slower ones go on starting meanwhile."""
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
