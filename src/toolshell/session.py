@@ -32,8 +32,9 @@ from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.scripts.store import ScriptStore
-from toolshell.shell.bash import Capped, both_streams, new_shell
+from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams, new_shell
 from toolshell.shell.builtin import ToolsBuiltin
+from toolshell.shell.output import Bounded, Collected, Collector, bound, where_saved
 from toolshell.shell.precheck import Precheck
 from toolshell.shell.state import ShellCallState
 from toolshell.timeline.sinks import EventSink
@@ -108,6 +109,8 @@ class Session:
         self._current: ToolsBuiltin | None = None
         self._lock = anyio.Lock()
         self.bash = new_shell(config.shell, self._tools)
+        self.output_files = OutputFiles(self.bash.fs, config.tools_in_shell.output_files_max_bytes)
+        """The whole outputs of this session's shell calls past the cap (`tool-output/`)."""
 
     async def _tools(self, ctx: BuiltinContext) -> BuiltinResult:
         if self._current is None:  # a `tools` call outside `run` (cannot happen through the API)
@@ -172,7 +175,9 @@ class Session:
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
             return RunResult(1, "", error_line(held.error()), tools=ledger.report.to_json(), hints=self._hints(ledger))
-        out, err = Capped(config.tools_in_shell.max_output_bytes), Capped(1_000_000)
+        cap = config.tools_in_shell.max_output_bytes
+        # Bounded memory: the head a file can hold, and the tail the answer shows; the middle is counted.
+        out, err = Collector(MAX_FILE_BYTES, cap), Collector(MAX_FILE_BYTES, cap)
         state = ShellCallState(
             view=view,
             ledger=ledger,
@@ -181,9 +186,10 @@ class Session:
             scripts=services.scripts,
             manage_scripts=config.tools_in_shell.manage_scripts,
             shell_config=config.shell,
-            max_output_bytes=config.tools_in_shell.max_output_bytes,
+            max_output_bytes=cap,
             shells=[self.bash],
             stderr_sink=err.add,
+            max_result_bytes=config.tools_in_shell.max_result_bytes,
         )
         self._current = ToolsBuiltin(state)
         try:
@@ -191,9 +197,26 @@ class Session:
         finally:
             self._current = None
             self.bash.clear_cancel()
-        exit_code, stderr = self._outcome(result, ledger.stopped, err.text())
+        errs = err.collected()
+        exit_code, end = self._outcome(result, ledger.stopped, errs.end)
+        stdout = self._bounded(_shell_cut(out.collected(), result, "stdout"), ledger.shell_call_id + ".stdout")
+        stderr = self._bounded(_shell_cut(errs.with_end(end), result, "stderr"), ledger.shell_call_id + ".stderr")
         ledger.shell_call(script, started, self.source, exit_code)
-        return RunResult(exit_code, out.text(), stderr, tools=ledger.report.to_json(), hints=self._hints(ledger))
+        tools, hints = ledger.report.to_json(), self._hints(ledger)
+        return RunResult(exit_code, stdout.text, stderr.text + stdout.note, tools=tools, hints=hints)
+
+    def _bounded(self, stream: Collected, name: str) -> Bounded:
+        """A stream within `max_output_bytes`; past it, the whole is saved under `tool-output/`."""
+        cap = self.services.config.tools_in_shell.max_output_bytes
+        whole = stream.whole
+        if whole is not None and not stream.shell_cut and len(whole.encode("utf-8", "surrogatepass")) <= cap:
+            return Bounded(whole)
+        try:
+            path: str | None = self.output_files.save(name, stream.saved_text())
+            where = where_saved(path, whole=whole is not None and not stream.shell_cut)
+        except RuntimeError as exc:  # bashkit's filesystem: read-only mount, full
+            where = where_saved(None, str(exc))
+        return bound(stream, cap, where, as_json=name.endswith(".stdout"))
 
     def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
         """The exit code and stderr of a finished run, with bashkit's own notes made readable."""
@@ -215,6 +238,13 @@ class Session:
     def _hints(self, ledger: Ledger) -> list[str]:
         self.hints.extend(ledger.hints)
         return self.hints.drain()
+
+
+def _shell_cut(stream: Collected, result: object, name: str) -> Collected:
+    """Mark a stream bashkit cut at its own limit (`shell.output.SHELL_OUTPUT_LIMIT`)."""
+    if getattr(result, f"{name}_truncated", False):
+        return dataclasses.replace(stream, shell_cut=True)
+    return stream
 
 
 __all__ = ["RunResult", "Session", "SessionServices"]

@@ -31,3 +31,5 @@ class ShellCallState:
     """Every shell running for this shell call (the session's, then nested saved scripts): a stop cancels all."""
     stderr_sink: Callable[[str], None] | None = None
     """The session shell's stderr collector: bashkit drops the output of the command that cancels."""
+    max_result_bytes: int = 30_000_000
+    """`[tools_in_shell] max_result_bytes`: the most one `tools` result may print inside the shell."""
