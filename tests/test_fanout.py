@@ -77,3 +77,13 @@ async def test_the_call_budget_counts_concurrent_calls_exactly() -> None:
     assert result.tools is not None and result.tools["read_only_calls"] == 5
     assert result.tools["stopped"]["reason"] == "call_limit"
     assert '"code":"call_limit"' in result.stderr
+
+
+async def test_the_documented_fan_out_form_writes_each_result_to_its_own_file() -> None:
+    counter = Counter(together=2)
+    async with Host.open(_config(), servers={"count": counter.server()}) as host:
+        result = await host.run(
+            "tools count work i=1 > a.json & tools count work i=2 > b.json & wait; cat a.json b.json"
+        )
+    assert result.stdout == "done-1\ndone-2\n"
+    assert counter.peak == 2
