@@ -138,3 +138,21 @@ async def test_output_files_are_bounded_per_session_oldest_removed_first() -> No
         size = await session.run("cat /home/user/tool-output/* | wc -c")
     assert listing.stdout.split() == sorted(p.rsplit("/", 1)[1] for p in paths[2:])  # the two newest
     assert int(size.stdout) <= 1_048_576
+
+
+async def test_output_past_what_the_shell_keeps_says_the_file_holds_only_its_first_part() -> None:
+    async with _open() as host:
+        session = host.session()
+        result = await session.run("tools big text bytes=12000000; echo rc=$?")
+        path = FILE.search(result.stdout)
+        assert path is not None
+        size = await session.run(f"wc -c < {path.group()}")
+    assert len(result.stdout.encode()) <= host.config.tools_in_shell.max_output_bytes
+    assert "; only its first 10,000,000 bytes were kept; they are in /home/user/tool-output/" in result.stdout
+    assert size.stdout == "10000000\n"
+
+
+async def test_files_smaller_than_the_output_say_how_much_they_hold() -> None:
+    async with _open(max_output_bytes=1_000, output_files_max_bytes=1_048_576) as host:
+        result = await host.run("tools big text bytes=600000")
+    assert "only its first 524,288 bytes were kept; they are in /home/user/tool-output/" in result.stdout

@@ -212,8 +212,10 @@ class Session:
         if whole is not None and not stream.shell_cut and len(whole.encode("utf-8", "surrogatepass")) <= cap:
             return Bounded(whole)
         try:
-            path: str | None = self.output_files.save(name, stream.saved_text())
-            where = where_saved(path, whole=whole is not None and not stream.shell_cut)
+            path, kept = self.output_files.save(name, stream.saved_text())
+            if kept is None and (whole is None or stream.shell_cut):  # the file has all we got, not all there was
+                kept = stream.size
+            where = where_saved(path, kept=kept)
         except RuntimeError as exc:  # bashkit's filesystem: read-only mount, full
             where = where_saved(None, str(exc))
         return bound(stream, cap, where, as_json=name.endswith(".stdout"))

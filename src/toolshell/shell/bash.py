@@ -79,10 +79,12 @@ class OutputFiles:
         self.bound = bound
         self._files: deque[tuple[str, int]] = deque()
 
-    def save(self, name: str, text: str) -> str:
-        """Write `tool-output/<name>`; returns its absolute path. Raises RuntimeError (bashkit's
-        filesystem errors: read-only, full)."""
-        data = text.encode("utf-8", "replace")[: min(self.bound // 2, MAX_FILE_BYTES)]
+    def save(self, name: str, text: str) -> tuple[str, int | None]:
+        """Write `tool-output/<name>`; returns its absolute path, and the bytes it holds when that is
+        less than all of `text` (else None). Raises RuntimeError (bashkit's filesystem errors:
+        read-only, full)."""
+        raw = text.encode("utf-8", "replace")
+        data = raw[: min(self.bound // 2, MAX_FILE_BYTES)]
         fs = self._fs()
         while self._files and self.total + len(data) > self.bound:
             old, _ = self._files.popleft()
@@ -92,7 +94,7 @@ class OutputFiles:
         fs.mkdir(OUTPUT_DIR, recursive=True)
         fs.write_file(path, data)
         self._files.append((path, len(data)))
-        return path
+        return path, None if len(data) == len(raw) else len(data)
 
     @property
     def total(self) -> int:

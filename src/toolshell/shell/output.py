@@ -199,11 +199,13 @@ def _snap_tail(tail: str) -> str:
     return tail[i + 1 :] if 0 <= i < len(tail) // 2 else tail
 
 
-def where_saved(path: str | None, why_not: str = "", *, whole: bool = True) -> str:
-    """The marker's words about the output file."""
+def where_saved(path: str | None, why_not: str = "", *, kept: int | None = None) -> str:
+    """The marker's words about the output file: `kept` is set when it holds only the first bytes."""
     if path is None:
         return f"the whole output could not be saved ({why_not}); print less, or filter with grep or jq"
-    return f"the whole output is in {path}" if whole else f"what the shell kept of it is in {path}"
+    if kept is None:
+        return f"the whole output is in {path}"
+    return f"only its first {kept:,} bytes were kept; they are in {path}"
 
 
 def too_big(command: str, size: int, limit: int, input_schema: dict[str, Any]) -> ToolshellError:
