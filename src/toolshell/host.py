@@ -42,7 +42,7 @@ from toolshell.policy.rating import Rater
 from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry, entry_from_tool
-from toolshell.registry.filters import configured_servers
+from toolshell.registry.filters import active_servers, configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
 from toolshell.registry.overlay import Overlays
 from toolshell.result import RunResult
@@ -221,8 +221,12 @@ class Host:
 
     # The runtime overlay, as the `runtime` built-in asks for it (`builtin.host.HostHandle`).
 
+    def statuses_for(self, session_id: str) -> list[ServerStatus]:
+        active = {s.name for s in self._active(session_id)}
+        return [s for s in self.statuses() if s.name in active]
+
     def set_enabled(self, session_id: str, server: str, enabled: bool) -> None:
-        self._configured(server)
+        self._active_server(session_id, server)
         self.overlays.set_enabled(session_id, server, enabled)
 
     def disabled_for(self, session_id: str) -> set[str]:
@@ -231,11 +235,22 @@ class Host:
 
     def enabled_for(self, session_id: str) -> dict[str, bool]:
         disabled = self.overlays.disabled(session_id)
-        return {s.name: s.name not in disabled for s in self._servers()}
+        return {s.name: s.name not in disabled for s in self._active(session_id)}
 
     async def set_tool_unlocked(self, session_id: str, server: str, tool: str, unlocked: bool) -> None:
-        """The runtime overlay (seed 001): show one tool that the server's `tools` filter hides."""
-        config = self._configured(server)
+        """The runtime overlay (seed 001): show one tool that the server's `tools` filter hides.
+
+        Only for a server the session's role makes active and whose config says `runtime_unlock`:
+        the overlay never widens what the config and the role allow (the role's `allowed_tools`
+        still applies to the shown tool).
+        """
+        config = self._active_server(session_id, server)
+        if unlocked and not config.runtime_unlock:
+            raise ToolshellError(
+                ErrorCode.DENIED,
+                f"server {server!r} does not let a session show its filtered tools; a person can add "
+                f"{tool!r} to its `tools` list, or set `runtime_unlock = true` on it in the config",
+            )
         conn = await self.manager.get(server)
         session = self._sessions.get(session_id)
         context = self.connections.context(session, config) if session else SessionContext(session_id=session_id)
@@ -246,11 +261,19 @@ class Host:
             )
         self.overlays.set_unlocked(session_id, server, tool, unlocked)
 
-    def _configured(self, server: str) -> ServerConfig:
-        config = next((s for s in self._servers() if s.name == server), None)
+    def _active(self, session_id: str) -> list[ServerConfig]:
+        """The servers a session's role makes active (an unknown session: the config's role)."""
+        session = self._sessions.get(session_id)
+        return active_servers(self.config, session.role if session is not None else self.config.role)
+
+    def _active_server(self, session_id: str, server: str) -> ServerConfig:
+        active = self._active(session_id)
+        config = next((s for s in active if s.name == server), None)
         if config is None:
-            names = ", ".join(s.name for s in self._servers())
-            raise ToolshellError(ErrorCode.INVALID_INPUT, f"no configured server {server!r}; configured: {names}")
+            names = ", ".join(s.name for s in active)
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT, f"no server {server!r} for this session; its servers are: {names}"
+            )
         return config
 
     # --- catalog -----------------------------------------------------------------------------

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any
 
 from toolshell.builtin.hints import hints_from_result
@@ -42,6 +41,7 @@ class Ledger:
         self.report = ScriptReport()
         self.hints: list[str] = []
         self.stopped = False
+        self._rows = 0
 
     def charge(self, prepared: PreparedCall) -> None:
         """Count one call against the budget; the call past it stops the script with `call_limit`."""
@@ -94,9 +94,10 @@ class Ledger:
         self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
     ) -> None:
         ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
+        self._rows += 1
         self.sink.emit(
             NestedCall(
-                id=uuid.uuid4().hex[:16],
+                id=f"{self.shell_call_id}.{self._rows}",  # unique: the shell call's id is random
                 shell_call_id=self.shell_call_id,
                 session_id=self.session_id,
                 command=entry.command,

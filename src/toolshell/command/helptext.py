@@ -109,7 +109,9 @@ def server_help(catalog: Catalog, server_name: str) -> str:
     info = _find_server(catalog, server_name)
     entries = list(catalog.server_entries(info.name))
     head = f"tools {_dash(info.name)} <tool>: {_count(len(entries))}"
-    if info.state not in ("", "ready"):
+    if info.state == "needs_auth":
+        head += " (needs login)"
+    elif info.state not in ("", "ready"):
         head += f" ({info.state})"
     lines = [head]
     if info.description:
@@ -178,6 +180,8 @@ def _find_server(catalog: Catalog, name: str) -> ServerInfo:
 def _server_summary(info: ServerInfo) -> str:
     if not info.loaded:
         text = "(not loaded)"
+    elif info.state == "needs_auth":
+        text = "(needs login)"
     else:
         text = _count(info.tool_count)
         if info.state not in ("", "ready"):

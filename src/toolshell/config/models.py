@@ -23,6 +23,47 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+class OAuthConfig(_Model):
+    """`[mcp.servers.oauth]`: how toolshell logs in to an `http` server (docs/configuration.md)."""
+
+    enabled: bool = True
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str | None = None
+    """A client registered beforehand; without one, the client ID metadata document or dynamic registration."""
+    client_secret_env: str | None = None
+    """The name of the environment variable holding the client secret (never the secret itself)."""
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    client_metadata_url: str | None = None
+    """An https URL of this client's metadata document, used as its client ID where the server supports it."""
+    scopes: list[str] = Field(default_factory=list)
+    issuer: str | None = None
+    """The authorization server a configured client belongs to; its secret is sent nowhere else."""
+    redirect_port: int | None = Field(default=None, ge=1, le=65535)
+    login: Literal["explicit", "on_call"] = "explicit"
+    """`explicit`: only `toolshell auth login` opens a browser; `on_call`: a call that needs a login starts one."""
+    login_timeout_seconds: float = Field(default=300.0, gt=0)
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _names_a_variable(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError('client_secret_env takes the name of an environment variable, e.g. "GITHUB_SECRET"')
+        return v
+
+    @field_validator("client_metadata_url")
+    @classmethod
+    def _https_with_a_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("https://") or "/" not in v.removeprefix("https://").rstrip("/")):
+            raise ValueError(f"client_metadata_url {v!r} must be an https URL with a path")
+        return v
+
+    @model_validator(mode="after")
+    def _grant_has_what_it_needs(self) -> OAuthConfig:
+        if self.grant == "client_credentials" and not (self.client_id and self.client_secret_env):
+            raise ValueError('grant = "client_credentials" needs client_id and client_secret_env')
+        return self
+
+
 class ServerConfig(_Model):
     """One `[[mcp.servers]]` entry."""
 
@@ -42,9 +83,14 @@ class ServerConfig(_Model):
     auto_bind: list[str] = Field(default_factory=list)
     load: Literal["startup", "on_demand"] = "startup"
     trusted: bool = True
+    runtime_unlock: bool = False
+    """Let a session show one of this server's filtered-out tools with `tools runtime mcp action=enable
+    server=S tool=T` (seed 001's runtime overlay). Off: the overlay never widens the `tools` filter."""
     enabled: bool = True
+    oauth: OAuthConfig | None = None
+    """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
     max_concurrent_calls: int = Field(default=8, ge=1)
-    """Calls of one session in flight to this server at once; more wait their turn (`tools a & tools b &`)."""
+    """Calls in flight to this server at once, from every session together; more wait their turn."""
 
     @field_validator("name")
     @classmethod
@@ -80,9 +126,9 @@ class ServerConfig(_Model):
 
 
 _KEYS_OF_OTHER_TYPES = {
-    "stdio": ("url", "headers", "module"),
+    "stdio": ("url", "headers", "module", "oauth"),
     "http": ("command", "args", "env", "cwd", "module"),
-    "builtin": ("args", "env", "cwd", "url", "headers"),
+    "builtin": ("args", "env", "cwd", "url", "headers", "oauth"),
 }
 
 
@@ -221,6 +267,13 @@ class StateConfig(_Model):
     dir: str | None = None
 
 
+class ServeConfig(_Model):
+    """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
+    reconnects with `Last-Event-ID` gets the rest of its result."""
+
+    event_store: Literal["memory", "state"] = "memory"
+
+
 class Config(_Model):
     """The whole configuration. `Config()` is the embedded default: built-in servers only."""
 
@@ -232,6 +285,7 @@ class Config(_Model):
     shell: ShellConfig = Field(default_factory=ShellConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
@@ -282,6 +336,7 @@ __all__ = [
     "RoleConfig",
     "RoleMcp",
     "ServerConfig",
+    "ServeConfig",
     "ShellConfig",
     "StateConfig",
     "ToolsInShellConfig",

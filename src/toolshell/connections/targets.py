@@ -23,6 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from toolshell.config import ServerConfig
 from toolshell.connections import stdio
 from toolshell.connections.http import StatusWatch, http_client
+from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
 from toolshell.errors import ErrorCode, ToolshellError
 
 BuiltinFactory = Callable[[], "Server[Any] | MCPServer"]
@@ -60,6 +61,14 @@ class Target(Protocol):
     def last_words(self) -> str | None: ...
 
     def http_status(self) -> int | None: ...
+
+    def auth_challenge(self) -> str | None:
+        """The `WWW-Authenticate` header of the last 401/403 (http only)."""
+
+    def uses_oauth(self) -> bool: ...
+
+    def clear_refusal(self) -> None:
+        """A call went through: forget the last 401/403."""
 
 
 class _PlainAttempt:
@@ -116,20 +125,51 @@ class BuiltinTarget:
     def http_status(self) -> int | None:
         return None
 
+    def auth_challenge(self) -> str | None:
+        return None
+
+    def uses_oauth(self) -> bool:
+        return False
+
+    def clear_refusal(self) -> None:
+        return None
+
 
 class HttpTarget:
-    """A Streamable HTTP endpoint, with the configured headers on every request."""
+    """A Streamable HTTP endpoint, with the configured headers and the server's OAuth on every request.
+
+    The OAuth state (tokens in memory, discovered metadata) is made once and outlives attempts.
+    """
 
     kind = "http"
 
-    def __init__(self, server: ServerConfig) -> None:
+    def __init__(self, server: ServerConfig, auth: AuthSetup) -> None:
         self._server = server
         self._watch = StatusWatch()
+        self._setup = auth
+        self._auth: ToolshellOAuth | None = None
+        self._oauth = oauth_settings(server) is not None
 
     def attempt(self) -> Attempt:
-        self._watch = watch = StatusWatch()
+        self._watch = watch = StatusWatch(self._oauth)
         url, headers = self._server.url or "", dict(self._server.headers)
-        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch)))
+        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch, self._oauth_auth(watch))))
+
+    def _oauth_auth(self, watch: StatusWatch) -> httpx2.Auth | None:
+        if self._auth is None and self._oauth:
+            self._auth = build_auth(self._server, self._setup)  # raises when its secret is missing
+        if self._auth is not None:
+            self._auth.on_outcome = watch.on_outcome
+        return self._auth
+
+    def auth_challenge(self) -> str | None:
+        return self._watch.challenge
+
+    def uses_oauth(self) -> bool:
+        return self._oauth
+
+    def clear_refusal(self) -> None:
+        self._watch.clear_refusal()
 
     def stderr_tail(self) -> list[str]:
         return []
@@ -172,6 +212,15 @@ class StdioTarget:
         return tail[-1] if tail else None
 
     def http_status(self) -> int | None:
+        return None
+
+    def auth_challenge(self) -> str | None:
+        return None
+
+    def uses_oauth(self) -> bool:
+        return False
+
+    def clear_refusal(self) -> None:
         return None
 
 

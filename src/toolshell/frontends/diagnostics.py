@@ -48,6 +48,8 @@ def render_servers(rows: list[dict[str, Any]]) -> str:
         tools = "-" if r["tool_count"] is None else str(r["tool_count"])
         version = r["protocol_version"] or "-"
         lines.append(f"{r['name']:<16} {r['type']:<8} {r['state']:<11} load={r['load']:<10} tools={tools:<4} {version}")
+        if r.get("auth_reason"):
+            lines.append(f"    needs login: {r['auth_reason']}")
         if r["last_error"]:
             lines.append(f"    last error: {r['last_error']}")
         if r["stderr_tail"] and r["state"] != "ready":
