@@ -156,3 +156,11 @@ async def test_files_smaller_than_the_output_say_how_much_they_hold() -> None:
     async with _open(max_output_bytes=1_000, output_files_max_bytes=1_048_576) as host:
         result = await host.run("tools big text bytes=600000")
     assert "only its first 524,288 bytes were kept; they are in /home/user/tool-output/" in result.stdout
+
+
+async def test_the_default_guard_trips_before_the_sandbox_would_abort_the_script() -> None:
+    async with _open() as host:
+        result = await host.run("tools big text bytes=31000000 | wc -c; echo after")
+    assert json.loads(result.stderr.splitlines()[0])["error"]["code"] == "tool_error"
+    assert "past the shell's limit of 30,000,000 bytes" in result.stderr
+    assert result.stdout == "0\nafter\n"
