@@ -164,3 +164,13 @@ async def test_the_default_guard_trips_before_the_sandbox_would_abort_the_script
     assert json.loads(result.stderr.splitlines()[0])["error"]["code"] == "tool_error"
     assert "past the shell's limit of 30,000,000 bytes" in result.stderr
     assert result.stdout == "0\nafter\n"
+
+
+async def test_the_json_cut_note_and_a_long_stderr_stay_within_the_cap_together() -> None:
+    async with _open(max_output_bytes=2_000) as host:
+        result = await host.run("for i in $(seq 1 2000); do echo err-$i >&2; done; tools big rows n=2000")
+    assert isinstance(json.loads(result.stdout), list)
+    assert len(result.stdout.encode()) <= 2_000 and len(result.stderr.encode()) <= 2_000
+    stdout_file = FILE.findall(result.stderr)[-1]
+    assert stdout_file.endswith(".stdout")
+    assert result.stderr.endswith(f"cut so it stays valid JSON; the whole output is in {stdout_file}]\n")

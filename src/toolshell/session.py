@@ -199,26 +199,27 @@ class Session:
             self.bash.clear_cancel()
         errs = err.collected()
         exit_code, end = self._outcome(result, ledger.stopped, errs.end)
-        stdout = self._bounded(_shell_cut(out.collected(), result, "stdout"), ledger.shell_call_id + ".stdout")
-        stderr = self._bounded(_shell_cut(errs.with_end(end), result, "stderr"), ledger.shell_call_id + ".stderr")
+        call_id = ledger.shell_call_id
+        stdout = self._bounded(_shell_cut(out.collected(), result, "stdout"), cap, call_id, "stdout")
+        err_cap = cap - len(stdout.note.encode())  # the JSON cut's note goes on stderr, inside its cap
+        stderr = self._bounded(_shell_cut(errs.with_end(end), result, "stderr"), err_cap, call_id, "stderr")
         ledger.shell_call(script, started, self.source, exit_code)
         tools, hints = ledger.report.to_json(), self._hints(ledger)
         return RunResult(exit_code, stdout.text, stderr.text + stdout.note, tools=tools, hints=hints)
 
-    def _bounded(self, stream: Collected, name: str) -> Bounded:
-        """A stream within `max_output_bytes`; past it, the whole is saved under `tool-output/`."""
-        cap = self.services.config.tools_in_shell.max_output_bytes
+    def _bounded(self, stream: Collected, cap: int, shell_call_id: str, name: str) -> Bounded:
+        """A stream within `cap` bytes; past it, the whole is saved as `tool-output/<id>.<name>`."""
         whole = stream.whole
         if whole is not None and not stream.shell_cut and len(whole.encode("utf-8", "surrogatepass")) <= cap:
             return Bounded(whole)
         try:
-            path, kept = self.output_files.save(name, stream.saved_text())
+            path, kept = self.output_files.save(f"{shell_call_id}.{name}", stream.saved_text())
             if kept is None and (whole is None or stream.shell_cut):  # the file has all we got, not all there was
                 kept = stream.size
             where = where_saved(path, kept=kept)
         except RuntimeError as exc:  # bashkit's filesystem: read-only mount, full
             where = where_saved(None, str(exc))
-        return bound(stream, cap, where, as_json=name.endswith(".stdout"))
+        return bound(stream, cap, where, as_json=name == "stdout")
 
     def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
         """The exit code and stderr of a finished run, with bashkit's own notes made readable."""
