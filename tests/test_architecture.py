@@ -15,7 +15,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "toolshell"
 
 LAYERS: list[list[str]] = [
-    ["toolshell.errors", "toolshell.version", "toolshell.shipped", "toolshell.result"],
+    ["toolshell.errors", "toolshell.version", "toolshell.shipped", "toolshell.result", "toolshell.redact"],
     ["toolshell.store"],
     ["toolshell.config"],
     ["toolshell.registry"],

@@ -7,6 +7,7 @@ async with Host.open() as host:                    # the embedded default
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -39,6 +40,7 @@ from toolshell.errors import ErrorCode, StopScript, ToolshellError, single_error
 from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import Rater
+from toolshell.redact import Redactor, guard_logs
 from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry, entry_from_tool
@@ -89,6 +91,8 @@ class Host:
         on_wait: OnWait | None = None,
     ) -> None:
         self.config = with_inproc(config or Config(), servers or {})
+        self.redact = Redactor(self.config.secrets)
+        guard_logs(self.config.secrets)
         self._inproc = dict(servers or {})
         self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
         self.store = store or Store(self.state_dir / "toolshell.db")
@@ -112,6 +116,7 @@ class Host:
             sink=self.sink,
             scripts=ScriptStore(self.store),
             project_id=self.project_id,
+            redact=self.redact,
             catalog=self.catalog,
             load_server=self.load_server,
             target=self.connections.target,
@@ -213,7 +218,18 @@ class Host:
         return lambda: resolve_builtin(server.name, server.module)(self)
 
     def statuses(self) -> list[ServerStatus]:
-        return self.manager.statuses()
+        """Every configured server's state, with secrets redacted from its errors and stderr."""
+        statuses = self.manager.statuses()
+        if not self.redact:
+            return statuses
+        return [
+            dataclasses.replace(
+                s,
+                last_error=None if s.last_error is None else self.redact(s.last_error),
+                stderr_tail=[self.redact(line) for line in s.stderr_tail],
+            )
+            for s in statuses
+        ]
 
     async def load_server(self, name: str) -> None:
         """Open a server (an `on_demand` one on first use)."""

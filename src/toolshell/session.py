@@ -28,6 +28,7 @@ from toolshell.config import Config
 from toolshell.connections.base import Answerer, SessionContext
 from toolshell.errors import error_line
 from toolshell.policy.policy import Policy
+from toolshell.redact import Redactor, redact_json
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
@@ -52,6 +53,8 @@ class SessionServices:
     sink: EventSink
     scripts: ScriptStore
     project_id: str
+    redact: Redactor
+    """Removes the config's secrets from everything a script or the agent sees."""
     catalog: Callable[[Session], Awaitable[Catalog]]
     """The session's catalog, built now."""
     load_server: Callable[[str], Awaitable[None]]
@@ -165,7 +168,9 @@ class Session:
 
     async def _run(self, script: str) -> RunResult:
         services, config = self.services, self.services.config
-        ledger = Ledger(uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink)
+        ledger = Ledger(
+            uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink, services.redact
+        )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
@@ -174,7 +179,7 @@ class Session:
         held = await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
-            return RunResult(1, "", error_line(held.error()), tools=ledger.report.to_json(), hints=self._hints(ledger))
+            return self._result(1, "", error_line(held.error()), ledger)
         cap = config.tools_in_shell.max_output_bytes
         # Bounded memory: the head a file can hold, and the tail the answer shows; the middle is counted.
         out, err = Collector(MAX_FILE_BYTES, cap), Collector(MAX_FILE_BYTES, cap)
@@ -189,6 +194,7 @@ class Session:
             max_output_bytes=cap,
             shells=[self.bash],
             stderr_sink=err.add,
+            redact=services.redact,
             max_result_bytes=config.tools_in_shell.max_result_bytes,
         )
         self._current = ToolsBuiltin(state)
@@ -204,8 +210,7 @@ class Session:
         err_cap = cap - len(stdout.note.encode())  # the JSON cut's note goes on stderr, inside its cap
         stderr = self._bounded(_shell_cut(errs.with_end(end), result, "stderr"), err_cap, call_id, "stderr")
         ledger.shell_call(script, started, self.source, exit_code)
-        tools, hints = ledger.report.to_json(), self._hints(ledger)
-        return RunResult(exit_code, stdout.text, stderr.text + stdout.note, tools=tools, hints=hints)
+        return self._result(exit_code, stdout.text, stderr.text + stdout.note, ledger)
 
     def _bounded(self, stream: Collected, cap: int, shell_call_id: str, name: str) -> Bounded:
         """A stream within `cap` bytes; past it, the whole is saved as `tool-output/<id>.<name>`."""
@@ -238,9 +243,17 @@ class Session:
             )
         return exit_code, stderr
 
-    def _hints(self, ledger: Ledger) -> list[str]:
+    def _result(self, exit_code: int, stdout: str, stderr: str, ledger: Ledger) -> RunResult:
+        """The shell call's result, with the config's secrets taken out of everything in it."""
         self.hints.extend(ledger.hints)
-        return self.hints.drain()
+        redact = self.services.redact
+        return RunResult(
+            exit_code,
+            redact(stdout),
+            redact(stderr),
+            tools=redact_json(ledger.report.to_json(), redact),
+            hints=[redact(h) for h in self.hints.drain()],
+        )
 
 
 def _shell_cut(stream: Collected, result: object, name: str) -> Collected:

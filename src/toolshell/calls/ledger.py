@@ -17,6 +17,7 @@ from toolshell.command.render import structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.report import ScriptReport
 from toolshell.policy.risk import READ_ONLY
+from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
 from toolshell.timeline.events import NestedCall, Outcome, ShellCall, outcome_for, preview
 from toolshell.timeline.sinks import EventSink
@@ -32,11 +33,14 @@ class Ledger:
         sink: where timeline events go.
     """
 
-    def __init__(self, shell_call_id: str, session_id: str, call_limit: int, sink: EventSink) -> None:
+    def __init__(
+        self, shell_call_id: str, session_id: str, call_limit: int, sink: EventSink, redact: Redactor | None = None
+    ) -> None:
         self.shell_call_id = shell_call_id
         self.session_id = session_id
         self.call_limit = call_limit
         self.sink = sink
+        self.redact = redact or Redactor()
         self.calls = 0
         self.report = ScriptReport()
         self.hints: list[str] = []
@@ -82,7 +86,7 @@ class Ledger:
             ShellCall(
                 id=self.shell_call_id,
                 session_id=self.session_id,
-                script_preview=script[:200],
+                script_preview=self.redact(script[:200]),
                 exit_code=exit_code,
                 started_at=started_at,
                 duration_ms=None if exit_code is None else (time.time() - started_at) * 1000,
@@ -101,7 +105,7 @@ class Ledger:
                 shell_call_id=self.shell_call_id,
                 session_id=self.session_id,
                 command=entry.command,
-                input_preview=preview(arguments),
+                input_preview=self.redact(preview(arguments)),
                 outcome=outcome,
                 error_code=code,
                 duration_ms=ms,

@@ -7,10 +7,11 @@ A config file is TOML (`toolshell.toml`) or another MCP host's `{"mcpServers": {
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from toolshell.config.names import SERVER_NAME_RE
 from toolshell.config.patterns import parse_pattern
@@ -293,6 +294,15 @@ class Config(_Model):
     """How long opening the host waits for `startup` servers; slower ones go on starting meanwhile."""
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
+    _secrets: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    def set_secrets(self, values: Iterable[str]) -> None:
+        """The expanded `${VAR}` values that must never be shown (see `toolshell.redact`)."""
+        self._secrets = frozenset(values)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return self._secrets
 
     def reference_problems(self) -> list[tuple[str, str]]:
         """References that name nothing: a role's `server_refs`, the default `role`."""

@@ -44,6 +44,15 @@ class ToolsBuiltin:
         self.depth = depth
 
     async def __call__(self, ctx: BuiltinContext) -> BuiltinResult:
+        result = await self._run(ctx)
+        redact = self.state.redact
+        if redact:  # a server's output or error can quote a secret of the config; the script never sees it
+            result = BuiltinResult(
+                stdout=redact(result.stdout), stderr=redact(result.stderr), exit_code=result.exit_code
+            )
+        return result
+
+    async def _run(self, ctx: BuiltinContext) -> BuiltinResult:
         state = self.state
         entry: ToolEntry | None = None
         arguments: dict[str, Any] = {}
