@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import mcp_types
 
 IMAGE_DIR = "tool-images"
+_ERROR_MAX_BYTES = 100_000
+"""A tool's error message is one line: cut past this even inside the shell."""
 _EXTENSIONS = {"image/jpeg": "jpg", "image/svg+xml": "svg", "image/x-icon": "ico"}
 _NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
 _MIME = re.compile(f"{_NAME}/{_NAME}")
@@ -41,7 +43,7 @@ class Image:
 
 @dataclass(frozen=True)
 class Rendered:
-    """What one call prints: stdout text (already capped), images to write, or an error."""
+    """What one call prints: stdout text (capped only when `max_bytes` was given), images to write, or an error."""
 
     stdout: str
     images: list[Image] = field(default_factory=list)
@@ -51,7 +53,7 @@ class Rendered:
 def render_result(
     result: mcp_types.CallToolResult,
     *,
-    max_bytes: int,
+    max_bytes: int | None = None,
     tool: str = "tool",
     output_schema: dict[str, Any] | None = None,
     taken: Collection[str] = frozenset(),
@@ -60,7 +62,8 @@ def render_result(
 
     Args:
         result: The tool's result.
-        max_bytes: Cap on stdout in UTF-8 bytes (see `cap`).
+        max_bytes: Cap on stdout in UTF-8 bytes (see `cap`), for a result shown to a model directly.
+            None (inside the shell): the whole result; the shell call's own output is capped instead.
         tool: Name used for image files, e.g. `github-screenshot` → `tool-images/github-screenshot-1.png`.
         output_schema: The tool's output schema, to recognise the SDK's `{"result": …}` wrapper.
         taken: Image paths already in use, so a second call does not overwrite the first's files.
@@ -70,10 +73,11 @@ def render_result(
         nothing), the decoded images, and `error` set (stdout empty) for an `is_error` result.
     """
     if result.is_error:
-        return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, _cut(_error_text(result), max_bytes)))
+        message = _cut(_error_text(result), _ERROR_MAX_BYTES if max_bytes is None else max_bytes)
+        return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, message))
     blocks, images = _blocks_with_files(result.content, tool, taken)
-    text = _stdout_text(result, blocks, output_schema)
-    return Rendered(cap(_one_newline(text), max_bytes), images)
+    text = _one_newline(_stdout_text(result, blocks, output_schema))
+    return Rendered(text if max_bytes is None else cap(text, max_bytes), images)
 
 
 def structured_value(result: mcp_types.CallToolResult, schema: dict[str, Any] | None) -> Any:

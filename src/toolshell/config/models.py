@@ -97,6 +97,8 @@ class ServerConfig(_Model):
     enabled: bool = True
     oauth: OAuthConfig | None = None
     """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
+    max_concurrent_calls: int = Field(default=8, ge=1)
+    """Calls in flight to this server at once, from every session together; more wait their turn."""
 
     @field_validator("name")
     @classmethod
@@ -179,7 +181,14 @@ class ToolsInShellConfig(_Model):
     manage_scripts: bool = False
     rate_unlabeled_tools: bool = True
     call_limit: int = Field(default=50, ge=1, le=_COUNT)
-    max_output_bytes: int = Field(default=100_000, ge=1_000, le=_COUNT)
+    max_output_bytes: int = Field(default=30_000, ge=1_000, le=_COUNT)
+    """Cap on a shell call's stdout and on its stderr, in UTF-8 bytes; the rest is saved to a file."""
+    max_result_bytes: int = Field(default=30_000_000, ge=64 * 1024, le=30_000_000)
+    """Memory guard on one `tools` result inside the shell. At most 30 MB: the sandbox keeps at most
+    32,000,000 bytes in flight, and a result past that would abort the whole script."""
+    output_files_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024 * 1024)
+    """Total size of a session's `tool-output/` files (whole outputs past the cap); oldest removed first.
+    At most 64 MiB: the sandbox's filesystem holds 100 MB in all."""
 
 
 class ApprovalConfig(_Model):

@@ -34,3 +34,5 @@ class ShellCallState:
     """The session shell's stderr collector: bashkit drops the output of the command that cancels."""
     redact: Redactor = field(default_factory=Redactor)
     """Takes the config's secrets out of every `tools` output before the script sees it."""
+    max_result_bytes: int = 30_000_000
+    """`[tools_in_shell] max_result_bytes`: the most one `tools` result may print inside the shell."""
