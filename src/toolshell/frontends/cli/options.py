@@ -97,8 +97,8 @@ def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
         click.echo(f"config error in {e.source or 'configuration'}:", err=True)
         for place, msg in e.problems:
             click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
-    else:
-        click.echo(error_line(e), err=True, nl=False)
+        sys.exit(2)  # like a usage error: what to change is in the config, not in the run
+    click.echo(error_line(e), err=True, nl=False)
     sys.exit(1)
 
 
