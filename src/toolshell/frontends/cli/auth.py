@@ -17,6 +17,7 @@ from toolshell.frontends.cli.options import config_opt, guard, load_config, run_
 
 
 def _tokens_dir(config: Any, state_dir: str | None) -> Path:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
     return cfg.state_dir(config, state_dir) / "oauth"
@@ -56,6 +57,7 @@ def login(server: str, config_path: str | None, state_dir: str | None, timeout: 
 @state_opt
 def logout(server: str, config_path: str | None, state_dir: str | None) -> None:
     """Forget SERVER's tokens and client registration."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.connections.oauth import AuthSetup
     from toolshell.connections.oauth_admin import logout as do_logout
 
@@ -72,6 +74,7 @@ def logout(server: str, config_path: str | None, state_dir: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(server: str | None, config_path: str | None, state_dir: str | None, as_json: bool) -> None:
     """Show, per OAuth server, whether you are logged in, the issuer, scope and expiry (never a token)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.connections.oauth import AuthSetup
     from toolshell.connections.oauth_admin import render_status
     from toolshell.connections.oauth_admin import status as get_status

@@ -63,6 +63,7 @@ role_opt = click.option("--role", metavar="NAME", help="The session's role (a [[
 
 
 def load_config(config_path: str | None) -> Any:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
     return cfg.load(config_path)
@@ -103,6 +104,7 @@ def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
 
 
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     import anyio
 
     return guard(lambda: anyio.run(factory))
