@@ -59,6 +59,8 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.refreshes = 0
         self.refused_refreshes = 0
         self.machine_grants = 0
+        self.deny = False
+        """The person says no: every authorization is refused with `access_denied`."""
 
     def mint(self, client_id: str, scopes: list[str]) -> str:
         access = f"access_{secrets.token_hex(16)}"
@@ -81,6 +83,13 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         assert client.client_id is not None
         self.authorizations.append(params)
+        if self.deny:
+            return construct_redirect_uri(
+                str(params.redirect_uri),
+                error="access_denied",
+                error_description="the person said no",
+                state=params.state,
+            )
         code = AuthorizationCode(
             code=f"code_{secrets.token_hex(16)}",
             client_id=client.client_id,

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from mcp.shared.auth import OAuthClientInformationFull
+from pydantic import AnyUrl
 
+from _net_support import free_port
 from _oauth_server import MACHINE_ID, MACHINE_SECRET, WRITE_SCOPE, serve_oauth
 from toolshell.config.models import OAuthConfig, ServerConfig
 from toolshell.connections.base import CallOptions, ConnState
@@ -284,3 +288,66 @@ def test_the_token_directory_is_private(tmp_path: Path) -> None:
     assert stat.S_IMODE((directory / "secure.json").stat().st_mode) == 0o600
     assert [p.name for p in directory.iterdir() if p.name.endswith(".tmp")] == []
     assert os.access(directory / "secure.json", os.R_OK)
+
+
+@pytest.mark.anyio
+async def test_a_second_login_reuses_the_registration_and_its_port(tmp_path: Path) -> None:
+    browser = Browser()
+    async with serve_oauth() as running:
+        server = secure(running.url)
+        await logged_in(server, tmp_path, browser)
+        await logged_in(server, tmp_path, browser)
+    assert len(running.provider.clients) == 1
+    first, second = (a.redirect_uri for a in running.provider.authorizations)
+    assert first == second and str(first).startswith("http://127.0.0.1:")
+
+
+@pytest.mark.anyio
+async def test_a_pre_registered_client_logs_in_with_its_fixed_redirect_port(tmp_path: Path, monkeypatch: Any) -> None:
+    port = free_port()
+    monkeypatch.setenv("DESK_SECRET", "desk-secret-value")
+    async with serve_oauth() as running:
+        running.provider.clients["desk"] = OAuthClientInformationFull(
+            client_id="desk",
+            client_secret="desk-secret-value",
+            redirect_uris=[AnyUrl(f"http://127.0.0.1:{port}/callback")],
+            token_endpoint_auth_method="client_secret_post",
+            scope="mcp",
+        )
+        server = secure(running.url, client_id="desk", client_secret_env="DESK_SECRET", redirect_port=port)
+        await logged_in(server, tmp_path, Browser())
+        conn = make_connection(server, auth=AuthSetup(tmp_path))
+        try:
+            answer = json.loads(await call(conn))
+        finally:
+            await conn.close()
+    assert answer == {"client": "desk", "scopes": ["mcp"]}
+    assert list(running.provider.clients) == ["desk"]  # nothing registered dynamically
+    assert "desk-secret-value" not in (tmp_path / "secure.json").read_text()
+
+
+@pytest.mark.anyio
+async def test_a_refused_login_is_connection_required_with_the_servers_reason(tmp_path: Path) -> None:
+    async with serve_oauth() as running:
+        running.provider.deny = True
+        server = secure(running.url)
+        with pytest.raises(ToolshellError) as caught:
+            await logged_in(server, tmp_path, Browser())
+    assert caught.value.code == "connection_required"
+    assert caught.value.message == (
+        "the login to server 'secure' failed while starting: the authorization server refused the login: access_denied: the person said no; run `toolshell auth login secure` to try again"
+    )
+
+
+@pytest.mark.anyio
+async def test_the_refresh_lock_excludes_another_process(tmp_path: Path) -> None:
+    file = TokenFile(tmp_path, "secure", "http://x/mcp")
+    probe = (
+        "import fcntl, os, sys\n"
+        f"fd = os.open({str(tmp_path / 'secure.lock')!r}, os.O_RDWR)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n"
+    )
+    async with file.refresh_lock():
+        held = await anyio.run_process([sys.executable, "-c", probe], check=False)
+    free = await anyio.run_process([sys.executable, "-c", probe], check=False)
+    assert (held.returncode, free.returncode) == (3, 0)

@@ -169,13 +169,12 @@ class ToolshellOAuth(OAuthClientProvider):
 
     async def _initialize(self) -> None:
         await super()._initialize()
-        self._stamp = None
-        self._sync()
+        self._sync(force=True)  # the SDK's load leaves out the expiry and a configured client
 
-    def _sync(self) -> None:
+    def _sync(self, force: bool = False) -> None:
         """Take up what another process (a login, a refresh) wrote since we last read the file."""
         stamp = self._file.stamp()
-        if stamp == self._stamp:
+        if stamp == self._stamp and not force:
             return
         self._stamp = stamp
         record = self._file.read()
