@@ -8,8 +8,8 @@ from typing import Any
 import mcp_types as t
 import pytest
 
-from toolshell.command import Image, Rendered, cap, error_line, render_result
-from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.command import Image, Rendered, cap, render_result
+from toolshell.errors import ErrorCode, ToolshellError, error_line
 
 PNG = b"\x89PNG\r\n\x1a\nfake"
 PNG_B64 = base64.b64encode(PNG).decode()

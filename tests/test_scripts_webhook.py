@@ -10,7 +10,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerRunner, webhook_app
+from toolshell.frontends.webhook import webhook_app
+from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerRunner
 
 TOKEN = "s3cr3t-t0ken"
 

@@ -124,13 +124,32 @@ async def test_with_rate_unlabeled_tools_off_an_unlabeled_tool_runs_without_aski
 
 
 async def test_a_call_after_the_script_stopped_gets_stopped_and_does_not_run() -> None:
-    from toolshell.shell_call import ShellCall
+    from toolshell.calls.approval import ApprovalGate
+    from toolshell.calls.ledger import Ledger
+    from toolshell.calls.pipeline import Pipeline
+    from toolshell.calls.view import CatalogView
+    from toolshell.scripts.store import ScriptStore
+    from toolshell.shell.builtin import ToolsBuiltin
+    from toolshell.shell.precheck import Precheck
+    from toolshell.shell.state import ShellCallState
 
     log: list[str] = []
     async with Host.open(servers={"ops": _changing_server(log)}) as host:
         session = host.session()
-        call = ShellCall(session, await host.catalog(session), "")
-        call.stopped = True
+        ledger = Ledger("sh1", session.id, 50, host.sink)
+        ledger.stopped = True
+        view = CatalogView(await host.catalog(session), host.load_server, lambda: host.catalog(session))
+        gate = ApprovalGate(host.policy.approvals, session.id, None)
+        state = ShellCallState(
+            view=view,
+            ledger=ledger,
+            pipeline=Pipeline(ledger, host.policy, gate, host.connections.target(session)),
+            precheck=Precheck(view, host.policy, gate, ledger),
+            scripts=ScriptStore(host.store),
+            manage_scripts=False,
+            shell_config=host.config.shell,
+            max_output_bytes=host.config.tools_in_shell.max_output_bytes,
+        )
 
         class Ctx:
             argv = ["ops", "reword"]
@@ -138,7 +157,7 @@ async def test_a_call_after_the_script_stopped_gets_stopped_and_does_not_run() -
             cwd = "/home/user"
             fs = session.bash.fs()
 
-        result = await call.handle(Ctx(), depth=0)  # type: ignore[arg-type]
+        result = await ToolsBuiltin(state)(Ctx())  # type: ignore[arg-type]
     assert result.exit_code == 1
     assert result.stderr == (
         '{"error":{"code":"stopped","message":"an earlier call stopped the script, so this call did not run",'

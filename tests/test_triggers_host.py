@@ -8,9 +8,10 @@ import httpx2
 import pytest
 
 from toolshell.config import Config
+from toolshell.frontends.webhook import webhook_app
 from toolshell.host import Host
 from toolshell.scripts.clock import ManualClock
-from toolshell.scripts.triggers import Trigger, TriggerRunner, webhook_app
+from toolshell.scripts.triggers import Trigger, TriggerRunner
 from toolshell.timeline.sinks import query
 
 pytestmark = pytest.mark.anyio

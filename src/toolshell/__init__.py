@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from toolshell.version import __version__
+
 __all__ = ["Config", "Host", "Session", "ToolshellError", "ErrorCode", "__version__"]
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from toolshell.config import Config

@@ -1,14 +1,20 @@
 """The closed set of error codes a `tools` call can end with, and the control-flow signals.
 
-Errors inside toolshell are `ToolshellError`s; they become the seed's one JSON error line in one
-place (`command.render.error_line`). Control flow (needs approval, stop, call limit) has its own
-types so nothing catches it by accident as an error.
+Errors inside toolshell are `ToolshellError`s. This module is also the one place they are shown:
+the seed's JSON error line (`error_line`), an MCP error result (`error_result`) and an HTTP error
+body (`error_body`, `http_status`); every front end, trigger and LLM adapter uses these. Control
+flow (needs approval, stop, call limit) has its own types so nothing catches it by accident as an
+error.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Any
+import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import mcp_types
 
 
 class ErrorCode(enum.StrEnum):
@@ -59,3 +65,60 @@ class StopScript(ScriptSignal):
         self.error = error
         self.call = call
         self.approval = approval
+
+
+def unexpected(exc: BaseException, doing: str) -> ToolshellError:
+    """The error a bug or an odd input becomes at a boundary, so no traceback reaches anyone.
+
+    Args:
+        exc: what was raised.
+        doing: what could not be done, e.g. "tools could not run this command".
+    """
+    return ToolshellError(ErrorCode.UNAVAILABLE, f"{doing}: {type(exc).__name__}: {exc}")
+
+
+def error_body(err: ToolshellError) -> dict[str, Any]:
+    """`{"error": {"code", "message", "retryable"}}`: the object of the line, and of HTTP bodies."""
+    return err.to_json()
+
+
+def error_line(err: ToolshellError) -> str:
+    """The one JSON line a failed call writes to stderr: `{"error":{"code":…,…}}` and a newline."""
+    return json.dumps(error_body(err), ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+_HTTP_STATUS = {
+    ErrorCode.UNKNOWN_COMMAND: 404,
+    ErrorCode.INVALID_INPUT: 400,
+    ErrorCode.DENIED: 403,
+    ErrorCode.CONNECTION_REQUIRED: 401,
+    ErrorCode.NEEDS_APPROVAL: 409,
+    ErrorCode.STOPPED: 409,
+    ErrorCode.CALL_LIMIT: 429,
+    ErrorCode.TOOL_ERROR: 502,
+    ErrorCode.UNAVAILABLE: 503,
+}
+
+
+def http_status(err: ToolshellError) -> int:
+    """The HTTP status that goes with an error code in an HTTP body."""
+    return _HTTP_STATUS[err.code]
+
+
+def error_result(err: ToolshellError) -> mcp_types.CallToolResult:
+    """An MCP tool result with `isError` and the error line's JSON as its text."""
+    import mcp_types  # lazy: 0.5 s to import, and the CLI imports this module on every start
+
+    return mcp_types.CallToolResult(
+        content=[mcp_types.TextContent(type="text", text=error_line(err).rstrip("\n"))], is_error=True
+    )
+
+
+def single_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception a task group wrapped (the body's own error), or the group when there are several."""
+    while isinstance(group, BaseExceptionGroup) and len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if not isinstance(inner, BaseExceptionGroup):
+            return inner
+        group = inner
+    return group

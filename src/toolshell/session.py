@@ -1,8 +1,8 @@
 """A session: one sandboxed bashkit shell per agent session, running scripts that call `tools`.
 
-The shell has no host filesystem, network or environment unless `[shell]` grants them. Its virtual
-filesystem persists between runs of one session. Output is collected through bashkit's synchronous
-`on_output` callback (the async sinks can drop text printed just before a cancel) with a byte cap.
+Its virtual filesystem persists between runs. A run is one shell call: the catalog is rebuilt,
+the literal calls are checked before the script starts, then the script runs with one `tools`
+builtin state (budget, report, stop) for the whole shell call.
 """
 
 from __future__ import annotations
@@ -10,147 +10,109 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import anyio
-from bashkit import Bash, BuiltinContext, BuiltinResult, ExecutionProfile, FileSystem
+from bashkit import BuiltinContext, BuiltinResult
 
-from toolshell.builtin.functions import HintAccumulator
+from toolshell.builtin.hints import HintAccumulator
+from toolshell.calls.approval import ApprovalGate, Approver
+from toolshell.calls.ledger import Ledger
+from toolshell.calls.pipeline import CallTarget, Pipeline
+from toolshell.calls.view import CatalogView
+from toolshell.config import Config
 from toolshell.connections.base import Answerer, SessionContext
+from toolshell.errors import error_line
+from toolshell.policy.policy import Policy
+from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
-from toolshell.shell_call import ShellCall
+from toolshell.result import RunResult
+from toolshell.scripts.store import ScriptStore
+from toolshell.shell.bash import Capped, both_streams, new_shell
+from toolshell.shell.builtin import ToolsBuiltin
+from toolshell.shell.precheck import Precheck
+from toolshell.shell.state import ShellCallState
+from toolshell.timeline.sinks import EventSink
 
-if TYPE_CHECKING:
-    from toolshell.host import Host
-
-WORKDIR = "/home/user"
-Approver = Callable[[ToolEntry, dict[str, Any], Any], Awaitable[str]]
 _CANCEL_NOISE = "execution cancelled"
+Source = Literal["agent", "cli", "trigger", "script"]
 
 
-@dataclass
-class RunResult:
-    """What one shell call returns: the `bash` tool's result for an agent."""
+@dataclass(frozen=True)
+class SessionServices:
+    """The few things of its host a session uses (the host builds them; tests can too)."""
 
-    exit_code: int
-    stdout: str
-    stderr: str
-    tools: dict[str, Any] | None = None
-    hints: list[str] = field(default_factory=list)
-
-    @property
-    def success(self) -> bool:
-        return self.exit_code == 0
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "exit_code": self.exit_code,
-            "success": self.success,
-            "stdout": self.stdout,
-            "stderr": self.stderr,
-        }
-        if self.tools is not None:
-            out["tools"] = self.tools
-        if self.hints:
-            out["hints"] = self.hints
-        return out
-
-
-class _Capped:
-    """Collects one stream up to a byte cap and says how much it dropped."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
-
-    def add(self, text: str) -> None:
-        if not text:
-            return
-        n = len(text.encode())
-        room = self.cap - self.size
-        if n <= room:
-            self.parts.append(text)
-            self.size += n
-            return
-        if room > 0:
-            self.parts.append(text.encode()[:room].decode("utf-8", "ignore"))
-            self.size = self.cap
-        self.dropped += n - max(room, 0)
-
-    def text(self) -> str:
-        body = "".join(self.parts)
-        if self.dropped:
-            body += f"\n[output cut: {self.dropped:,} bytes dropped; print less or filter with jq]\n"
-        return body
+    config: Config
+    policy: Policy
+    sink: EventSink
+    scripts: ScriptStore
+    project_id: str
+    catalog: Callable[[Session], Awaitable[Catalog]]
+    """The session's catalog, built now."""
+    load_server: Callable[[str], Awaitable[None]]
+    target: Callable[[Session], CallTarget]
+    """Makes this session's calls on the connections."""
+    end: Callable[[str], None]
+    """Forget what the host keeps for a session id (open questions, runtime switches)."""
+    call_tool: Callable[[str | None, str, dict[str, Any], Session], Awaitable[Any]]
+    """A direct call (not from a script), through the same pipeline: `Host.call_tool`."""
+    visible_tools: Callable[[Session], Awaitable[list[ToolEntry]]]
+    """The `keep_visible` tools: `Host.visible_tools`."""
 
 
 class Session:
-    """One agent session over a `Host`. Create with `host.session(...)`."""
+    """One agent session. Create with `host.session(...)`.
+
+    Args:
+        services: what it uses of its host.
+        session_id: a stable id (default: a new random one).
+        role: the session's role (default: the config's `role`).
+        answerer: who answers the servers' questions for this session.
+        source: who runs it, for the timeline: agent, cli, trigger or script.
+        workdir: the working directory servers are told about (default: the process's).
+    """
 
     def __init__(
         self,
-        host: Host,
+        services: SessionServices,
         *,
         session_id: str | None = None,
         role: str | None = None,
         answerer: Answerer | None = None,
-        source: str = "agent",
+        source: Source = "agent",
         workdir: str | None = None,
     ) -> None:
-        self.host = host
+        self.services = services
+        config = services.config
         self.id = session_id or uuid.uuid4().hex[:16]
-        self.role = role if role is not None else host.config.role
+        self.role = role if role is not None else config.role
         self.answerer = answerer
         self.source = source
+        workdir = workdir or os.getcwd()
         self._context = SessionContext(
             session_id=self.id,
             role=(self.role or "").split(":")[0],
             spec=(self.role or "").partition(":")[2],
-            workdir=workdir or os.getcwd(),
-            project=host.project_id,
-            git=os.path.isdir(os.path.join(workdir or os.getcwd(), ".git")),
+            workdir=workdir,
+            project=services.project_id,
+            git=os.path.isdir(os.path.join(workdir, ".git")),
         )
         self._epochs = itertools.count(1)
         self.hints = HintAccumulator()
         self.approver: Approver | None = None
         """Asks a person on the spot (`[approval] inline`): returns "once", "always" or "deny"."""
-        self._current: ShellCall | None = None
+        self._current: ToolsBuiltin | None = None
         self._lock = anyio.Lock()
-        self.bash = self.new_shell(self._tools_builtin)
+        self.bash = new_shell(config.shell, self._tools)
 
-    def new_shell(self, tools_fn: Any, *, network: bool = True) -> Bash:
-        """A fresh sandboxed shell with `tools` registered (saved scripts run in their own)."""
-        shell = self.host.config.shell
-        builtins: dict[str, Any] = {"tools": tools_fn}
-        if not network:
-            builtins["curl"] = builtins["wget"] = builtins["http"] = _no_network_in_saved_scripts
-        env = {name: os.environ[name] for name in shell.env if name in os.environ}
-        kwargs: dict[str, Any] = {}
-        if shell.network_allow and network:  # a saved script gets no network at all
-            kwargs["network"] = {"allow": list(shell.network_allow)}
-        bash = Bash(
-            cwd=WORKDIR,
-            env=env,
-            custom_builtins=builtins,
-            profile=ExecutionProfile.Interactive,
-            timeout_seconds=shell.timeout_seconds,
-            max_commands=shell.max_commands,
-            max_loop_iterations=shell.max_loop_iterations,
-            **kwargs,
-        )
-        for m in shell.mounts:
-            bash.mount(m.path, FileSystem.real(m.host, writable=m.writable), read_only=not m.writable)
-        return bash
-
-    async def _tools_builtin(self, ctx: BuiltinContext) -> BuiltinResult:
+    async def _tools(self, ctx: BuiltinContext) -> BuiltinResult:
         if self._current is None:  # a `tools` call outside `run` (cannot happen through the API)
             return BuiltinResult(stderr="tools: no shell call in progress\n", exit_code=1)
-        return await self._current.handle(ctx, depth=0)
+        return await self._current(ctx)
 
     @property
     def context(self) -> SessionContext:
@@ -171,10 +133,17 @@ class Session:
         self._context = dataclasses.replace(self._context, context_epoch=next(self._epochs))
         return self._context.context_epoch
 
+    async def call_tool(self, server: str | None, tool: str, arguments: dict[str, Any]) -> Any:
+        """Call one tool directly (a `keep_visible` tool, an LLM's direct call): see `Host.call_tool`."""
+        return await self.services.call_tool(server, tool, arguments, self)
+
+    async def visible_tools(self) -> list[ToolEntry]:
+        """The `keep_visible` tools this session can call directly."""
+        return await self.services.visible_tools(self)
+
     def close(self) -> None:
         """End the session: its open elicitation questions are answered `cancel`, its switches dropped."""
-        self.host.manager.cancel_session(self.id)
-        self.host.forget_session(self.id)
+        self.services.end(self.id)
 
     async def run(self, script: str, *, answerer: Answerer | None | Literal["session"] = "session") -> RunResult:
         """Run one script as one shell call; the catalog is rebuilt first.
@@ -192,43 +161,60 @@ class Session:
                 self.answerer = kept
 
     async def _run(self, script: str) -> RunResult:
-        call = await ShellCall.begin(self, script)
-        if call.before_start_stop is not None:
-            return call.finish_before_start()
-        out, err = _Capped(self.host.config.tools_in_shell.max_output_bytes), _Capped(1_000_000)
-        call.stderr_sink = err.add
-        self._current = call
+        services, config = self.services, self.services.config
+        ledger = Ledger(uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink)
+        started = time.time()
+        ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
+        view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
+        gate = ApprovalGate(services.policy.approvals, self.id, self.approver if config.approval.inline else None)
+        precheck = Precheck(view, services.policy, gate, ledger)
+        held = await precheck.hold_before_start(script)
+        if held is not None:
+            ledger.shell_call(script, started, self.source, 1)
+            return RunResult(1, "", error_line(held.error()), tools=ledger.report.to_json(), hints=self._hints(ledger))
+        out, err = Capped(config.tools_in_shell.max_output_bytes), Capped(1_000_000)
+        state = ShellCallState(
+            view=view,
+            ledger=ledger,
+            pipeline=Pipeline(ledger, services.policy, gate, services.target(self)),
+            precheck=precheck,
+            scripts=services.scripts,
+            manage_scripts=config.tools_in_shell.manage_scripts,
+            shell_config=config.shell,
+            max_output_bytes=config.tools_in_shell.max_output_bytes,
+            shells=[self.bash],
+            stderr_sink=err.add,
+        )
+        self._current = ToolsBuiltin(state)
         try:
             result = await self.bash.execute(script, on_output=both_streams(out.add, err.add))
-            exit_code = result.exit_code
         finally:
             self._current = None
             self.bash.clear_cancel()
-        stderr = err.text()
-        if call.stopped and stderr.endswith(_CANCEL_NOISE):
+        exit_code, stderr = self._outcome(result, ledger.stopped, err.text())
+        ledger.shell_call(script, started, self.source, exit_code)
+        return RunResult(exit_code, out.text(), stderr, tools=ledger.report.to_json(), hints=self._hints(ledger))
+
+    def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
+        """The exit code and stderr of a finished run, with bashkit's own notes made readable."""
+        exit_code: int = getattr(result, "exit_code", 1)
+        error: str | None = getattr(result, "error", None)
+        if stopped and stderr.endswith(_CANCEL_NOISE):
             stderr = stderr[: -len(_CANCEL_NOISE)]
-        if call.stopped:
+        if stopped:
             exit_code = exit_code or 1
-        elif result.error and result.error not in stderr:
-            stderr += f"{result.error}\n"
-        if result.error and "timeout" in result.error:
-            limit = self.host.config.shell.timeout_seconds
+        elif error and error not in stderr:
+            stderr += f"{error}\n"
+        if error and "timeout" in error:
+            limit = self.services.config.shell.timeout_seconds
             stderr += (
                 f"the script ran past the shell's {limit:g} s limit; raise [shell] timeout_seconds for longer runs\n"
             )
-        return call.finish(exit_code, out.text(), stderr)
+        return exit_code, stderr
+
+    def _hints(self, ledger: Ledger) -> list[str]:
+        self.hints.extend(ledger.hints)
+        return self.hints.drain()
 
 
-def both_streams(stdout: Callable[[str], None], stderr: Callable[[str], None]) -> Callable[[str, str], None]:
-    """bashkit's synchronous output callback: it loses nothing, even on cancel."""
-
-    def on_output(out: str, err: str) -> None:
-        stdout(out)
-        stderr(err)
-
-    return on_output
-
-
-async def _no_network_in_saved_scripts(ctx: BuiltinContext) -> BuiltinResult:
-    line = '{"error":{"code":"unavailable","message":"%s is not available inside a saved script","retryable":false}}\n'
-    return BuiltinResult(stderr=line % ctx.name, exit_code=1)
+__all__ = ["RunResult", "Session", "SessionServices"]

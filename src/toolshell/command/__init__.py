@@ -9,7 +9,7 @@ from __future__ import annotations
 from toolshell.command.argv import Help, Invoke, Plan, Request, Scripts, Search, parse
 from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
 from toolshell.command.inputs import build_input
-from toolshell.command.render import Image, Rendered, cap, error_line, render_result
+from toolshell.command.render import Image, Rendered, cap, render_result
 
 __all__ = [
     "Help",
@@ -22,7 +22,6 @@ __all__ = [
     "Search",
     "build_input",
     "cap",
-    "error_line",
     "parse",
     "render_result",
     "search_text",

@@ -213,8 +213,3 @@ def cap(text: str, max_bytes: int) -> str:
         return text
     sep = "" if kept.endswith("\n") or not kept else "\n"
     return f"{kept}{sep}[output cut: {dropped:,} of {total:,} bytes dropped; narrow the query or filter with jq]\n"
-
-
-def error_line(err: ToolshellError) -> str:
-    """The one JSON line a failed call writes to stderr: `{"error":{"code":…,…}}` and a newline."""
-    return _compact(err.to_json()) + "\n"

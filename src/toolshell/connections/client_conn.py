@@ -21,7 +21,6 @@ import mcp_types as types
 from mcp.client import Client, IncomingMessage
 from pydantic import ValidationError
 
-from toolshell import __version__
 from toolshell.config import ServerConfig
 from toolshell.connections.backoff import Backoff, Clock
 from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
@@ -34,6 +33,7 @@ from toolshell.connections.timer import CAP_FACTOR, CallTimer
 from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import json
 from typing import Any, Literal
 
 from toolshell.command.render import render_result
-from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.frontends.mcp_server import BASH_DESCRIPTION, BASH_SCHEMA
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
@@ -46,18 +46,23 @@ async def run_tool_call(session: Session, name: str, arguments: dict[str, Any]) 
     if name == "bash":
         script = arguments.get("script")
         if not isinstance(script, str):
-            return json.dumps(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…"}').to_json())
+            return _error(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…"}'))
         return json.dumps((await session.run(script)).to_json(), ensure_ascii=False)
-    entry = next((e for e in await visible_tools(session.host, session) if e.flat_name == name), None)
+    entry = next((e for e in await session.visible_tools() if e.flat_name == name), None)
     if entry is None:
         err = ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no direct tool {name!r}; use bash and `tools --help`")
-        return json.dumps(err.to_json())
+        return _error(err)
     try:
-        result = await session.host.call_tool(entry.server, entry.name, arguments, session=session)
+        result = await session.call_tool(entry.server, entry.name, arguments)
     except ToolshellError as e:
-        return json.dumps(e.to_json())
-    max_bytes = session.host.config.tools_in_shell.max_output_bytes
+        return _error(e)
+    max_bytes = session.services.config.tools_in_shell.max_output_bytes
     rendered = render_result(result, max_bytes=max_bytes, tool=entry.name, output_schema=entry.output_schema)
     if rendered.error is not None:
-        return json.dumps(rendered.error.to_json(), ensure_ascii=False)
+        return _error(rendered.error)
     return rendered.stdout
+
+
+def _error(err: ToolshellError) -> str:
+    """The tool result text of a failed call: the error line's JSON."""
+    return error_line(err).rstrip("\n")

@@ -17,7 +17,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from toolshell.config import Config
-from toolshell.errors import ToolshellError
+from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
@@ -90,7 +90,7 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
         if params.name == "bash":
             script = args.get("script")
             if not isinstance(script, str):
-                return _error('bash takes {"script": "<bash script>"}')
+                return error_result(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "<bash script>"}'))
             result = await session.run(script, answerer=UpstreamAnswerer(ctx))
             if _client_key(ctx) is None:
                 session.close()
@@ -100,11 +100,13 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
             )
         entry = visible.get(params.name)
         if entry is None:
-            return _error(f"Unknown tool: {params.name}; call `bash` and use `tools --help` inside it")
+            unknown = f"no tool {params.name!r}; call `bash` and use `tools --help` inside it"
+            return error_result(ToolshellError(ErrorCode.UNKNOWN_COMMAND, unknown))
         try:
-            return await host.call_tool(entry.server, entry.name, args, session=session)
+            direct: types.CallToolResult = await session.call_tool(entry.server, entry.name, args)
+            return direct
         except ToolshellError as e:
-            return _error(json.dumps(e.to_json(), separators=(",", ":")))
+            return error_result(e)
 
     return Server("toolshell", on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -133,10 +135,6 @@ def _client_key(ctx: ServerRequestContext[Any]) -> str | None:
         return "stdio"
     session_id = headers.get("mcp-session-id")
     return f"http:{session_id}" if session_id else None
-
-
-def _error(text: str) -> types.CallToolResult:
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
 
 
 async def serve(config: Config, state_dir: str | None, *, http: bool, host: str, port: int) -> None:

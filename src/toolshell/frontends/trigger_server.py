@@ -7,22 +7,22 @@ asked anything: a call that needs approval stops the run and leaves a pending re
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 import anyio
+import uvicorn
 
 from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.frontends.webhook import webhook_app
 from toolshell.host import Host
+from toolshell.scripts.triggers import RunOutcome, Trigger, TriggerRunner, tokens_from_env
 
 
-def _triggers(config: Config) -> list[Any]:
-    from toolshell.scripts.triggers import Trigger
-
+def _triggers(config: Config) -> list[Trigger]:
     return [Trigger.from_config(t) for t in config.triggers]
 
 
-async def fire(config: Config, state_dir: str | None, name: str) -> Any:
+async def fire(config: Config, state_dir: str | None, name: str) -> RunOutcome:
     found = {t.name: t for t in _triggers(config)}
     if name not in found:
         known = ", ".join(found) or "none"
@@ -32,10 +32,6 @@ async def fire(config: Config, state_dir: str | None, name: str) -> Any:
 
 
 async def serve_triggers(config: Config, state_dir: str | None, bind: str, port: int) -> None:
-    import uvicorn
-
-    from toolshell.scripts.triggers import TriggerRunner, tokens_from_env, webhook_app
-
     async with Host.open(config, state_dir=state_dir) as host:
         found = _triggers(config)
         runner = TriggerRunner(found, host.run_saved_script)

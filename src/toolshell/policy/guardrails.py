@@ -92,7 +92,15 @@ class Guardrails:
 
     async def before(self, call: GuardCall) -> dict[str, Any]:
         """Run every guard's `before`; returns the input to send. Raises `ToolshellError(DENIED)`."""
-        for guard in self.guards:
+        return await self._before(call, self.guards)
+
+    async def rewrite(self, call: GuardCall) -> dict[str, Any]:
+        """`before` of the guards that are not static rules: the call path uses this, because
+        `Policy` judges the static rules (`denies`) once, on the final input (as `blocked`)."""
+        return await self._before(call, [g for g in self.guards if getattr(g, "denies", None) is None])
+
+    async def _before(self, call: GuardCall, guards: list[Guardrail]) -> dict[str, Any]:
+        for guard in guards:
             rewritten = await guard.before(call)
             if rewritten is not None:
                 if not isinstance(rewritten, dict):

@@ -99,12 +99,18 @@ class Catalog:
         servers: every configured server for the session, in configured order (loaded or not).
         entries: the MCP tools of the loaded servers (each `entry.server` names one of `servers`).
         top_level: tools that are not from MCP servers (`web_fetch`).
+        disabled: servers the session switched off (not listed; named in the error of a call).
     """
 
     def __init__(
-        self, servers: Sequence[ServerInfo], entries: Sequence[ToolEntry], top_level: Sequence[ToolEntry] = ()
+        self,
+        servers: Sequence[ServerInfo],
+        entries: Sequence[ToolEntry],
+        top_level: Sequence[ToolEntry] = (),
+        disabled: Sequence[str] = (),
     ) -> None:
         self._servers = list(servers)
+        self._disabled = {fold(name): name for name in disabled}
         self._server_by_key: dict[str, ServerInfo] = {}
         self._duplicates: list[Duplicate] = []
         self._owner: dict[tuple[str, ...] | str, ToolEntry] = {}
@@ -174,6 +180,10 @@ class Catalog:
     def duplicate_notes(self) -> list[str]:
         """One sentence per duplicate, for `tools --help` and diagnostics."""
         return [d.note() for d in self._duplicates]
+
+    def disabled_server(self, word: str) -> str | None:
+        """The server the session switched off that `word` names, or None."""
+        return self._disabled.get(fold(word))
 
     def server(self, name: str) -> ServerInfo | None:
         """The server a (folded) name refers to."""

@@ -47,3 +47,20 @@ class ServerInfo:
     tool_count: int
     state: str = "ready"
     description: str = ""
+    last_error: str | None = None
+    """Why a server that is not ready is not (its connection's last error), for the call's error."""
+
+
+def entry_from_tool(server: str | None, tool: Any, trusted: bool) -> ToolEntry:
+    """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool)."""
+    annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+    annotations.pop("title", None)
+    return ToolEntry(
+        server=server,
+        name=tool.name,
+        description=tool.description or "",
+        input_schema=dict(tool.input_schema or {"type": "object"}),
+        annotations=annotations,
+        output_schema=dict(tool.output_schema) if tool.output_schema else None,
+        trusted=trusted,
+    )

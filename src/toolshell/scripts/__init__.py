@@ -31,7 +31,6 @@ if TYPE_CHECKING:
         parse_scripts_args,
         script_help,
     )
-    from toolshell.scripts.webhook import webhook_app
 
 _WHERE = {
     "Clock": "clock",
@@ -56,7 +55,6 @@ _WHERE = {
     "list_text": "verbs",
     "parse_scripts_args": "verbs",
     "script_help": "verbs",
-    "webhook_app": "webhook",
 }
 
 __all__ = [
@@ -82,7 +80,6 @@ __all__ = [
     "parse_scripts_args",
     "script_help",
     "tokens_from_env",
-    "webhook_app",
 ]
 
 

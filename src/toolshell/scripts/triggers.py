@@ -8,13 +8,12 @@ that needs approval stops the run (`needs_approval` in its report) instead of wa
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -22,7 +21,7 @@ import anyio.lowlevel
 
 from toolshell.config.cron import CronSchedule
 from toolshell.config.triggers import TriggerConfig
-from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.scripts.clock import Clock, ManualClock, SystemClock
 
 __all__ = [
@@ -36,7 +35,6 @@ __all__ = [
     "TriggerConfig",
     "TriggerRunner",
     "tokens_from_env",
-    "webhook_app",
 ]
 
 log = logging.getLogger("toolshell.triggers")
@@ -154,10 +152,10 @@ class TriggerRunner:
         try:
             outcome = await self._run(trigger.script, input, "trigger")
         except ToolshellError as e:
-            outcome = RunOutcome(1, stderr=_error_line(e))
+            outcome = RunOutcome(1, stderr=error_line(e))
         except Exception as e:
             log.exception("trigger %s: the run of %s failed", trigger.name, trigger.script)
-            outcome = RunOutcome(1, stderr=_error_line(ToolshellError(ErrorCode.UNAVAILABLE, f"the run failed: {e}")))
+            outcome = RunOutcome(1, stderr=error_line(ToolshellError(ErrorCode.UNAVAILABLE, f"the run failed: {e}")))
         finally:
             self._running.discard(trigger.name)
         log.info("trigger %s: %s exited %d", trigger.name, trigger.script, outcome.exit_code)
@@ -197,20 +195,3 @@ class TriggerRunner:
                 await anyio.lowlevel.checkpoint()  # stay cancellable even if a clock returns at once
                 for trigger in self._take_due(self._clock.now()):
                     tg.start_soon(self._run_one, trigger, dict(trigger.input))
-
-
-def _error_line(error: ToolshellError) -> str:
-    return json.dumps(error.to_json(), separators=(",", ":")) + "\n"
-
-
-def __getattr__(name: str) -> Any:
-    # Starlette costs ~0.2 s to import; only `toolshell serve` with webhooks needs it.
-    if name == "webhook_app":
-        from toolshell.scripts.webhook import webhook_app
-
-        return webhook_app
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-if TYPE_CHECKING:
-    from toolshell.scripts.webhook import webhook_app as webhook_app

@@ -3,7 +3,6 @@ that turns errors into a message and an exit code."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Any, TypeVar
 
 import click
 
-from toolshell.errors import ConfigError, ToolshellError
+from toolshell.errors import ConfigError, ToolshellError, error_line
 
 T = TypeVar("T")
 
@@ -36,7 +35,7 @@ def guard(fn: Callable[[], T]) -> T:
             click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
         sys.exit(1)
     except ToolshellError as e:
-        click.echo(json.dumps(e.to_json(), separators=(",", ":")), err=True)
+        click.echo(error_line(e), err=True, nl=False)
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)

@@ -24,24 +24,18 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.errors import ErrorCode, ToolshellError, error_body, http_status
 from toolshell.scripts.triggers import TriggerRunner
 
 log = logging.getLogger("toolshell.triggers")
 
 MAX_BODY_BYTES = 1_000_000
-_STATUS = {
-    ErrorCode.UNKNOWN_COMMAND: 404,
-    ErrorCode.DENIED: 401,
-    ErrorCode.INVALID_INPUT: 400,
-    ErrorCode.UNAVAILABLE: 503,
-}
 
 
 class _Refusal(Exception):
     def __init__(self, error: ToolshellError, status: int | None = None, headers: dict[str, str] | None = None):
         super().__init__(error.message)
-        self.error, self.status, self.headers = error, status or _STATUS.get(error.code, 400), headers
+        self.error, self.status, self.headers = error, status or http_status(error), headers
 
 
 def _refuse(code: ErrorCode, message: str, status: int | None = None, **headers: str) -> _Refusal:
@@ -82,12 +76,12 @@ def webhook_app(
             outcome = await runner.fire(name, body)
         except _Refusal as r:
             log.warning("webhook %s: refused (%s)", name, r.error.code)
-            return JSONResponse(r.error.to_json(), r.status, headers=r.headers)
+            return JSONResponse(error_body(r.error), r.status, headers=r.headers)
         return JSONResponse({"trigger": name, "script": trigger.script, **outcome.to_dict()})
 
     async def not_found(request: Request, exc: Exception) -> Response:
         error = ToolshellError(ErrorCode.UNKNOWN_COMMAND, "webhooks are served at POST /hooks/<trigger>")
-        return JSONResponse(error.to_json(), getattr(exc, "status_code", 404))
+        return JSONResponse(error_body(error), getattr(exc, "status_code", 404))
 
     return Starlette(
         routes=[Route("/hooks/{name}", hook, methods=["POST"])],
@@ -142,11 +136,14 @@ def _check_token(header: str, expected: str | None, name: str) -> None:
     scheme, _, given = header.partition(" ")
     if scheme.lower() != "bearer" or not given.strip():
         raise _refuse(
-            ErrorCode.DENIED, "this webhook needs the header 'Authorization: Bearer <token>'", www_authenticate="Bearer"
+            ErrorCode.DENIED,
+            "this webhook needs the header 'Authorization: Bearer <token>'",
+            401,
+            www_authenticate="Bearer",
         )
     if not hmac.compare_digest(given.strip().encode(), expected.encode()):
         raise _refuse(
-            ErrorCode.DENIED, "the bearer token is not the one this webhook expects", www_authenticate="Bearer"
+            ErrorCode.DENIED, "the bearer token is not the one this webhook expects", 401, www_authenticate="Bearer"
         )
 
 

@@ -1,0 +1,1 @@
+tools filesystem read-text-file path=$FILES/config.json | jq .port

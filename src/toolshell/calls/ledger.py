@@ -1,0 +1,121 @@
+"""The ledger of one shell call: the call budget, the stop report, hints and the timeline rows.
+
+Every `tools` call of a script, and of the saved scripts it runs, goes through one ledger, so they
+share one budget of `call_limit` calls and one report. A call is recorded when its result comes
+back, before anything renders it: a call that really ran is in `done` whatever happens next.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from toolshell.builtin.hints import hints_from_result
+from toolshell.calls.prepare import PreparedCall
+from toolshell.command.render import structured_value
+from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.policy.report import ScriptReport
+from toolshell.policy.risk import READ_ONLY
+from toolshell.registry.entry import ToolEntry
+from toolshell.timeline.events import NestedCall, Outcome, ShellCall, outcome_for, preview
+from toolshell.timeline.sinks import EventSink
+
+
+class Ledger:
+    """Budget, report and timeline of one shell call.
+
+    Args:
+        shell_call_id: the shell call's timeline id.
+        session_id: the session it runs in.
+        call_limit: the most `tools` calls it may make (`[tools_in_shell] call_limit`).
+        sink: where timeline events go.
+    """
+
+    def __init__(self, shell_call_id: str, session_id: str, call_limit: int, sink: EventSink) -> None:
+        self.shell_call_id = shell_call_id
+        self.session_id = session_id
+        self.call_limit = call_limit
+        self.sink = sink
+        self.calls = 0
+        self.report = ScriptReport()
+        self.hints: list[str] = []
+        self.stopped = False
+
+    def charge(self, prepared: PreparedCall) -> None:
+        """Count one call against the budget; the call past it stops the script with `call_limit`."""
+        self.calls += 1
+        if self.calls > self.call_limit:
+            err = ToolshellError(
+                ErrorCode.CALL_LIMIT,
+                f"more than {self.call_limit} tool calls in one shell call; write a new script for the rest",
+            )
+            raise StopScript(err, prepared.call)
+
+    def completed(self, prepared: PreparedCall, risk_level: str, result: Any, started: float) -> None:
+        """Record a call whose result came back (ok or a tool's error result)."""
+        ok = not result.is_error
+        value = None if risk_level == READ_ONLY else _result_value(result, prepared.entry)
+        self.report.record(prepared.entry.command, prepared.input, risk_level, ok, value)
+        self.hints.extend(hints_from_result(result))
+        if ok:
+            self.emit(prepared.entry, prepared.input, "completed", None, started)
+
+    def failed_in_flight(self, prepared: PreparedCall, risk_level: str, err: ToolshellError) -> None:
+        """Record a call that was sent and failed (a timeout or a crash may still have changed something)."""
+        self.report.record(prepared.entry.command, prepared.input, risk_level, False, {"error": err.message})
+
+    def ended(self, entry: ToolEntry, arguments: dict[str, Any], code: str, started: float | None) -> None:
+        """The timeline row of a call that ended with an error code (refused, failed, stopped)."""
+        self.emit(entry, arguments, outcome_for(code), code, started)
+
+    def stop(self, stop: StopScript) -> None:
+        """The script ends at this call: nothing after it runs."""
+        self.stopped = True
+        self.report.stop(str(stop.error.code), stop.call or {}, approval=stop.approval)
+
+    def shell_call(self, script: str, started_at: float, source: str, exit_code: int | None) -> None:
+        """The shell call's own row: written when it starts (so a run that never ends still shows) and
+        again with its exit code."""
+        self.sink.emit(
+            ShellCall(
+                id=self.shell_call_id,
+                session_id=self.session_id,
+                script_preview=script[:200],
+                exit_code=exit_code,
+                started_at=started_at,
+                duration_ms=None if exit_code is None else (time.time() - started_at) * 1000,
+                source=source,  # type: ignore[arg-type]  # one of agent/cli/trigger/script
+            )
+        )
+
+    def emit(
+        self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
+    ) -> None:
+        ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
+        self.sink.emit(
+            NestedCall(
+                id=uuid.uuid4().hex[:16],
+                shell_call_id=self.shell_call_id,
+                session_id=self.session_id,
+                command=entry.command,
+                input_preview=preview(arguments),
+                outcome=outcome,
+                error_code=code,
+                duration_ms=ms,
+                started_at=time.time(),
+            )
+        )
+
+
+def _result_value(result: Any, entry: ToolEntry) -> Any:
+    """The result as the report shows it: structured content, else parsed JSON text, else text."""
+    value = structured_value(result, entry.output_schema)
+    if value is not None:
+        return value
+    text = "\n".join(str(getattr(b, "text", "")) for b in result.content if getattr(b, "type", "") == "text")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):  # too deep to parse is text, like anything else that is not JSON
+        return text

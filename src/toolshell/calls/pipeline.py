@@ -1,0 +1,97 @@
+"""Sending a prepared call, in layers (the way httpx's `send` reads):
+
+    send(p)                           ledger: budget, the report, the timeline row
+      _send_handling_approval(p)      before-call guards give the final input; policy judges it
+                                      (with the static `[[guard]]` rules, judged only there);
+                                      blocked → `denied`; needs approval → ask, or stop the script
+        _send_handling_guards(p)      the after-call guards see the result before the script does
+          _send_single(p)             the one call on the connection
+
+Every caller that makes a real call uses it: the `tools` builtin, `Host.call_tool`, the LLM
+adapters and `toolshell serve`'s `keep_visible` proxies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from toolshell.calls.approval import ApprovalGate
+from toolshell.calls.ledger import Ledger
+from toolshell.calls.prepare import PreparedCall
+from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.policy.guardrails import GuardCall, Guardrails
+from toolshell.policy.policy import Policy
+from toolshell.policy.risk import BLOCKED, NEEDS_APPROVAL, Risk
+
+
+class CallTarget(Protocol):
+    """Makes the one call (the host, over its connections)."""
+
+    async def call(self, prepared: PreparedCall) -> Any:
+        """The `CallToolResult`. Raises `ToolshellError` (unavailable, timeout, connection_required…)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A call that was made: the input actually sent, how it was judged, and its result."""
+
+    prepared: PreparedCall
+    risk: Risk
+    result: Any
+
+
+class Pipeline:
+    """The send path of one shell call (or one direct call).
+
+    Args:
+        ledger: the shell call's budget, report and timeline.
+        policy: judges each call.
+        gate: asks a person, or stops the script.
+        target: makes the call.
+    """
+
+    def __init__(self, ledger: Ledger, policy: Policy, gate: ApprovalGate, target: CallTarget) -> None:
+        self.ledger = ledger
+        self.policy = policy
+        self.guards: Guardrails = policy.guardrails
+        self.gate = gate
+        self.target = target
+
+    async def send(self, prepared: PreparedCall) -> Sent:
+        """Make one call. Raises `ToolshellError` (the call's error) or `StopScript`."""
+        started = time.perf_counter()
+        self.ledger.charge(prepared)
+        sent = await self._send_handling_approval(prepared)
+        self.ledger.completed(sent.prepared, sent.risk.level, sent.result, started)
+        return sent
+
+    async def _send_handling_approval(self, prepared: PreparedCall) -> Sent:
+        if self.guards.guards:
+            arguments = await self.guards.rewrite(GuardCall(prepared.entry, prepared.input, self.ledger.session_id))
+            prepared = replace(prepared, input=arguments)
+        risk = await self.policy.check(prepared.entry, prepared.input)
+        if risk.level == BLOCKED:
+            raise ToolshellError(ErrorCode.DENIED, risk.message or f"{prepared.entry.command} is blocked by policy")
+        if risk.level == NEEDS_APPROVAL:
+            await self.gate.hold(prepared, risk)
+        try:
+            result = await self._send_handling_guards(prepared)
+        except ToolshellError as err:
+            self.ledger.failed_in_flight(prepared, risk.level, err)
+            raise
+        return Sent(prepared, risk, result)
+
+    async def _send_handling_guards(self, prepared: PreparedCall) -> Any:
+        result = await self._send_single(prepared)
+        if not self.guards.guards:
+            return result
+        return await self.guards.after(GuardCall(prepared.entry, prepared.input, self.ledger.session_id), result)
+
+    async def _send_single(self, prepared: PreparedCall) -> Any:
+        return await self.target.call(prepared)
+
+
+__all__ = ["CallTarget", "Pipeline", "Sent", "StopScript"]

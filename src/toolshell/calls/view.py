@@ -1,0 +1,60 @@
+"""The catalog one shell call sees, and the one lazy-load helper every caller uses.
+
+A command that names a server that is not ready (an `on_demand` server never opened, one still
+connecting, one that failed) starts it, and the catalog is rebuilt once; everything else reads the
+catalog as built at the start of the shell call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+
+from toolshell.calls.prepare import lookup
+from toolshell.errors import ToolshellError
+from toolshell.registry.catalog import Catalog
+
+Loader = Callable[[str], Awaitable[None]]
+Rebuild = Callable[[], Awaitable[Catalog]]
+
+
+class CatalogView:
+    """A shell call's catalog.
+
+    Args:
+        catalog: the catalog built at the start of the shell call.
+        load: opens one server (the connection applies its own backoff to a failed one).
+        rebuild: builds the session's catalog again.
+    """
+
+    def __init__(self, catalog: Catalog, load: Loader, rebuild: Rebuild) -> None:
+        self.catalog = catalog
+        self._load = load
+        self._rebuild = rebuild
+
+    async def ensure_loaded(self, words: Sequence[str], *, retry_failed: bool = True) -> None:
+        """Start the server `words` names when it is not ready, then rebuild the catalog.
+
+        With `retry_failed=False` only a server never opened is started (help shows a failed
+        server's state rather than retrying it). A failed start raises `ToolshellError`.
+        """
+        try:
+            look = lookup(self.catalog, words)
+        except ToolshellError:
+            return  # unknown names fail in `prepare`, with suggestions
+        server = look.server
+        if server is None or look.kind == "tool" and server.state == "ready":
+            return
+        if look.kind == "unloaded_server" or (retry_failed and server.state != "ready"):
+            await self._load(server.name)
+            self.catalog = await self._rebuild()
+
+    async def load_quietly(self, names: Iterable[str]) -> None:
+        """Start several servers best effort (search, the static checks); rebuild once if any were named."""
+        names = sorted(set(names))
+        for name in names:
+            try:
+                await self._load(name)
+            except ToolshellError:
+                pass  # listed as failed; a call that names it says why
+        if names:
+            self.catalog = await self._rebuild()

@@ -1,0 +1,89 @@
+"""Building a session's catalog from the servers' tool lists, the filters, roles and its overlay.
+
+The catalog is rebuilt at the start of every shell call (so a server added or changed during a
+session shows up on the next one), and when a call loads a lazy server. Building never starts or
+retries a server: a broken server must not slow every shell call; a call that names it retries it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from toolshell.config import Config, ServerConfig
+from toolshell.errors import ToolshellError
+from toolshell.registry.catalog import Catalog
+from toolshell.registry.entry import ServerInfo, ToolEntry, entry_from_tool
+from toolshell.registry.filters import active_servers, filter_entries
+from toolshell.registry.overlay import Overlays
+
+
+class SessionLike(Protocol):
+    """The session a catalog is built for."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+
+
+class ToolSource(Protocol):
+    """Where the tool lists come from (the connections, for the host)."""
+
+    def state(self, server: str) -> str | None:
+        """The server's connection state (`ready`, `not_loaded`, `failed`…); None if it has none."""
+        ...
+
+    def last_error(self, server: str) -> str | None: ...
+
+    async def list_tools(self, server: ServerConfig, session: Any) -> list[Any]:
+        """The MCP `Tool`s the server lists for this session. Raises `ToolshellError`."""
+        ...
+
+
+async def build_catalog(
+    config: Config,
+    source: ToolSource,
+    overlays: Overlays,
+    *,
+    session: SessionLike,
+    top_level: Sequence[ToolEntry] = (),
+) -> Catalog:
+    """The tools a session can call now: its role's active servers, filtered, plus the overlay."""
+    session_id, role = session.id, session.role
+    role_cfg = config.role_named(role)
+    disabled = overlays.disabled(session_id)
+    unlocked = overlays.unlocked(session_id)
+    infos: list[ServerInfo] = []
+    entries: list[ToolEntry] = []
+    for server in active_servers(config, role):
+        if server.name in disabled:
+            continue
+        tools, info = await _server_tools(source, server, session)
+        shown = filter_entries(tools, server, role_cfg)
+        shown += [
+            e for e in filter_entries(tools, None, role_cfg) if (server.name, e.name) in unlocked and e not in shown
+        ]
+        infos.append(dataclasses.replace(info, tool_count=len(shown)) if info.loaded else info)
+        entries += shown
+    return Catalog(infos, entries, top_level, disabled=sorted(disabled))
+
+
+async def _server_tools(source: ToolSource, server: ServerConfig, session: Any) -> tuple[list[ToolEntry], ServerInfo]:
+    state = source.state(server.name)
+    if state is None:
+        return [], ServerInfo(server.name, loaded=False, tool_count=0, state="disabled")
+    if state == "not_loaded":
+        return [], ServerInfo(server.name, loaded=False, tool_count=0, state=state)
+    if state != "ready":
+        info = ServerInfo(
+            server.name, loaded=True, tool_count=0, state=state, last_error=source.last_error(server.name)
+        )
+        return [], info
+    try:
+        tools = await source.list_tools(server, session)
+    except ToolshellError as e:
+        return [], ServerInfo(server.name, loaded=True, tool_count=0, state="failed", last_error=e.message)
+    entries = [entry_from_tool(server.name, t, server.trusted) for t in tools]
+    return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")

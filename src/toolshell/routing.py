@@ -1,0 +1,84 @@
+"""Where a session's tool lists and calls go: the connection of each server, with the session
+context that server is told (seed 001, "Session Context").
+
+`ServerRouter` is the registry's `ToolSource` (catalog building) and, per session, the pipeline's
+`CallTarget` (the one call on the connection).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from toolshell.calls.prepare import PreparedCall
+from toolshell.config import Config, ServerConfig
+from toolshell.connections.base import CallOptions, SessionContext
+from toolshell.connections.manager import ConnectionManager
+from toolshell.registry.filters import configured_servers, role_allows, tool_allowed
+from toolshell.registry.overlay import Overlays
+
+if TYPE_CHECKING:
+    from toolshell.session import Session
+
+
+class ServerRouter:
+    """The host's connections, as the catalog and the calls of a session see them."""
+
+    def __init__(self, config: Config, manager: ConnectionManager, overlays: Overlays, top_level: Any) -> None:
+        self.config = config
+        self.manager = manager
+        self.overlays = overlays
+        self.top_level = top_level
+        self._servers = {s.name: s for s in configured_servers(config) if s.enabled}
+
+    # --- ToolSource ----------------------------------------------------------------------------
+
+    def state(self, server: str) -> str | None:
+        conn = self.manager.connection(server)
+        return None if conn is None else str(conn.status().state)
+
+    def last_error(self, server: str) -> str | None:
+        conn = self.manager.connection(server)
+        return None if conn is None else conn.status().last_error
+
+    async def list_tools(self, server: ServerConfig, session: Session) -> list[Any]:
+        conn = self.manager.connection(server.name)
+        assert conn is not None  # `state` said it has one
+        return await conn.list_tools(self.context(session, server))
+
+    # --- calls ---------------------------------------------------------------------------------
+
+    def server_config(self, name: str) -> ServerConfig | None:
+        return self._servers.get(name)
+
+    def context(self, session: Session, server: ServerConfig) -> SessionContext:
+        """The session context a server sees: `shell` says whether this session may call its `shell` tool."""
+        role = self.config.role_named(session.role)
+        unlocked = (server.name, "shell") in self.overlays.unlocked(session.id)
+        may = (tool_allowed("shell", server.tools) or unlocked) and role_allows(role, server.name, "shell")
+        return dataclasses.replace(session.context, shell=may)
+
+    def target(self, session: Session) -> SessionTarget:
+        return SessionTarget(self, session)
+
+
+class SessionTarget:
+    """One session's `CallTarget`: the call on the server's connection, with its context and answerer."""
+
+    def __init__(self, router: ServerRouter, session: Session) -> None:
+        self.router = router
+        self.session = session
+
+    async def call(self, prepared: PreparedCall) -> Any:
+        entry, session = prepared.entry, self.session
+        if entry.server is None:
+            conn, context = self.router.top_level, session.context
+        else:
+            conn = await self.router.manager.get(entry.server)
+            context = self._context(entry.server)
+        options = CallOptions(session=context, answerer=session.answerer)
+        return await conn.call_tool(entry.name, prepared.input, options)
+
+    def _context(self, server: str) -> SessionContext:
+        config = self.router.server_config(server)
+        return self.session.context if config is None else self.router.context(self.session, config)

@@ -1,0 +1,180 @@
+"""The `tools` builtin: verb dispatch, and the one error boundary of a `tools` command.
+
+    ToolsBuiltin.__call__(ctx)          parse → dispatch; the one try/except → error line or stop
+      ensure_loaded(argv)               the lazy-load helper (`calls.view`)
+      prepare(catalog, argv, stdin)     pure: resolve, build input, validate (`calls.prepare`)
+      pipeline.send(prepared)           ledger → approval → guards → the call (`calls.pipeline`)
+      render(result, …)                 pure; images come back as data and are written here
+
+One `ShellCallState` (`shell.state`) is shared by the builtin of the session's shell and those of the saved scripts
+it runs (`depth` > 0), so they share one budget, report and stop.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import time
+from typing import Any
+
+from bashkit import BuiltinContext, BuiltinResult
+
+from toolshell.calls.pipeline import Sent
+from toolshell.calls.prepare import PreparedCall, prepare_input, resolve
+from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
+from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
+from toolshell.command.inputs import build_input
+from toolshell.command.render import Image, render_result
+from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line, unexpected
+from toolshell.registry.entry import ToolEntry
+from toolshell.shell.saved import run_scripts_verb
+from toolshell.shell.state import ShellCallState
+
+logger = logging.getLogger(__name__)
+_STOPPED = "an earlier call stopped the script, so this call did not run"
+
+
+class ToolsBuiltin:
+    """The `tools` command of one shell (`depth` 0: the session's; > 0: a saved script's)."""
+
+    def __init__(self, state: ShellCallState, depth: int = 0) -> None:
+        self.state = state
+        self.depth = depth
+
+    async def __call__(self, ctx: BuiltinContext) -> BuiltinResult:
+        state = self.state
+        entry: ToolEntry | None = None
+        arguments: dict[str, Any] = {}
+        started = time.perf_counter()
+        try:
+            if state.ledger.stopped:
+                raise ToolshellError(ErrorCode.STOPPED, _STOPPED)
+            request = parse(list(ctx.argv))
+            if not isinstance(request, Invoke):
+                return await self._verb(request, ctx)
+            await state.view.ensure_loaded(request.argv)
+            # `prepare` in its two steps, so the timeline row of a call with bad input names its tool.
+            entry, rest = resolve(state.view.catalog, request.argv)
+            prepared = prepare_input(entry, build_input(rest, ctx.stdin, entry.input_schema))
+            arguments = prepared.input
+            sent = await state.pipeline.send(prepared)
+            return self._output(ctx, sent)
+        except ToolshellError as err:
+            if entry is not None:
+                state.ledger.ended(entry, arguments, str(err.code), started)
+            return _fail(err)
+        except StopScript as stop:
+            if entry is not None:
+                state.ledger.ended(entry, arguments, str(stop.error.code), None)
+            return self._stop(stop)
+        except Exception as exc:  # the boundary: a bug or an odd tool result must not lose the error line
+            logger.debug("tools %s failed unexpectedly", " ".join(ctx.argv[:2]), exc_info=True)
+            internal = unexpected(exc, "tools could not run this command")
+            if entry is not None:
+                state.ledger.ended(entry, arguments, str(internal.code), started)
+            return _fail(internal)
+
+    def _output(self, ctx: BuiltinContext, sent: Sent) -> BuiltinResult:
+        entry = sent.prepared.entry
+        rendered = render_result(
+            sent.result,
+            max_bytes=self.state.max_output_bytes,
+            tool="-".join(w for w in (entry.server, entry.name) if w).replace("_", "-"),
+            output_schema=entry.output_schema,
+            taken=_taken_images(ctx) if _has_images(sent.result) else frozenset(),
+        )
+        if rendered.error is not None:
+            raise _tool_error(rendered.error, entry)
+        stderr = _write_images(ctx, rendered.images) if rendered.images else ""
+        return BuiltinResult(stdout=_text_safe(rendered.stdout), stderr=stderr)
+
+    # --- verbs -------------------------------------------------------------------------------
+
+    async def _verb(self, request: Any, ctx: BuiltinContext) -> BuiltinResult:
+        if isinstance(request, Help):
+            return BuiltinResult(stdout=await self._help(request.target))
+        if isinstance(request, Search):
+            return BuiltinResult(stdout=await self._search(request.query))
+        if isinstance(request, Plan):
+            plan = await self.state.precheck.plan(ctx.stdin or "")
+            return BuiltinResult(stdout=json.dumps(plan, indent=2, ensure_ascii=False) + "\n")
+        assert isinstance(request, Scripts)
+        return await run_scripts_verb(self.state, ctx, request.args, self.depth, lambda d: ToolsBuiltin(self.state, d))
+
+    async def _help(self, target: list[str]) -> str:
+        view = self.state.view
+        if not target:
+            return top_help(view.catalog)
+        if len(target) == 1 and (text := verb_help(target[0])) is not None:
+            return text
+        await view.ensure_loaded(target, retry_failed=False)
+        look = view.catalog.lookup(target)
+        if look.kind == "server" and look.server is not None:
+            if look.rest:
+                raise ToolshellError(
+                    ErrorCode.UNKNOWN_COMMAND,
+                    f"no tool {look.rest[0]!r} in server {look.server.name!r}; run `tools {look.server.name} --help`",
+                )
+            return server_help(view.catalog, target[0])
+        if look.entry is None:
+            return server_help(view.catalog, target[0])
+        return tool_help(look.entry)
+
+    async def _search(self, query: str) -> str:
+        view = self.state.view
+        await view.load_quietly(view.catalog.unloaded_servers_matching(query))
+        return search_text(view.catalog.search(query))
+
+    # --- stops -------------------------------------------------------------------------------
+
+    def _stop(self, stop: StopScript) -> BuiltinResult:
+        """End the script at this call: nothing after it runs, and it is never resumed."""
+        self.state.ledger.stop(stop)
+        line = error_line(stop.error)
+        if self.state.stderr_sink is not None:
+            self.state.stderr_sink(line)  # bashkit drops the output of the command that cancels
+        for shell in self.state.shells:
+            shell.cancel()
+        return BuiltinResult(stderr=line, exit_code=1)
+
+
+def _fail(err: ToolshellError) -> BuiltinResult:
+    return BuiltinResult(stderr=_text_safe(error_line(err)), exit_code=1)
+
+
+def _write_images(ctx: BuiltinContext, images: list[Image]) -> str:
+    lines = []
+    for image in images:
+        path = posixpath.join(ctx.cwd, image.suggested_name)
+        ctx.fs.mkdir(posixpath.dirname(path), recursive=True)
+        ctx.fs.write_file(path, image.data)
+        lines.append(f"tools: image saved to {image.suggested_name} ({image.mime_type})\n")
+    return "".join(lines)
+
+
+def _has_images(result: Any) -> bool:
+    return any(getattr(b, "type", "") == "image" for b in result.content)
+
+
+def _taken_images(ctx: BuiltinContext) -> frozenset[str]:
+    folder = posixpath.join(ctx.cwd, "tool-images")
+    if not ctx.fs.exists(folder):
+        return frozenset()
+    return frozenset(f"tool-images/{e['name']}" for e in ctx.fs.read_dir(folder))
+
+
+def _text_safe(text: str) -> str:
+    """Replace lone surrogates (a server's broken UTF-16) so the shell can carry the text."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _tool_error(err: ToolshellError, entry: ToolEntry) -> ToolshellError:
+    """A tool's soft error. The top-level web-fetch's `denied:` refusal (its SSRF guard) is `denied`;
+    an MCP server cannot fake a refusal that way."""
+    if entry.server is None and err.message.startswith("denied:"):
+        return ToolshellError(ErrorCode.DENIED, err.message.removeprefix("denied:").strip())
+    return err
+
+
+__all__ = ["PreparedCall", "ShellCallState", "ToolsBuiltin"]

@@ -1,0 +1,159 @@
+"""What a script says before it runs: the `tools` calls written out in full, judged as at run time.
+
+Two users, one judgement: the before-start check (a literal call that needs approval holds the
+whole script, seed "Approvals") and `tools plan`. Both read the script with the tree-sitter scanner
+of `policy.plan`, load the lazy servers that literal calls name, resolve and validate each literal
+call with the pure `calls.prepare`, and ask `Policy.assess`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from toolshell.calls.approval import ApprovalGate, approval_message
+from toolshell.calls.ledger import Ledger
+from toolshell.calls.prepare import PreparedCall, lookup, prepare_input, resolve
+from toolshell.calls.view import CatalogView
+from toolshell.command.argv import Invoke, parse
+from toolshell.command.inputs import build_input
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.policy.plan import ScannedCall, plan_json_async, scan
+from toolshell.policy.policy import Policy
+from toolshell.policy.risk import CHECKED_AT_RUN_TIME, NEEDS_APPROVAL, Risk
+from toolshell.registry.entry import ToolEntry
+
+T = TypeVar("T")
+PlanRow = tuple[str, dict[str, Any] | None, Risk, str | None]
+
+
+@dataclass(frozen=True)
+class HeldBeforeStart:
+    """The script did not start: a literal call needs approval (or the person declined it)."""
+
+    request_id: str
+    message: str
+
+    def error(self) -> ToolshellError:
+        return ToolshellError(ErrorCode.NEEDS_APPROVAL, f"the script did not start: {self.message}")
+
+
+class Precheck:
+    """The static view of one shell call's script."""
+
+    def __init__(self, view: CatalogView, policy: Policy, gate: ApprovalGate, ledger: Ledger) -> None:
+        self.view = view
+        self.policy = policy
+        self.gate = gate
+        self.ledger = ledger
+
+    async def hold_before_start(self, script: str) -> HeldBeforeStart | None:
+        """The hold when a call written out in full needs approval and nobody granted it; else None."""
+        calls = scan(script).calls
+        await self.load_named_servers(calls)
+        granted_once: list[PreparedCall] = []
+        for scanned in calls:
+            prepared = self.prepare_literal(scanned)
+            if prepared is None:
+                continue  # built at run time, or input that fails its schema (that fails when it runs)
+            risk = await self.policy.assess(prepared.entry, prepared.input)
+            if risk.level != NEEDS_APPROVAL:
+                continue
+            answer = await self.gate.ask(prepared.entry, prepared.input, risk)
+            if answer in ("once", "always"):
+                if answer == "once":
+                    granted_once.append(prepared)
+                continue  # granted on the spot: the run-time check uses the grant
+            return self._hold(prepared, risk, answer, granted_once)
+        return None
+
+    def _hold(
+        self, prepared: PreparedCall, risk: Risk, answer: str | None, granted_once: list[PreparedCall]
+    ) -> HeldBeforeStart:
+        approvals = self.gate.approvals
+        request = self.gate.open_request(prepared.entry, prepared.input, risk)
+        if answer == "deny":
+            approvals.deny(request.id)
+        for done in granted_once:  # the script does not run: nothing may use them
+            approvals.consume_once(done.entry, done.input)
+        approval = "denied" if answer == "deny" else "requested"
+        self.ledger.report.stop("needs_approval", prepared.call, approval=approval, before_start=True)
+        self.ledger.ended(prepared.entry, prepared.input, "needs_approval", None)
+        return HeldBeforeStart(request.id, approval_message(prepared.entry, risk, request.id))
+
+    async def load_named_servers(self, calls: list[ScannedCall]) -> None:
+        """Load the servers that literal calls name and that are not ready, so they can be judged."""
+        names = {name for scanned in calls if (name := self._server_to_load(scanned)) is not None}
+        await self.view.load_quietly(names)
+
+    def _server_to_load(self, scanned: ScannedCall) -> str | None:
+        """The server a literal call names when it is lazy, still connecting, or failed (retried)."""
+        words = [w for w in scanned.argv or [] if w is not None]
+        request = _quiet(lambda: parse(words)) if words else None
+        if not isinstance(request, Invoke) or not request.argv:
+            return None
+        look = _quiet(lambda: lookup(self.view.catalog, request.argv))
+        if look is None or look.server is None or look.server.state == "ready":
+            return None
+        return look.server.name
+
+    def literal_input(self, scanned: ScannedCall) -> tuple[ToolEntry, dict[str, Any]] | None:
+        """Tool and input of a fully literal call whose input does not come from stdin (not yet
+        checked against the schema); else None."""
+        if not scanned.literal or scanned.argv is None or scanned.input_from_stdin:
+            return None
+        request = _quiet(lambda: parse([w for w in scanned.argv or [] if w is not None]))
+        if not isinstance(request, Invoke):
+            return None
+        resolved = _quiet(lambda: resolve(self.view.catalog, request.argv))
+        if resolved is None:
+            return None
+        entry, rest = resolved
+        # With no input arguments a call reads stdin; a top-level script's stdin is empty, so: {}.
+        arguments = _quiet(lambda: build_input(rest, None, entry.input_schema))
+        return None if arguments is None else (entry, arguments)
+
+    def prepare_literal(self, scanned: ScannedCall) -> PreparedCall | None:
+        """The prepared call of a literal call (see `literal_input`) whose input passes its schema."""
+        literal = self.literal_input(scanned)
+        return None if literal is None else _quiet(lambda: prepare_input(*literal))
+
+    async def plan(self, script: str) -> dict[str, Any]:
+        """`tools plan`: every call the scanner sees, with input and risk, as the before-start check judges."""
+        found = scan(script)
+        await self.load_named_servers(found.calls)
+        return await plan_json_async(found, self._plan_one)
+
+    async def _plan_one(self, scanned: ScannedCall) -> PlanRow | None:
+        words = [w for w in (scanned.argv or []) if w is not None]
+        if scanned.literal and not isinstance(_quiet(lambda: parse(list(words))), Invoke):
+            return None  # help, search, plan and scripts verbs call no tool
+        literal = self.literal_input(scanned)
+        if literal is not None:
+            entry, arguments = literal
+            risk = await self.policy.assess(entry, arguments)
+            return entry.command, arguments, risk, _problem(lambda: prepare_input(entry, arguments))
+        look = _quiet(lambda: lookup(self.view.catalog, words)) if words else None
+        if look is not None and look.entry is not None:
+            return look.entry.command, None, await self.policy.assess(look.entry, None), None
+        text = "tools " + " ".join(words[:2]) if words else "tools …"
+        unknown = _problem(lambda: lookup(self.view.catalog, words)) if scanned.literal and words else None
+        return text, None, Risk(CHECKED_AT_RUN_TIME, message="the command is built while the script runs"), unknown
+
+
+def _problem(check: Callable[[], object]) -> str | None:
+    """`code: message` of the error a literal call will end with, or None."""
+    try:
+        check()
+    except ToolshellError as e:
+        return f"{e.code}: {e.message}"
+    return None
+
+
+def _quiet(fn: Callable[[], T]) -> T | None:
+    """Best effort for the static checks: anything that fails here fails again, loudly, at run time."""
+    try:
+        return fn()
+    except (ToolshellError, RecursionError, ValueError):
+        return None
