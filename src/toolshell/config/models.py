@@ -47,7 +47,7 @@ class OAuthConfig(_Model):
     @classmethod
     def _names_a_variable(cls, v: str | None) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-            raise ValueError("client_secret_env takes the name of an environment variable, e.g. \"GITHUB_SECRET\"")
+            raise ValueError('client_secret_env takes the name of an environment variable, e.g. "GITHUB_SECRET"')
         return v
 
     @field_validator("client_metadata_url")
