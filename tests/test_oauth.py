@@ -17,15 +17,16 @@ from pydantic import AnyUrl
 
 from _net_support import free_port
 from _oauth_server import MACHINE_ID, MACHINE_SECRET, WRITE_SCOPE, serve_oauth
+from toolshell.config import load_text
 from toolshell.config.models import OAuthConfig, ServerConfig
 from toolshell.connections.base import CallOptions, ConnState
 from toolshell.connections.client_conn import ClientConnection
 from toolshell.connections.factory import make_connection
-from toolshell.connections.oauth import AuthSetup
+from toolshell.connections.oauth import AuthSetup, oauth_settings
 from toolshell.connections.oauth_admin import login, logout, status
 from toolshell.connections.oauth_login import LoginUI
 from toolshell.connections.oauth_tokens import TokenFile
-from toolshell.errors import ToolshellError
+from toolshell.errors import ConfigError, ToolshellError
 
 ANY = CallOptions()
 
@@ -335,7 +336,8 @@ async def test_a_refused_login_is_connection_required_with_the_servers_reason(tm
             await logged_in(server, tmp_path, Browser())
     assert caught.value.code == "connection_required"
     assert caught.value.message == (
-        "the login to server 'secure' failed while starting: the authorization server refused the login: access_denied: the person said no; run `toolshell auth login secure` to try again"
+        "the login to server 'secure' failed while starting: the authorization server refused the login: "
+        "access_denied: the person said no; run `toolshell auth login secure` to try again"
     )
 
 
@@ -351,3 +353,44 @@ async def test_the_refresh_lock_excludes_another_process(tmp_path: Path) -> None
         held = await anyio.run_process([sys.executable, "-c", probe], check=False)
     free = await anyio.run_process([sys.executable, "-c", probe], check=False)
     assert (held.returncode, free.returncode) == (3, 0)
+
+
+@pytest.mark.parametrize(
+    ("oauth", "problem"),
+    [
+        (
+            'oauth = { grant = "client_credentials", client_id = "c" }',
+            ("mcp.servers[a].oauth", 'grant = "client_credentials" needs client_id and client_secret_env'),
+        ),
+        (
+            'oauth = { client_secret_env = "sk-live-123 abc" }',
+            (
+                "mcp.servers[a].oauth.client_secret_env",
+                'client_secret_env takes the name of an environment variable, e.g. "GITHUB_SECRET"',
+            ),
+        ),
+        (
+            'oauth = { client_metadata_url = "http://x.example/client.json" }',
+            (
+                "mcp.servers[a].oauth.client_metadata_url",
+                "client_metadata_url 'http://x.example/client.json' must be an https URL with a path",
+            ),
+        ),
+    ],
+)
+def test_oauth_settings_that_cannot_work_are_config_errors_that_say_what_to_write(
+    oauth: str, problem: tuple[str, str]
+) -> None:
+    text = f'[[mcp.servers]]\nname = "a"\ntype = "http"\nurl = "http://x/mcp"\n{oauth}\n'
+    with pytest.raises(ConfigError) as caught:
+        load_text(text)
+    assert [(place, message.removeprefix("Value error, ")) for place, message in caught.value.problems] == [problem]
+    assert "sk-live" not in str(caught.value.problems)  # a secret pasted in place of a name is not echoed
+
+
+def test_an_http_server_uses_oauth_unless_it_has_an_authorization_header_or_opts_out() -> None:
+    plain = ServerConfig(name="a", type="http", url="http://x/mcp")
+    static = plain.model_copy(update={"headers": {"authorization": "Bearer t"}})
+    off = plain.model_copy(update={"oauth": OAuthConfig(enabled=False)})
+    assert oauth_settings(plain) == OAuthConfig()
+    assert (oauth_settings(static), oauth_settings(off)) == (None, None)
