@@ -61,6 +61,8 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.machine_grants = 0
         self.deny = False
         """The person says no: every authorization is refused with `access_denied`."""
+        self.metadata_documents: dict[str, OAuthClientInformationFull] = {}
+        """Client ID metadata documents by URL, as if fetched (the server then advertises support)."""
 
     def mint(self, client_id: str, scopes: list[str]) -> str:
         access = f"access_{secrets.token_hex(16)}"
@@ -74,7 +76,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.access_tokens.clear()
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
+        return self.clients.get(client_id) or self.metadata_documents.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
@@ -154,6 +156,9 @@ class Shim:
         self.base = base
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/.well-known/oauth-authorization-server":
+            await self.app(scope, receive, self._advertising_documents(send))
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -169,6 +174,24 @@ class Shim:
             await _respond(send, 403, b"{}", [(b"www-authenticate", challenge.encode())])
             return
         await self.app(scope, replay, send)
+
+    def _advertising_documents(self, send: Any) -> Any:
+        """Add `client_id_metadata_document_supported` to the metadata when documents are known."""
+        start: dict[str, Any] = {}
+
+        async def patched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            document = json.loads(message["body"])
+            if self.provider.metadata_documents:
+                document["client_id_metadata_document_supported"] = True
+            body = json.dumps(document).encode()
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        return patched
 
     def _lacks_write_scope(self, scope: dict[str, Any], body: bytes) -> bool:
         try:

@@ -411,3 +411,26 @@ async def test_a_host_with_its_own_state_dir_finds_the_tokens_logged_in_there(tm
         async with Host.open(Config(mcp=McpSection(servers=[server])), state_dir=state) as host:
             called = await host.run("tools secure whoami")
     assert called.exit_code == 0, called.stderr
+
+
+@pytest.mark.anyio
+async def test_a_client_id_metadata_document_is_used_instead_of_registering(tmp_path: Path) -> None:
+    document_url = "https://toolshell.example/oauth/client.json"
+    port = free_port()
+    async with serve_oauth() as running:
+        running.provider.metadata_documents[document_url] = OAuthClientInformationFull(
+            client_id=document_url,
+            redirect_uris=[AnyUrl(f"http://127.0.0.1:{port}/callback")],
+            token_endpoint_auth_method="none",
+            scope="mcp",
+        )
+        server = secure(running.url, client_metadata_url=document_url, redirect_port=port)
+        await logged_in(server, tmp_path, Browser())
+        conn = make_connection(server, auth=AuthSetup(tmp_path))
+        try:
+            answer = json.loads(await call(conn))
+        finally:
+            await conn.close()
+    assert answer == {"client": document_url, "scopes": ["mcp"]}
+    assert running.provider.clients == {}  # nothing was registered
+    assert status([server], AuthSetup(tmp_path))[0]["client_source"] == "metadata_url"
