@@ -255,6 +255,13 @@ class StateConfig(_Model):
     dir: str | None = None
 
 
+class ServeConfig(_Model):
+    """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
+    reconnects with `Last-Event-ID` gets the rest of its result."""
+
+    event_store: Literal["memory", "state"] = "memory"
+
+
 class Config(_Model):
     """The whole configuration. `Config()` is the embedded default: built-in servers only."""
 
@@ -266,6 +273,7 @@ class Config(_Model):
     shell: ShellConfig = Field(default_factory=ShellConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
@@ -316,6 +324,7 @@ __all__ = [
     "RoleConfig",
     "RoleMcp",
     "ServerConfig",
+    "ServeConfig",
     "ShellConfig",
     "StateConfig",
     "ToolsInShellConfig",

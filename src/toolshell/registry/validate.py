@@ -121,6 +121,9 @@ def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     if compiled.validator is None:
         return
     try:
+        # The common case first: `is_valid` stops at the first failure and builds no error objects.
+        if compiled.validator.is_valid(arguments):
+            return
         error = best_match(compiled.validator.iter_errors(arguments))
     except Exception as e:  # input faults are yielded, never raised: this is a fault of the schema
         _mark_unusable(entry.input_schema, f"the input schema cannot be used: {_short(str(e))}")

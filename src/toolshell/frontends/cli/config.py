@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from toolshell.frontends.cli.options import guard
+from toolshell.frontends.cli.options import accept_state, config_opt, guard
 
 
 @click.group()
@@ -14,8 +14,13 @@ def config() -> None:
 
 @config.command("validate")
 @click.argument("path", required=False)
-def config_validate(path: str | None) -> None:
-    """Check a config file; print every problem with its place and what to write instead."""
+@config_opt
+@accept_state
+def config_validate(path: str | None, config_path: str | None) -> None:
+    """Check a config file (PATH or --config); print every problem with its place and what to write instead."""
+    if path is not None and config_path is not None and path != config_path:
+        raise click.UsageError(f"name the file once: PATH {path!r} or --config {config_path!r}")
+    path = path or config_path
     from toolshell import config as cfg
     from toolshell.registry.filters import config_warnings
 

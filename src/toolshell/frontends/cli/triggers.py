@@ -8,16 +8,26 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
+from toolshell.frontends.cli.options import (
+    accept_state,
+    config_opt,
+    group_paths,
+    guard,
+    load_config,
+    run_async,
+    state_opt,
+)
 
 
 @click.group()
+@group_paths
 def triggers() -> None:
     """Run saved scripts on a schedule or a webhook, with no model involved."""
 
 
 @triggers.command("list")
 @config_opt
+@accept_state
 def triggers_list(config_path: str | None) -> None:
     """The configured triggers and when each schedule runs next."""
     from toolshell.scripts.triggers import Trigger, TriggerRunner
