@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
+import jwt
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
@@ -61,6 +62,8 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.machine_grants = 0
         self.deny = False
         """The person says no: every authorization is refused with `access_denied`."""
+        self.signing_keys: dict[str, str] = {}
+        """Public keys (PEM) of machine clients that sign their token requests (`private_key_jwt`)."""
         self.metadata_documents: dict[str, OAuthClientInformationFull] = {}
         """Client ID metadata documents by URL, as if fetched (the server then advertises support)."""
 
@@ -206,15 +209,34 @@ class Shim:
         return access is None or WRITE_SCOPE not in access.scopes
 
     async def _machine_token(self, scope: dict[str, Any], body: bytes, send: Any) -> None:
-        basic = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Basic ")
-        if base64.b64decode(basic or "Og==").decode() != f"{MACHINE_ID}:{MACHINE_SECRET}":
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        client = self._signed_client(form) if "client_assertion" in form else self._basic_client(scope)
+        if client is None:
             await _respond(send, 401, b'{"error":"invalid_client"}', [])
             return
         self.provider.machine_grants += 1
-        requested = parse_qs(body.decode()).get("scope", ["mcp"])[0].split()
-        access = self.provider.mint(MACHINE_ID, requested)
+        requested = form.get("scope", "mcp").split()
+        access = self.provider.mint(client, requested)
         token = OAuthToken(access_token=access, expires_in=3600, scope=" ".join(requested))
         await _respond(send, 200, token.model_dump_json(exclude_none=True).encode(), [])
+
+    def _basic_client(self, scope: dict[str, Any]) -> str | None:
+        basic = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Basic ")
+        return MACHINE_ID if base64.b64decode(basic or "Og==").decode() == f"{MACHINE_ID}:{MACHINE_SECRET}" else None
+
+    def _signed_client(self, form: dict[str, str]) -> str | None:
+        """RFC 7523: a JWT signed by the client's key, issued by and about the client, for this server."""
+        if form.get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+            return None
+        claims = jwt.decode(form["client_assertion"], options={"verify_signature": False})
+        key = self.provider.signing_keys.get(str(claims.get("iss")))
+        if key is None:
+            return None
+        try:
+            jwt.decode(form["client_assertion"], key, algorithms=["ES256"], audience=[self.base, f"{self.base}/"])
+        except jwt.InvalidTokenError:
+            return None
+        return str(claims["iss"]) if claims.get("sub") == claims.get("iss") else None
 
 
 async def _buffer(receive: Any) -> tuple[bytes, Any]:

@@ -313,7 +313,7 @@ async def test_a_pre_registered_client_logs_in_with_its_fixed_redirect_port(tmp_
             client_id="desk",
             client_secret="desk-secret-value",
             redirect_uris=[AnyUrl(f"http://127.0.0.1:{port}/callback")],
-            token_endpoint_auth_method="client_secret_post",
+            token_endpoint_auth_method="client_secret_basic",  # RFC 8414's default, what we send unless told
             scope="mcp",
         )
         server = secure(running.url, client_id="desk", client_secret_env="DESK_SECRET", redirect_port=port)
@@ -361,7 +361,10 @@ async def test_the_refresh_lock_excludes_another_process(tmp_path: Path) -> None
     [
         (
             'oauth = { grant = "client_credentials", client_id = "c" }',
-            ("mcp.servers[a].oauth", 'grant = "client_credentials" needs client_id and client_secret_env'),
+            (
+                "mcp.servers[a].oauth",
+                'grant = "client_credentials" needs client_id and client_secret_env (or private_key_env)',
+            ),
         ),
         (
             'oauth = { client_secret_env = "sk-live-123 abc" }',
@@ -434,3 +437,32 @@ async def test_a_client_id_metadata_document_is_used_instead_of_registering(tmp_
     assert answer == {"client": document_url, "scopes": ["mcp"]}
     assert running.provider.clients == {}  # nothing was registered
     assert status([server], AuthSetup(tmp_path))[0]["client_source"] == "metadata_url"
+
+
+@pytest.mark.anyio
+async def test_client_credentials_with_a_signed_assertion_private_key_jwt(tmp_path: Path, monkeypatch: Any) -> None:
+    ec = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ec")
+    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
+    key = ec.generate_private_key(ec.SECP256R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    public = (
+        key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
+    monkeypatch.setenv("ROBOT_KEY", private)
+    async with serve_oauth() as running:
+        running.provider.signing_keys["signer"] = public
+        server = secure(
+            running.url, grant="client_credentials", client_id="signer", token_endpoint_auth_method="private_key_jwt",
+            private_key_env="ROBOT_KEY", signing_algorithm="ES256", issuer=f"{running.base}/",
+        )  # fmt: skip
+        conn = make_connection(server, auth=AuthSetup(tmp_path))
+        try:
+            answer = json.loads(await call(conn))
+        finally:
+            await conn.close()
+    assert answer == {"client": "signer", "scopes": ["mcp"]}
+    assert "PRIVATE KEY" not in (tmp_path / "secure.json").read_text()
