@@ -12,6 +12,8 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+from cryptography.hazmat.primitives import serialization  # `mcp` needs pyjwt[crypto]
+from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl
 
@@ -441,8 +443,6 @@ async def test_a_client_id_metadata_document_is_used_instead_of_registering(tmp_
 
 @pytest.mark.anyio
 async def test_client_credentials_with_a_signed_assertion_private_key_jwt(tmp_path: Path, monkeypatch: Any) -> None:
-    ec = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ec")
-    serialization = pytest.importorskip("cryptography.hazmat.primitives.serialization")
     key = ec.generate_private_key(ec.SECP256R1())
     private = key.private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
