@@ -109,7 +109,7 @@ def test_run_json_prints_one_object_with_the_report(tmp_path: Path) -> None:
         "success": True,
         "stdout": "3\n",
         "stderr": "",
-        "hints": ["Use text_length when you need a Unicode scalar count of supplied text."],
+        "hints": ["text_metrics: Use text_length when you need a Unicode scalar count of supplied text."],
     }
 
 

@@ -124,11 +124,6 @@ def test_toolshell_servers_shows_needs_auth_with_the_servers_reason(tmp_path: An
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="Host._server_tools labels a listing that raised as 'failed'; it should say 'needs_auth' for "
-    "connection_required (a one-line change in host.py, see the oauth branch's report)",
-)
 async def test_the_very_first_help_after_a_401_says_needs_login() -> None:
     async with serve_http(LateRefusal(sec_server().streamable_http_app())) as url:
         async with Host.open(Config(mcp=McpSection(servers=[sec_config(url)]))) as host:

@@ -7,10 +7,11 @@ A config file is TOML (`toolshell.toml`) or another MCP host's `{"mcpServers": {
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from toolshell.config.names import SERVER_NAME_RE
 from toolshell.config.patterns import parse_pattern
@@ -18,9 +19,14 @@ from toolshell.config.triggers import TriggerConfig
 from toolshell.errors import ConfigError
 from toolshell.shipped import SHIPPED
 
+_YEAR = 365 * 24 * 3600.0
+"""The longest time any setting may be: longer ones overflow the timers below (a `1e400` is `inf`)."""
+_COUNT = 1_000_000_000
+"""The largest count a setting may be: the shell's limits are fixed-size integers."""
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 TokenAuthMethod = Literal["client_secret_basic", "client_secret_post", "none", "private_key_jwt"]
@@ -87,15 +93,22 @@ class ServerConfig(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     module: str | None = None
     """For a user's own built-in server: `package.module:attribute` (an MCPServer, or a factory)."""
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
+    max_message_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=2**40)
+    """The largest message a stdio server may send; a larger answer fails its call, not the server."""
     tools: list[str] = Field(default_factory=list)
     auto_bind: list[str] = Field(default_factory=list)
     load: Literal["startup", "on_demand"] = "startup"
     trusted: bool = True
+    runtime_unlock: bool = False
+    """Let a session show one of this server's filtered-out tools with `tools runtime mcp action=enable
+    server=S tool=T` (seed 001's runtime overlay). Off: the overlay never widens the `tools` filter."""
     enabled: bool = True
     oauth: OAuthConfig | None = None
     """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
+    max_concurrent_calls: int = Field(default=8, ge=1)
+    """Calls in flight to this server at once, from every session together; more wait their turn."""
 
     @field_validator("name")
     @classmethod
@@ -177,8 +190,15 @@ class ToolsInShellConfig(_Model):
     keep_visible: list[str] = Field(default_factory=list)
     manage_scripts: bool = False
     rate_unlabeled_tools: bool = True
-    call_limit: int = Field(default=50, ge=1)
-    max_output_bytes: int = Field(default=100_000, ge=1_000)
+    call_limit: int = Field(default=50, ge=1, le=_COUNT)
+    max_output_bytes: int = Field(default=30_000, ge=1_000, le=_COUNT)
+    """Cap on a shell call's stdout and on its stderr, in UTF-8 bytes; the rest is saved to a file."""
+    max_result_bytes: int = Field(default=30_000_000, ge=64 * 1024, le=30_000_000)
+    """Memory guard on one `tools` result inside the shell. At most 30 MB: the sandbox keeps at most
+    32,000,000 bytes in flight, and a result past that would abort the whole script."""
+    output_files_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024 * 1024)
+    """Total size of a session's `tool-output/` files (whole outputs past the cap); oldest removed first.
+    At most 64 MiB: the sandbox's filesystem holds 100 MB in all."""
 
 
 class ApprovalConfig(_Model):
@@ -244,9 +264,9 @@ class MountConfig(_Model):
 
 
 class ShellConfig(_Model):
-    timeout_seconds: float = Field(default=300.0, gt=0)
-    max_commands: int = Field(default=100_000, ge=1)
-    max_loop_iterations: int = Field(default=100_000, ge=1)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=_YEAR)
+    max_commands: int = Field(default=100_000, ge=1, le=_COUNT)
+    max_loop_iterations: int = Field(default=100_000, ge=1, le=_COUNT)
     mounts: list[MountConfig] = Field(default_factory=list)
     network_allow: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=list)
@@ -257,8 +277,8 @@ class WebFetchConfig(_Model):
     enabled: bool = True
     allow_private: list[str] = Field(default_factory=list)
     """Hosts (or `host:port`) on private, loopback or link-local addresses that web-fetch may reach."""
-    max_bytes: int = Field(default=200_000, ge=1_000)
-    timeout_seconds: float = Field(default=30.0, gt=0)
+    max_bytes: int = Field(default=200_000, ge=1_000, le=_COUNT)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
 
 
 class StateConfig(_Model):
@@ -287,10 +307,19 @@ class Config(_Model):
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
-    startup_wait_seconds: float = Field(default=5.0, ge=0)
+    startup_wait_seconds: float = Field(default=5.0, ge=0, le=_YEAR)
     """How long opening the host waits for `startup` servers; slower ones go on starting meanwhile."""
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
+    _secrets: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    def set_secrets(self, values: Iterable[str]) -> None:
+        """The expanded `${VAR}` values that must never be shown (see `toolshell.redact`)."""
+        self._secrets = frozenset(values)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return self._secrets
 
     def reference_problems(self) -> list[tuple[str, str]]:
         """References that name nothing: a role's `server_refs`, the default `role`."""

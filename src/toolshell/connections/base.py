@@ -81,6 +81,8 @@ class ServerStatus:
     restarts: int = 0
     auth_reason: str | None = None
     """For `needs_auth`: the server's `WWW-Authenticate` reason (error, description, scope)."""
+    notes: list[str] = field(default_factory=list)
+    """What was refused or skipped (tools with bad names, garbage lines from the server)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +96,7 @@ class ServerStatus:
             "stderr_tail": self.stderr_tail,
             "restarts": self.restarts,
             "auth_reason": self.auth_reason,
+            **({"notes": self.notes} if self.notes else {}),  # only when something was refused or skipped
         }
 
 

@@ -108,8 +108,7 @@ class ClientConnection:
                     continue
                 raise self._listing_failed(e, runner) from None
             self._succeeded(runner)
-            self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
-            return list(tools)
+            return self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
         raise AssertionError("unreachable")
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
@@ -148,6 +147,7 @@ class ClientConnection:
             tool_count=self._cache.last_count,
             last_error=self._last_error,
             stderr_tail=self._target.stderr_tail(),
+            notes=[*self._cache.notes, *self._target.notes()],
             restarts=max(0, self._starts - 1),
             auth_reason=self._auth_reason if self._state is ConnState.NEEDS_AUTH else None,
         )
@@ -168,7 +168,8 @@ class ClientConnection:
             if runner is None:
                 self._check_backoff()
                 runner = self._begin(session)
-            await runner.ready.wait()
+            if not runner.ready.is_set():  # the warm path must not yield to the loop on every call
+                await runner.ready.wait()
             self._settle(runner)
             if runner is self._runner and runner.client is not None:
                 return runner.client

@@ -15,13 +15,14 @@ from typing import Any, Protocol
 
 import anyio
 import httpx2
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from toolshell.config import ServerConfig
 from toolshell.connections import stdio
+from toolshell.connections.bounded_stdio import Noise, bounded_stdio_client
 from toolshell.connections.http import StatusWatch, http_client
 from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
 from toolshell.errors import ErrorCode, ToolshellError
@@ -69,6 +70,8 @@ class Target(Protocol):
 
     def clear_refusal(self) -> None:
         """A call went through: forget the last 401/403."""
+
+    def notes(self) -> list[str]: ...
 
 
 class _PlainAttempt:
@@ -134,6 +137,9 @@ class BuiltinTarget:
     def clear_refusal(self) -> None:
         return None
 
+    def notes(self) -> list[str]:
+        return []
+
 
 class HttpTarget:
     """A Streamable HTTP endpoint, with the configured headers and the server's OAuth on every request.
@@ -180,6 +186,9 @@ class HttpTarget:
     def http_status(self) -> int | None:
         return self._watch.error_status
 
+    def notes(self) -> list[str]:
+        return []
+
 
 @asynccontextmanager
 async def _owned_http(url: str, client: httpx2.AsyncClient) -> AsyncIterator[Any]:
@@ -197,9 +206,10 @@ class StdioTarget:
         self._server = server
         self._lines: deque[str] = deque(maxlen=stdio.STDERR_LINES)
         self._current: _StdioAttempt | None = None
+        self._noise = Noise()
 
     def attempt(self) -> Attempt:
-        self._current = _StdioAttempt(self._server, stdio.StderrTail(self._lines))
+        self._current = _StdioAttempt(self._server, stdio.StderrTail(self._lines), self._noise)
         return self._current
 
     def stderr_tail(self) -> list[str]:
@@ -223,10 +233,14 @@ class StdioTarget:
     def clear_refusal(self) -> None:
         return None
 
+    def notes(self) -> list[str]:
+        return self._noise.notes()
+
 
 class _StdioAttempt:
-    def __init__(self, server: ServerConfig, stderr: stdio.StderrTail) -> None:
+    def __init__(self, server: ServerConfig, stderr: stdio.StderrTail, noise: Noise) -> None:
         self._server = server
+        self._noise = noise
         self.stderr = stderr
         self._token = stdio.new_token()
         self._leader: int | None = None
@@ -239,7 +253,9 @@ class _StdioAttempt:
             env={**s.env, stdio.TOKEN_ENV: self._token},
             cwd=s.cwd,
         )
-        return stdio_client(params, errlog=self.stderr.open())
+        return bounded_stdio_client(
+            params, self.stderr.open(), max_message_bytes=s.max_message_bytes, noise=self._noise
+        )
 
     def opened(self) -> None:
         self.stderr.release_write_end()

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from toolshell.config import Config
+from toolshell.safe_text import escape
 
 
 async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> None:
@@ -52,6 +53,7 @@ def render_servers(rows: list[dict[str, Any]]) -> str:
             lines.append(f"    needs login: {r['auth_reason']}")
         if r["last_error"]:
             lines.append(f"    last error: {r['last_error']}")
+        lines.extend(f"    note: {note}" for note in r.get("notes", []))
         if r["stderr_tail"] and r["state"] != "ready":
             lines.extend(f"    stderr| {line}" for line in r["stderr_tail"][-10:])
-    return "\n".join(lines)
+    return "\n".join(map(escape, lines))

@@ -12,6 +12,7 @@ import click
 
 from toolshell.config import Config
 from toolshell.frontends.console import say_waiting
+from toolshell.safe_text import escape, escape_lines
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
 Try: tools --help · tools search <words> · tools plan <<'EOF' … EOF
@@ -99,12 +100,11 @@ class TerminalAnswerer:
 
         schema = getattr(params, "requested_schema", None) or {"type": "object", "properties": {}}
         fields = schema.get("properties") or {}
-        click.echo(f"\n[{server}] asks: {getattr(params, 'message', '')}", err=True)
+        click.echo(f"\n[{escape(server)}] asks: {escape_lines(str(getattr(params, 'message', '')))}", err=True)
         for name, prop in fields.items():
             required = " (required)" if name in schema.get("required", []) else ""
-            click.echo(
-                f"  {name}: {prop.get('type', 'any')}{required}  {prop.get('description', '')}".rstrip(), err=True
-            )
+            line = f"  {name}: {prop.get('type', 'any')}{required}  {prop.get('description', '')}".rstrip()
+            click.echo(escape(line), err=True)
         for _ in range(3):
             answer = await _read("answer as JSON (empty = decline): ")
             if not answer:
@@ -129,7 +129,8 @@ def _as_content(answer: str, fields: dict[str, Any]) -> Any:
 
 
 async def ask_approval(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
-    click.echo(f"\n{entry.command} {json.dumps(arguments)} needs approval ({risk.why}): {risk.message}", err=True)
+    card = f"{entry.command} {json.dumps(arguments)} needs approval ({risk.why}): {risk.message}"
+    click.echo("\n" + escape(card), err=True)
     answer = (await _read("allow? [y]es once / [a]lways / [N]o: ") or "").strip().lower()
     return {"y": "once", "yes": "once", "a": "always", "always": "always"}.get(answer, "deny")
 
@@ -154,9 +155,14 @@ async def interactive(config: Config, state_dir: str | None, role: str | None = 
             if not script.strip():
                 continue
             result = await session.run(script)
-            sys.stdout.write(result.stdout)
-            sys.stderr.write(result.stderr)
+            _show(sys.stdout, result.stdout)
+            _show(sys.stderr, result.stderr)
             if result.tools and result.tools.get("stopped"):
                 click.echo(json.dumps(result.tools, indent=2), err=True)
             for hint in result.hints:
-                click.echo(f"hint: {hint}", err=True)
+                click.echo(f"hint: {escape(hint)}", err=True)
+
+
+def _show(stream: Any, text: str) -> None:
+    """A script's output, with a server's terminal controls made visible when a person reads it."""
+    stream.write(escape_lines(text) if stream.isatty() else text)

@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from toolshell.frontends.cli.options import group_paths, guard, load_config, paths
+from toolshell.safe_text import escape
 
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 
@@ -46,7 +47,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
     if not pending:
         click.echo("no pending approval requests")
     for r in pending:
-        click.echo(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})")
+        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})"))
 
 
 @approvals.command("grant")
@@ -76,7 +77,7 @@ def approvals_grants(ctx: click.Context, as_json: bool) -> None:
         click.echo("no grants in force")
     for g in grants:
         shown = "" if g["input"] is None else "  " + json.dumps(g["input"], ensure_ascii=False)
-        click.echo(f"{g['kind']:<7} {g['command']}{shown}")
+        click.echo(escape(f"{g['kind']:<7} {g['command']}{shown}"))
 
 
 @approvals.command("revoke")

@@ -1,6 +1,8 @@
-"""`toolshell config validate` and `config import`."""
+"""`toolshell config validate`, `config import` and `config trust`."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -43,3 +45,27 @@ def config_import(file: str) -> None:
 
     loaded = guard(lambda: cfg.load_file(file, expand=False))  # `${VAR}` stays as written: no secret printed
     click.echo(cfg.to_toml(loaded), nl=False)
+
+
+@config.command("trust")
+@click.argument("path", default="toolshell.toml")
+def config_trust(path: str) -> None:
+    """Use a toolshell.toml found in the working directory (it can start programs: read it first).
+
+    Records the file's path and SHA-256 under the state dir; editing the file withdraws the trust.
+    """
+    from toolshell.config import trust, user_data_dir  # lazy: CLI start-up
+
+    file = Path(path)
+    if not file.is_file():
+        raise click.UsageError(f"{path} is not a file; give the path of the toolshell.toml to trust")
+    guard(lambda: cfg_check(file))
+    digest = guard(lambda: trust.trust(file, trust.trust_database(user_data_dir())))
+    click.echo(f"trusted {file.resolve()} (sha256 {digest[:16]}…); editing it withdraws the trust")
+
+
+def cfg_check(file: Path) -> None:
+    """Trust only a file that loads: a broken one would be refused later anyway."""
+    from toolshell import config as cfg  # lazy: CLI start-up
+
+    cfg.load_file(file, expand=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -69,19 +69,37 @@ def load_config(config_path: str | None) -> Any:
 
 
 def guard(fn: Callable[[], T]) -> T:
-    """Turn known errors into a clear message and an exit code; never a traceback."""
+    """Turn known errors into a clear message and an exit code; never a traceback. A known error
+    inside a task group's `ExceptionGroup` (raised while the host was starting) counts too."""
     try:
         return fn()
-    except ConfigError as e:
+    except BaseExceptionGroup as group:
+        known = _known_leaf(group)
+        if known is None:
+            raise
+        _exit_with(known)
+    except (ConfigError, ToolshellError) as e:
+        _exit_with(e)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def _known_leaf(group: BaseExceptionGroup[BaseException]) -> ConfigError | ToolshellError | None:
+    for exc in group.exceptions:
+        found = _known_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, ConfigError | ToolshellError):
+            return found
+    return None
+
+
+def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
+    if isinstance(e, ConfigError):
         click.echo(f"config error in {e.source or 'configuration'}:", err=True)
         for place, msg in e.problems:
             click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
-        sys.exit(1)
-    except ToolshellError as e:
+    else:
         click.echo(error_line(e), err=True, nl=False)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        sys.exit(130)
+    sys.exit(1)
 
 
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:

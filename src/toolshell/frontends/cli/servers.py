@@ -33,7 +33,7 @@ def timeline(config_path: str | None, state_dir: str | None, session_id: str | N
     from toolshell.timeline.sinks import query, render_timeline
 
     loaded = guard(lambda: load_config(config_path))
-    store = Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")
+    store = guard(lambda: Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
     rows = query(store, session_id=session_id, limit=limit)
     if not rows and session_id and not as_json:
         click.echo(f"no shell calls recorded for session {session_id}")

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from toolshell.frontends.cli.binding import PORT, listen_address
 from toolshell.frontends.cli.options import (
     accept_state,
     config_opt,
@@ -64,9 +65,18 @@ def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> 
 @config_opt
 @state_opt
 @click.option("--host", "bind", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8766, show_default=True)
-def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int) -> None:
+@click.option("--port", type=PORT, default=8766, show_default=True)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be a non-loopback address. Only webhooks with secret_env check a token.",
+)
+def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int, allow_remote: bool) -> None:
     """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
     from toolshell.frontends.trigger_server import serve_triggers
+    from toolshell.scripts.triggers import Trigger, tokens_from_env  # lazy: CLI start-up
 
-    run_async(lambda: serve_triggers(load_config(config_path), state_dir, bind, port))
+    host = listen_address(bind, port, allow_remote=allow_remote, what="fire your saved scripts")
+    loaded = guard(lambda: load_config(config_path))
+    guard(lambda: tokens_from_env([Trigger.from_config(t) for t in loaded.triggers]))  # fail before starting
+    run_async(lambda: serve_triggers(loaded, state_dir, host, port))

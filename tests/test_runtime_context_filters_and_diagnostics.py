@@ -1,4 +1,4 @@
-"""DESIGN §7 rules that had no end-to-end test: the session context a script's call carries, the
+"""DESIGN §7, end to end: the session context a script's call carries, the
 project key, a user's built-in registered by `module`, stdio `cwd`, `mcpServers` JSON as the config,
 server filters in the shell, and what `toolshell servers` shows."""
 
