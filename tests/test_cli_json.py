@@ -157,4 +157,4 @@ def test_a_config_given_after_the_subcommand_is_the_one_loaded(command: list[str
     broken = tmp_path / "broken.toml"
     broken.write_text("[nonsense\n", encoding="utf-8")
     result: Any = CliRunner().invoke(main, [*command, "--config", str(broken)])
-    assert result.exit_code == 1 and f"config error in {broken}" in result.stderr
+    assert result.exit_code == 2 and f"config error in {broken}" in result.stderr

@@ -175,7 +175,7 @@ def test_config_values_that_would_crash_later_are_config_errors(tmp_path: Path, 
     validate = _cli("config", "validate", str(path))
     run = _cli("run", "--config", str(path), "-c", "echo hi")
     for result in (validate, run):
-        assert result.exit_code == 1  # what the existing config-error tests assert
+        assert result.exit_code == 2  # a config error, like a usage error
         assert result.output.startswith(f"config error in {path}:\n")
         assert expected in result.output
 

@@ -6,6 +6,7 @@ half-loads.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
@@ -113,8 +114,6 @@ def _known_keys() -> set[str]:
 
 
 def _unknown_key(loc: tuple[Any, ...]) -> str:
-    import difflib
-
     near = difflib.get_close_matches(str(loc[-1]), sorted(_known_keys()), n=1)
     hint = f"; did you mean `{near[0]}`?" if near else "; check its spelling against the configuration reference"
     return f"unknown key `{loc[-1]}`{hint}"

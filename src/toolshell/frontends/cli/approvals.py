@@ -23,6 +23,7 @@ def approvals(ctx: click.Context) -> None:
 
 
 def _approvals(ctx: click.Context) -> Any:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.policy.approvals import Approvals
     from toolshell.store import Store
@@ -38,6 +39,7 @@ def _approvals(ctx: click.Context) -> Any:
 @click.pass_context
 def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
     """Pending approval requests (--json: `[{id, tool, input, risk, why, status, created}, …]`)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.listings import approval_json
 
     pending = _approvals(ctx).list_pending()
@@ -67,6 +69,7 @@ def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
 @click.pass_context
 def approvals_grants(ctx: click.Context, as_json: bool) -> None:
     """The grants in force (once: that exact call; always: the tool until it changes)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.listings import grant_json
 
     grants = _approvals(ctx).list_grants()

@@ -2,7 +2,7 @@
 
 Tokens live under `<state dir>/oauth/`, one private file per server. A login opens the system
 browser (or prints the URL to open) and waits for the authorization server's redirect to a
-loopback port on 127.0.0.1. The OAuth modules (and `mcp`) are imported lazily, in the commands.
+loopback port on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from toolshell.frontends.cli.options import config_opt, guard, load_config, run_
 
 
 def _tokens_dir(config: Any, state_dir: str | None) -> Path:
-    from toolshell import config as cfg  # lazy: `mcp` is slow to import
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell import config as cfg
 
     return cfg.state_dir(config, state_dir) / "oauth"
 
@@ -34,9 +35,10 @@ def auth() -> None:
 @click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for the browser.")
 def login(server: str, config_path: str | None, state_dir: str | None, timeout: float) -> None:
     """Log in to SERVER: opens the browser (or prints the URL) and stores the tokens."""
-    from toolshell.connections.oauth import AuthSetup  # lazy: `mcp` is slow to import
-    from toolshell.connections.oauth_admin import login as do_login  # lazy: `mcp` is slow to import
-    from toolshell.connections.oauth_login import LoginUI  # lazy: `mcp` is slow to import
+    # Lazy: the SDK's OAuth client comes with `mcp`, which is slow to import.
+    from toolshell.connections.oauth import AuthSetup
+    from toolshell.connections.oauth_admin import login as do_login
+    from toolshell.connections.oauth_login import LoginUI
 
     config = guard(lambda: load_config(config_path))
     ui = LoginUI(notify=lambda text: click.echo(text, err=True), timeout_seconds=timeout)
@@ -55,8 +57,9 @@ def login(server: str, config_path: str | None, state_dir: str | None, timeout: 
 @state_opt
 def logout(server: str, config_path: str | None, state_dir: str | None) -> None:
     """Forget SERVER's tokens and client registration."""
-    from toolshell.connections.oauth import AuthSetup  # lazy: `mcp` is slow to import
-    from toolshell.connections.oauth_admin import logout as do_logout  # lazy: `mcp` is slow to import
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.connections.oauth import AuthSetup
+    from toolshell.connections.oauth_admin import logout as do_logout
 
     config = guard(lambda: load_config(config_path))
     setup = AuthSetup(_tokens_dir(config, state_dir))
@@ -71,9 +74,10 @@ def logout(server: str, config_path: str | None, state_dir: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def status(server: str | None, config_path: str | None, state_dir: str | None, as_json: bool) -> None:
     """Show, per OAuth server, whether you are logged in, the issuer, scope and expiry (never a token)."""
-    from toolshell.connections.oauth import AuthSetup  # lazy: `mcp` is slow to import
-    from toolshell.connections.oauth_admin import render_status  # lazy: `mcp` is slow to import
-    from toolshell.connections.oauth_admin import status as get_status  # lazy: `mcp` is slow to import
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.connections.oauth import AuthSetup
+    from toolshell.connections.oauth_admin import render_status
+    from toolshell.connections.oauth_admin import status as get_status
 
     config = guard(lambda: load_config(config_path))
     setup = AuthSetup(_tokens_dir(config, state_dir))

@@ -23,6 +23,7 @@ def config_validate(path: str | None, config_path: str | None) -> None:
     if path is not None and config_path is not None and path != config_path:
         raise click.UsageError(f"name the file once: PATH {path!r} or --config {config_path!r}")
     path = path or config_path
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.registry.filters import config_warnings
 
@@ -41,6 +42,7 @@ def config_validate(path: str | None, config_path: str | None) -> None:
 @click.argument("file")
 def config_import(file: str) -> None:
     """Convert another host's {"mcpServers": ...} JSON to toolshell TOML (printed)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
     loaded = guard(lambda: cfg.load_file(file, expand=False))  # `${VAR}` stays as written: no secret printed

@@ -63,6 +63,7 @@ role_opt = click.option("--role", metavar="NAME", help="The session's role (a [[
 
 
 def load_config(config_path: str | None) -> Any:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
     return cfg.load(config_path)
@@ -97,12 +98,13 @@ def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
         click.echo(f"config error in {e.source or 'configuration'}:", err=True)
         for place, msg in e.problems:
             click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
-    else:
-        click.echo(error_line(e), err=True, nl=False)
+        sys.exit(2)  # like a usage error: what to change is in the config, not in the run
+    click.echo(error_line(e), err=True, nl=False)
     sys.exit(1)
 
 
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     import anyio
 
     return guard(lambda: anyio.run(factory))

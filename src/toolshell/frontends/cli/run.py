@@ -33,6 +33,7 @@ def run(
     script = script_text(command, file)
 
     async def go() -> Any:
+        # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.host import Host
 
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
@@ -62,6 +63,7 @@ def plan(
     script = script_text(command, file)
 
     async def go() -> dict[str, Any]:
+        # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.host import Host
 
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
@@ -76,6 +78,7 @@ def plan(
 @role_opt
 def shell(config_path: str | None, state_dir: str | None, role: str | None) -> None:
     """An interactive prompt over one session."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.interactive import interactive
 
     run_async(lambda: interactive(load_config(config_path), state_dir, role))
@@ -104,6 +107,7 @@ def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args:
 
 
 def _saved_scripts(config_path: str | None, state_dir: str | None) -> list[dict[str, Any]]:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.frontends.listings import script_json
     from toolshell.scripts.store import ScriptStore
@@ -127,6 +131,7 @@ def _heredoc(text: str) -> str:
 
 
 def _shell_quote(word: str) -> str:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     import shlex
 
     return shlex.quote(word)

@@ -23,6 +23,7 @@ def serve(
     config_path: str | None, state_dir: str | None, use_http: bool, bind: str, port: int, allow_remote: bool
 ) -> None:
     """Run an MCP server that exposes `bash` (plus `keep_visible` tools)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.mcp_server import serve as serve_mcp
 
     if use_http:

@@ -31,6 +31,7 @@ def triggers() -> None:
 @accept_state
 def triggers_list(config_path: str | None) -> None:
     """The configured triggers and when each schedule runs next."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.scripts.triggers import Trigger, TriggerRunner
 
     loaded = guard(lambda: load_config(config_path))
@@ -54,6 +55,7 @@ async def _never_run(*_: Any) -> Any:
 @click.argument("name")
 def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> None:
     """Run one trigger now (its saved script with its input); prints the outcome as JSON."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.trigger_server import fire
 
     outcome = run_async(lambda: fire(load_config(config_path), state_dir, name))
@@ -73,6 +75,7 @@ def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> 
 )
 def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int, allow_remote: bool) -> None:
     """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.trigger_server import serve_triggers
     from toolshell.scripts.triggers import Trigger, tokens_from_env  # lazy: CLI start-up
 
