@@ -403,11 +403,6 @@ def test_an_http_server_uses_oauth_unless_it_has_an_authorization_header_or_opts
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(
-    strict=True,
-    reason="Host builds its ConnectionManager without auth=AuthSetup(self.state_dir / 'oauth'), so tokens are "
-    "looked up under $TOOLSHELL_STATE_DIR instead of its --state-dir (one argument in host.py, see the report)",
-)
 async def test_a_host_with_its_own_state_dir_finds_the_tokens_logged_in_there(tmp_path: Path) -> None:
     state = tmp_path / "elsewhere"
     async with serve_oauth() as running:
