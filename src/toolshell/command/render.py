@@ -75,9 +75,27 @@ def render_result(
     if result.is_error:
         message = _cut(_error_text(result), _ERROR_MAX_BYTES if max_bytes is None else max_bytes)
         return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, message))
-    blocks, images = _blocks_with_files(result.content, tool, taken)
-    text = _one_newline(_stdout_text(result, blocks, output_schema))
+    single = _plain_text(result)
+    images: list[Image] = []
+    if single is not None:  # the common case, decided without converting any block
+        text = _one_newline(single)
+    else:
+        blocks, images = _blocks_with_files(result.content, tool, taken)
+        text = _one_newline(_stdout_text(result, blocks, output_schema))
     return Rendered(text if max_bytes is None else cap(text, max_bytes), images)
+
+
+def _plain_text(result: mcp_types.CallToolResult) -> str | None:
+    """The text of a result that is one text block, with no structured content or only the SDK's
+    `{"result": <that same text>}` copy of it; None for anything else (rendered the long way)."""
+    content = result.content
+    if len(content) != 1 or not _is(content[0], "text"):
+        return None
+    text = str(content[0].text)  # type: ignore[union-attr]
+    data = result.structured_content
+    if data is None or (_is_result_wrapper(data) and data["result"] == text):
+        return text
+    return None
 
 
 def structured_value(result: mcp_types.CallToolResult, schema: dict[str, Any] | None) -> Any:
