@@ -176,7 +176,13 @@ async def test_plan_marks_run_time_input_eval_and_substitutions() -> None:
     assert plan == {
         "calls": [
             {"tool": "tools github list-pulls", "input": {"repo": "a/b"}, "risk": "read_only", "where": "substitution"},
-            {"tool": "tools github get-pull", "input": None, "risk": "read_only", "where": "script"},
+            {
+                "tool": "tools github get-pull",
+                "input": None,
+                "risk": "checked_at_run_time",
+                "tool_risk": "read_only",
+                "where": "script",
+            },
         ],
         "complete": True,
     }
