@@ -33,6 +33,7 @@ async def test_a_literal_call_that_needs_approval_holds_the_script_then_a_one_of
                 "reason": "needs_approval",
                 "approval": "requested",
                 "call": {"tool": "tools github delete-branch", "input": {"branch": "fix-x"}},
+                "request_id": host.policy.approvals.list_pending()[0].id,
                 "before_start": True,
             },
             "not_reached": NOT_REACHED,
@@ -84,6 +85,7 @@ tools github create-issue title=never
 """
     async with _open(calls) as host:
         result = await host.run(script)
+        [pending] = host.policy.approvals.list_pending()
     assert result.exit_code == 1
     assert "after" not in result.stdout
     assert result.tools == {
@@ -100,6 +102,7 @@ tools github create-issue title=never
             "reason": "needs_approval",
             "approval": "requested",
             "call": {"tool": "tools github delete-branch", "input": {"branch": "fix-x"}},
+            "request_id": pending.id,
         },
         "not_reached": NOT_REACHED,
     }

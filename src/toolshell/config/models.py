@@ -43,6 +43,8 @@ class ServerConfig(_Model):
     load: Literal["startup", "on_demand"] = "startup"
     trusted: bool = True
     enabled: bool = True
+    protocol: Literal["auto", "2025-11-25"] = "auto"
+    """"2025-11-25" forces the older handshake, for servers that ask with `ctx.elicit`/`elicit_url`."""
 
     @field_validator("name")
     @classmethod
@@ -133,6 +135,13 @@ class ApprovalConfig(_Model):
     require: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
     inline: bool = False
+    """Ask the person at the terminal on the spot. `toolshell serve` asks an upstream client that
+    declared elicitation unless this is set to false."""
+    wait_seconds: float = Field(default=900.0, gt=0)
+    """How long a call waits for a person's answer before the script stops with the report."""
+    wait_for: Literal["none", "store"] = "none"
+    """"store": with nobody to ask on the spot, a call waits (up to `wait_seconds`) for an answer
+    given in another process (`toolshell approvals grant`, the web page)."""
     rater: Literal["heuristic", "command", "none"] = "heuristic"
     rater_command: list[str] = Field(default_factory=list)
 
