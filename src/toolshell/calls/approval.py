@@ -121,7 +121,7 @@ def store_waiter(config: ApprovalConfig, approvals: Approvals, session_id: str) 
     async def wait(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
         request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message)
         with anyio.move_on_after(config.wait_seconds):
-            while approvals.get(request.id).status == "pending":
+            while approvals.get(request.id).status == "pending":  # noqa: ASYNC110  (another process writes it)
                 await anyio.sleep(STORE_POLL_SECONDS)
         return None  # the gate reads the store's answer
 

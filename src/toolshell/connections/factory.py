@@ -34,6 +34,8 @@ def make_connection(
         mode: The SDK connect mode ("auto", "legacy", or a modern protocol version).
     """
     target = make_target(server, builtin)
+    if server.protocol == "2025-11-25" and mode == "auto":
+        mode = "legacy"  # the older initialize handshake: servers that ask with `ctx.elicit` need it
     if clock is None:
         return ClientConnection(server, target, mode=mode)
     return ClientConnection(server, target, clock=clock, mode=mode)

@@ -22,6 +22,8 @@ class ToolEntry:
     annotations: dict[str, Any] = field(default_factory=dict)
     output_schema: dict[str, Any] | None = None
     trusted: bool = True
+    title: str | None = None
+    """The tool's display title (`Tool.title`, else the annotations' `title`)."""
 
     @property
     def flat_name(self) -> str:
@@ -54,7 +56,7 @@ class ServerInfo:
 def entry_from_tool(server: str | None, tool: Any, trusted: bool) -> ToolEntry:
     """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
-    annotations.pop("title", None)
+    annotation_title = annotations.pop("title", None)
     return ToolEntry(
         server=server,
         name=tool.name,
@@ -63,4 +65,5 @@ def entry_from_tool(server: str | None, tool: Any, trusted: bool) -> ToolEntry:
         annotations=annotations,
         output_schema=dict(tool.output_schema) if tool.output_schema else None,
         trusted=trusted,
+        title=getattr(tool, "title", None) or annotation_title,
     )

@@ -31,4 +31,8 @@ def serve(
             "authentication; keep the default 127.0.0.1, or pass --allow-remote behind an authenticating proxy"
         )
 
-    run_async(lambda: serve_mcp(load_config(config_path), state_dir, http=use_http, host=bind, port=port))
+    run_async(
+        lambda: serve_mcp(
+            load_config(config_path), state_dir, http=use_http, host=bind, port=port, config_path=config_path
+        )
+    )
