@@ -51,9 +51,9 @@ BASH_OUTPUT_SCHEMA: dict[str, Any] = {
 }
 """The `toolshell run --json` object (`RunResult.to_json`)."""
 
-MAX_LISTED_SERVERS = 12
+MAX_LISTED_SERVERS = 8
 """Servers named in the description; past it, "and N more" (keeps `bash` under 600 tokens)."""
-SUMMARY_CHARS = 60
+SUMMARY_CHARS = 48
 
 
 def bash_description(servers: Sequence[ServerInfo] = ()) -> str:
@@ -77,10 +77,12 @@ def _server_line(server: ServerInfo) -> str:
     summary = " ".join(server.description.split())
     if len(summary) > SUMMARY_CHARS:
         summary = summary[: SUMMARY_CHARS - 1].rstrip() + "…"
-    return " ".join(w for w in (server.name, count, summary and f"– {summary}") if w)
+    name = server.name.replace("_", "-")  # as scripts write it: `tools text-metrics …`
+    return " ".join(w for w in (name, count, summary and f"– {summary}") if w)
 
 
 __all__ = [
+    "MAX_LISTED_SERVERS",
     "BASH_DESCRIPTION",
     "BASH_EXTRA_LINES",
     "BASH_OUTPUT_SCHEMA",
