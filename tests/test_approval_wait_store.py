@@ -30,7 +30,7 @@ async def _run_and_answer(tmp_path: Path, answer: str) -> RunResult:
 
             tg.start_soon(run)
             with anyio.fail_after(20):
-                while not (pending := other.list_pending()):
+                while not (pending := other.list_pending()):  # noqa: ASYNC110  (another process writes it)
                     await anyio.sleep(0.05)
                 if answer == "deny":
                     other.deny(pending[0].id)
