@@ -196,3 +196,14 @@ async def test_serve_answers_initialize_and_tools_list_while_a_server_is_still_s
             async with Client(build_server(host, [])) as client:
                 [bash] = (await client.list_tools()).tools
     assert "slow (" in (bash.description or "")
+
+
+async def test_a_question_nobody_can_see_is_declined_and_the_reason_logged(caplog: pytest.LogCaptureFixture) -> None:
+    from _loop_servers import new_greeter
+
+    caplog.set_level("INFO")
+    async with Host.open(servers={"new": new_greeter()}) as host:
+        async with Client(build_server(host, []), mode="legacy") as client:  # no elicitation declared
+            result = await client.call_tool("bash", {"script": "tools new greet"})
+    assert json.loads(result.content[0].text)["stdout"] == "no answer (decline)\n"
+    assert "declined a form question from server 'new': the upstream client cannot show it" in caplog.text
