@@ -1,16 +1,19 @@
-"""Per-call overhead of toolshell's `tools` command against the raw MCP SDK client.
+"""Per-call cost of toolshell's `tools` command against the raw MCP SDK and the bare shell bridge.
 
-    python benchmarks/run.py [--calls N] [--rounds R] [--profile]
+    python benchmarks/run.py [--calls N] [--rounds R] [--sessions S] [--profile]
 
-Both modes call the same stdio echo server (`echo_server.py`) N times in a row:
+Three modes call the same echo server (`echo_server.py`) N times in a row, over stdio:
 
 - raw: `mcp.client.Client(StdioServerParameters(...))`, N sequential `call_tool("echo", ...)`;
-- toolshell: one `Host.run` script, `for i in $(seq 1 N); do tools echo echo text=hi >/dev/null; done`.
+- bridge (the floor): a bare bashkit `Bash` with one async builtin, `tools`, that forwards its argv
+  to the same kind of SDK client: the same loop script as toolshell, none of toolshell's logic;
+- toolshell: one `Host.run` of `for i in $(seq 1 N); do tools echo echo text=hi >/dev/null; done`.
 
-The modes alternate within each round (and swap order every round) so machine noise hits both
-alike; figures are medians over rounds. Connection set-up is timed apart from the calls: the raw
-client's connect, `Host.open`, and the host's first shell call (catalog build). `--profile` adds
-one cProfile'd toolshell run and prints where its time goes. Results go to `results.json` here.
+The same three modes run against the echo server in-process (no subprocess, no pipes), and then S
+sessions × 10 calls run concurrently in-process: toolshell's S sessions against the raw SDK doing
+the same calls from S concurrent tasks on one client. The modes alternate within each round (their
+order rotates every round) so machine noise hits all alike; figures are medians over rounds.
+`--profile` adds one cProfile'd toolshell run. Results go to `results.json` here.
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import anyio
+from bashkit import Bash, BuiltinContext, BuiltinResult, ExecutionProfile
 from mcp import StdioServerParameters
 from mcp.client import Client
 
@@ -40,13 +45,23 @@ from toolshell.host import Host
 
 HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "echo_server.py")
+sys.path.insert(0, str(HERE))
+from echo_server import server as inproc_server  # noqa: E402  (the same server, in this process)
+
+Round = dict[str, float]
+CONCURRENT_CALLS = 10
 
 
-def toolshell_config(calls: int) -> Config:
-    """The echo server as a toolshell stdio server; nothing asks, and the budget fits N calls."""
+def stdio_params() -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable, args=[SERVER])
+
+
+def toolshell_config(calls: int, stdio: bool) -> Config:
+    """The echo server as a toolshell server; nothing asks, and the budget fits N calls."""
+    server: dict[str, Any] = {"name": "echo", "type": "stdio", "command": sys.executable, "args": [SERVER]}
     return Config.model_validate(
         {
-            "mcp": {"servers": [{"name": "echo", "type": "stdio", "command": sys.executable, "args": [SERVER]}]},
+            "mcp": {"servers": [server] if stdio else []},
             "tools_in_shell": {"call_limit": calls + 10},
             "approval": {"mode": "off"},
         }
@@ -57,25 +72,56 @@ def loop_script(calls: int, command: str) -> str:
     return f"for i in $(seq 1 {calls}); do {command} >/dev/null; done"
 
 
-async def raw_round(calls: int) -> dict[str, float]:
+# --- the three modes ---------------------------------------------------------------------------
+
+
+async def raw_round(calls: int, stdio: bool) -> Round:
     """Connect the SDK client, then time N sequential echo calls."""
-    started = time.perf_counter()
-    async with Client(StdioServerParameters(command=sys.executable, args=[SERVER])) as client:
-        connected = time.perf_counter()
+    async with Client(stdio_params() if stdio else inproc_server) as client:
         first = await client.call_tool("echo", {"text": "hi"})
         assert first.content[0].text == "hi", first  # type: ignore[union-attr]
         t0 = time.perf_counter()
         for _ in range(calls):
             await client.call_tool("echo", {"text": "hi"})
+        return {"total_s": time.perf_counter() - t0}
+
+
+def bridge_shell(client: Client, calls: int) -> Bash:
+    """The floor: bashkit's async-builtin bridge and the SDK call, with nothing of toolshell between."""
+
+    async def tools(ctx: BuiltinContext) -> BuiltinResult:
+        _server, tool, *pairs = ctx.argv
+        arguments = dict(pair.split("=", 1) for pair in pairs)
+        result = await client.call_tool(tool, arguments)
+        return BuiltinResult(stdout=result.content[0].text + "\n")  # type: ignore[union-attr]
+
+    return Bash(
+        custom_builtins={"tools": tools},
+        profile=ExecutionProfile.Interactive,
+        max_commands=calls * 10 + 100,
+        max_loop_iterations=calls + 10,
+        timeout_seconds=600,
+    )
+
+
+async def bridge_round(calls: int, stdio: bool) -> Round:
+    async with Client(stdio_params() if stdio else inproc_server) as client:
+        bash = bridge_shell(client, calls)
+        first = await bash.execute("tools echo echo text=hi")
+        assert first.stdout == "hi\n", first
+        t0 = time.perf_counter()
+        result = await bash.execute(loop_script(calls, "tools echo echo text=hi"))
         total = time.perf_counter() - t0
-    return {"connect_s": connected - started, "total_s": total}
+        assert result.exit_code == 0, result
+        return {"total_s": total}
 
 
-async def toolshell_round(calls: int, profiler: cProfile.Profile | None = None) -> dict[str, float]:
+async def toolshell_round(calls: int, stdio: bool, profiler: cProfile.Profile | None = None) -> Round:
     """Open a host, time its first shell call, a warm empty one, then the N-call script."""
+    servers = None if stdio else {"echo": inproc_server}
     with tempfile.TemporaryDirectory() as state_dir:
         started = time.perf_counter()
-        async with Host.open(toolshell_config(calls), state_dir=state_dir) as host:
+        async with Host.open(toolshell_config(calls, stdio), state_dir=state_dir, servers=servers) as host:
             opened = time.perf_counter()
             first = await host.run("tools echo echo text=hi")
             first_done = time.perf_counter()
@@ -83,9 +129,6 @@ async def toolshell_round(calls: int, profiler: cProfile.Profile | None = None) 
             t0 = time.perf_counter()
             await host.run("true")  # a warm shell call: session + catalog rebuild, no tool call
             warm = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            await host.run(loop_script(calls, ":"))  # the same loop with a no-op builtin
-            loop_only = time.perf_counter() - t0
             if profiler is not None:
                 profiler.enable()
             t0 = time.perf_counter()
@@ -101,76 +144,179 @@ async def toolshell_round(calls: int, profiler: cProfile.Profile | None = None) 
         "host_open_s": opened - started,
         "first_shell_call_s": first_done - opened,
         "warm_shell_call_s": warm,
-        "loop_only_s": loop_only,
         "total_s": total,
     }
 
 
-def median(rounds: list[dict[str, float]], key: str) -> float:
+# --- concurrency ---------------------------------------------------------------------------------
+
+
+async def raw_concurrent(sessions: int) -> Round:
+    """S tasks × 10 sequential calls on one in-process client."""
+    async with Client(inproc_server) as client:
+
+        async def one() -> None:
+            for _ in range(CONCURRENT_CALLS):
+                await client.call_tool("echo", {"text": "hi"})
+
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for _ in range(sessions):
+                tg.start_soon(one)
+        return {"total_s": time.perf_counter() - t0}
+
+
+async def toolshell_concurrent(sessions: int) -> Round:
+    """S toolshell sessions, each one shell call of 10 `tools` calls, all at once."""
+    script = loop_script(CONCURRENT_CALLS, "tools echo echo text=hi")
+    with tempfile.TemporaryDirectory() as state_dir:
+        async with Host.open(toolshell_config(10, False), state_dir=state_dir, servers={"echo": inproc_server}) as host:
+            failures: list[Any] = []
+
+            async def one() -> None:
+                result = await host.run(script)
+                if result.exit_code != 0:
+                    failures.append(result)
+
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for _ in range(sessions):
+                    tg.start_soon(one)
+            total = time.perf_counter() - t0
+            assert failures == [], failures[:1]
+    return {"total_s": total}
+
+
+# --- running and reporting -------------------------------------------------------------------------
+
+
+async def rounds_of(modes: dict[str, Callable[[], Awaitable[Round]]], rounds: int, label: str) -> dict[str, list[Round]]:
+    """Run every mode once per round, rotating their order so none always runs first."""
+    names = list(modes)
+    out: dict[str, list[Round]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        for name in order:
+            out[name].append(await modes[name]())
+        times = ", ".join(f"{n} {out[n][-1]['total_s']:.3f} s" for n in names)
+        print(f"{label} round {r + 1}/{rounds}: {times}", file=sys.stderr)
+    return out
+
+
+def median(rounds: list[Round], key: str = "total_s") -> float:
     return statistics.median(r[key] for r in rounds)
 
 
-def summarize(calls: int, raw: list[dict[str, float]], shell: list[dict[str, float]]) -> dict[str, Any]:
-    raw_total, shell_total = median(raw, "total_s"), median(shell, "total_s")
-    raw_us, shell_us = raw_total / calls * 1e6, shell_total / calls * 1e6
+def compare(calls: int, runs: dict[str, list[Round]]) -> dict[str, Any]:
+    """Per-call figures of the three modes, the ratios, and toolshell's µs over the floor."""
+    per = {name: median(rs) / calls * 1e6 for name, rs in runs.items()}
     return {
+        "per_call_us": per,
+        "rounds_total_s": {name: [r["total_s"] for r in rs] for name, rs in runs.items()},
+        "toolshell_over_raw": per["toolshell"] / per["raw"],
+        "toolshell_over_bridge": per["toolshell"] / per["bridge"],
+        "bridge_over_raw": per["bridge"] / per["raw"],
+        "toolshell_adds_over_bridge_us": per["toolshell"] - per["bridge"],
+    }
+
+
+async def main(calls: int, rounds: int, sessions: int, profile: bool) -> dict[str, Any]:
+    stdio = await rounds_of(
+        {
+            "raw": lambda: raw_round(calls, True),
+            "bridge": lambda: bridge_round(calls, True),
+            "toolshell": lambda: toolshell_round(calls, True),
+        },
+        rounds,
+        "stdio",
+    )
+    inproc = await rounds_of(
+        {
+            "raw": lambda: raw_round(calls, False),
+            "bridge": lambda: bridge_round(calls, False),
+            "toolshell": lambda: toolshell_round(calls, False),
+        },
+        rounds,
+        "in-process",
+    )
+    concurrent = await rounds_of(
+        {"raw": lambda: raw_concurrent(sessions), "toolshell": lambda: toolshell_concurrent(sessions)},
+        rounds,
+        f"{sessions} sessions",
+    )
+    total = sessions * CONCURRENT_CALLS
+    summary = {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "cores": os.cpu_count(),
-            "cpu": _cpu_name(),
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "mcp": version("mcp"),
-            "bashkit": version("bashkit"),
-        },
+        "machine": _machine(),
         "calls": calls,
-        "rounds": len(raw),
-        "raw": {"total_s": raw_total, "per_call_us": raw_us, "rounds_total_s": [r["total_s"] for r in raw]},
-        "toolshell": {
-            "total_s": shell_total,
-            "per_call_us": shell_us,
-            "rounds_total_s": [r["total_s"] for r in shell],
+        "rounds": rounds,
+        "stdio": compare(calls, stdio),
+        "in_process": compare(calls, inproc),
+        "concurrent": {
+            "sessions": sessions,
+            "calls_per_session": CONCURRENT_CALLS,
+            "raw_calls_per_s": total / median(concurrent["raw"]),
+            "toolshell_calls_per_s": total / median(concurrent["toolshell"]),
+            "toolshell_throughput_vs_raw": median(concurrent["raw"]) / median(concurrent["toolshell"]),
         },
-        "ratio": shell_total / raw_total,
-        "overhead_per_call_us": shell_us - raw_us,
         "fixed": {
-            "raw_connect_s": median(raw, "connect_s"),
-            "host_open_s": median(shell, "host_open_s"),
-            "first_shell_call_s": median(shell, "first_shell_call_s"),
-            "warm_shell_call_s": median(shell, "warm_shell_call_s"),
-        },
-        "shell_loop_only": {
-            "total_s": median(shell, "loop_only_s"),
-            "per_iteration_us": median(shell, "loop_only_s") / calls * 1e6,
+            "host_open_s": median(stdio["toolshell"], "host_open_s"),
+            "first_shell_call_s": median(stdio["toolshell"], "first_shell_call_s"),
+            "warm_shell_call_s": median(stdio["toolshell"], "warm_shell_call_s"),
         },
     }
+    if profile:
+        profiler = cProfile.Profile()
+        await toolshell_round(calls, True, profiler)
+        out = io.StringIO()
+        stats = pstats.Stats(profiler, stream=out).sort_stats("tottime")
+        stats.print_stats(30)
+        print(out.getvalue())
+    return summary
 
 
 def table(s: dict[str, Any]) -> str:
     m = s["machine"]
     rows = [
-        f"toolshell benchmark: {s['calls']} sequential echo calls over stdio, median of {s['rounds']} rounds",
+        f"toolshell benchmark: {s['calls']} sequential echo calls, median of {s['rounds']} rounds",
         f"{s['date']}  {m['cores']} cores  {m['cpu']}  Python {m['python']}  mcp {m['mcp']}  bashkit {m['bashkit']}",
+    ]
+    for key, title in (("stdio", "stdio echo server"), ("in_process", "in-process echo server")):
+        c = s[key]
+        rows += [
+            "",
+            f"{title}: per call µs  raw {c['per_call_us']['raw']:.0f}  bridge {c['per_call_us']['bridge']:.0f}"
+            f"  toolshell {c['per_call_us']['toolshell']:.0f}",
+            f"  toolshell / raw {c['toolshell_over_raw']:.2f}x   toolshell / bridge {c['toolshell_over_bridge']:.2f}x"
+            f"   bridge / raw {c['bridge_over_raw']:.2f}x",
+            f"  toolshell adds {c['toolshell_adds_over_bridge_us']:.0f} µs a call over the bare bridge",
+        ]
+    c = s["concurrent"]
+    rows += [
         "",
-        f"{'mode':<12}{'total s':>10}{'per call us':>14}",
-        f"{'raw SDK':<12}{s['raw']['total_s']:>10.3f}{s['raw']['per_call_us']:>14.1f}",
-        f"{'toolshell':<12}{s['toolshell']['total_s']:>10.3f}{s['toolshell']['per_call_us']:>14.1f}",
+        f"{c['sessions']} sessions × {c['calls_per_session']} calls at once (in-process): raw {c['raw_calls_per_s']:.0f}"
+        f" calls/s, toolshell {c['toolshell_calls_per_s']:.0f} calls/s ({c['toolshell_throughput_vs_raw']:.2f}x of raw)",
         "",
-        f"ratio toolshell/raw        {s['ratio']:.2f}x",
-        f"overhead per call          {s['overhead_per_call_us']:.1f} us",
-        f"  of which the bare loop   {s['shell_loop_only']['per_iteration_us']:.1f} us  (same loop, `:` for `tools`)",
-        "",
-        "fixed costs (median)",
-        f"  raw SDK connect          {s['fixed']['raw_connect_s'] * 1000:.1f} ms",
-        f"  Host.open                {s['fixed']['host_open_s'] * 1000:.1f} ms",
-        f"  first shell call         {s['fixed']['first_shell_call_s'] * 1000:.1f} ms  (catalog build + 1 call)",
-        f"  warm empty shell call    {s['fixed']['warm_shell_call_s'] * 1000:.1f} ms  (`true`: session + catalog)",
+        f"fixed: Host.open {s['fixed']['host_open_s'] * 1000:.0f} ms, first shell call"
+        f" {s['fixed']['first_shell_call_s'] * 1000:.1f} ms, warm empty shell call"
+        f" {s['fixed']['warm_shell_call_s'] * 1000:.1f} ms",
     ]
     return "\n".join(rows)
 
 
+def _machine() -> dict[str, Any]:
+    return {
+        "cores": os.cpu_count(),
+        "cpu": _cpu_name(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "mcp": version("mcp"),
+        "bashkit": version("bashkit"),
+    }
+
+
 def _rounded(value: Any) -> Any:
-    """Floats to 6 places (a microsecond of a second) so the JSON stays readable."""
+    """Floats to 6 places so the JSON stays readable."""
     if isinstance(value, float):
         return round(value, 6)
     if isinstance(value, dict):
@@ -190,41 +336,17 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
-async def main(calls: int, rounds: int, profile: bool) -> dict[str, Any]:
-    raw: list[dict[str, float]] = []
-    shell: list[dict[str, float]] = []
-    for r in range(rounds):
-        # Swap the order every round so neither mode always runs on a warmer (or busier) machine.
-        if r % 2 == 0:
-            raw.append(await raw_round(calls))
-            shell.append(await toolshell_round(calls))
-        else:
-            shell.append(await toolshell_round(calls))
-            raw.append(await raw_round(calls))
-        times = f"raw {raw[-1]['total_s']:.3f} s, toolshell {shell[-1]['total_s']:.3f} s"
-        print(f"round {r + 1}/{rounds}: {times}", file=sys.stderr)
-    summary = summarize(calls, raw, shell)
-    if profile:
-        profiler = cProfile.Profile()
-        await toolshell_round(calls, profiler)
-        out = io.StringIO()
-        stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
-        stats.print_stats(40)
-        stats.sort_stats("tottime").print_stats(25)
-        print(out.getvalue())
-    return summary
-
-
 def cli() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--calls", type=int, default=1000, help="sequential echo calls per mode (default 1000)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; figures are medians (default 3)")
+    parser.add_argument("--sessions", type=int, default=200, help="concurrent sessions of 10 calls (default 200)")
     parser.add_argument("--profile", action="store_true", help="also cProfile one toolshell run and print it")
     parser.add_argument("--out", default=str(HERE / "results.json"), help="where to write the JSON results")
     args = parser.parse_args()
-    if args.calls < 1 or args.rounds < 1:
-        parser.error("--calls and --rounds must be at least 1")
-    summary = anyio.run(main, args.calls, args.rounds, args.profile)
+    if min(args.calls, args.rounds, args.sessions) < 1:
+        parser.error("--calls, --rounds and --sessions must be at least 1")
+    summary = anyio.run(main, args.calls, args.rounds, args.sessions, args.profile)
     print(table(summary))
     Path(args.out).write_text(json.dumps(_rounded(summary), indent=2) + "\n")
     print(f"\nwrote {args.out}")

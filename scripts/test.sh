@@ -25,6 +25,10 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "npm not found: tests against the npm MCP servers will be skipped" >&2
 fi
+# Gates: lint, format and strict types, before any test runs.
+ruff check src tests benchmarks
+ruff format --check src tests benchmarks
+mypy --strict src
 set +e
 python -m pytest "$@"
 code=$?

@@ -33,6 +33,9 @@ class FakeHost:
     def statuses(self) -> list[ServerStatus]:
         return list(self.servers)
 
+    def statuses_for(self, session_id: str) -> list[ServerStatus]:
+        return list(self.servers)  # every server is active for every session here
+
     def set_enabled(self, session_id: str, server: str, enabled: bool) -> None:
         if server not in {s.name for s in self.servers}:
             raise ToolshellError(ErrorCode.INVALID_INPUT, f"no server is named {server!r}; configured: git, runtime")

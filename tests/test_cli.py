@@ -51,12 +51,12 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
-def test_config_validate_prints_a_located_actionable_message_and_exits_1(tmp_path: Path, name: str) -> None:
+def test_config_validate_prints_a_located_actionable_message_and_exits_2(tmp_path: Path, name: str) -> None:
     text, expected = BROKEN[name]
     path = tmp_path / name
     path.write_text(text)
     result = CliRunner().invoke(main, ["config", "validate", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.startswith(f"config error in {path}:\n")
     assert expected in result.output
     assert "Traceback" not in result.output
@@ -109,7 +109,7 @@ def test_run_json_prints_one_object_with_the_report(tmp_path: Path) -> None:
         "success": True,
         "stdout": "3\n",
         "stderr": "",
-        "hints": ["Use text_length when you need a Unicode scalar count of supplied text."],
+        "hints": ["text_metrics: Use text_length when you need a Unicode scalar count of supplied text."],
     }
 
 
@@ -156,7 +156,7 @@ def test_servers_lists_every_server_as_json() -> None:
 
 def test_a_missing_config_file_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", "--config", str(tmp_path / "nope.toml"), "-c", "true"])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "cannot read the file" in result.output
     assert "Traceback" not in result.output
 
@@ -180,7 +180,7 @@ def test_config_validate_catches_what_policy_and_roles_would_refuse_later(
     path = tmp_path / "c.toml"
     path.write_text(text)
     result = CliRunner().invoke(main, ["config", "validate", str(path)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert expected in result.output
 
 

@@ -17,6 +17,7 @@ Usage:
   tools [<server>] <tool> key=value --key value '{"key":"json"}'  (or a JSON object on stdin, or -)
   Values are JSON unless the key is a string (number=7 is 7, repo=42 stays "42"); --flag alone is true.
   Prints text as is, else JSON. On failure: exit 1, stderr {"error":{"code":"…","message":"…","retryable":…}}
+  Calls run at once with & and wait: tools a x > a.json & tools b y > b.json & wait
 """
 
 

@@ -147,4 +147,5 @@ async def test_a_status_tells_what_the_servers_command_shows() -> None:
         "last_error": None,
         "stderr_tail": ["stdio-test-server starting", "listing tools"],
         "restarts": 0,
+        "auth_reason": None,
     }

@@ -54,7 +54,8 @@ def text(result: types.CallToolResult) -> str:
     return block.text
 
 
-LONG_RUN = ("trigger-long-running-operation", {"duration": 0.6, "steps": 3})
+LONG_RUN = ("trigger-long-running-operation", {"duration": 3, "steps": 6})
+"""Progress every 0.5 s against an idle timeout of 1.5 s: refreshed, with room for a busy machine."""
 
 
 @needs_everything
@@ -67,12 +68,12 @@ async def test_server_everything_over_stdio_reports_progress_and_returns_its_tin
     config = ServerConfig(name="everything", command=str(EVERYTHING), args=["stdio"])
     # 0.2 s between progress reports, 0.6 s in all: it finishes only if progress refreshes the 0.5 s timeout.
     names, version, (long_run, image) = await tools_and_version(
-        config, [LONG_RUN, ("get-tiny-image", {})], on_progress=on_progress, timeout_seconds=0.5
+        config, [LONG_RUN, ("get-tiny-image", {})], on_progress=on_progress, timeout_seconds=1.5
     )
     assert {"echo", "get-tiny-image", "trigger-long-running-operation"} <= set(names)
     assert version == "2025-11-25"
-    assert text(long_run) == "Long running operation completed. Duration: 0.6 seconds, Steps: 3."
-    assert progress == [(1.0, 3.0, None), (2.0, 3.0, None), (3.0, 3.0, None)]
+    assert text(long_run) == "Long running operation completed. Duration: 3 seconds, Steps: 6."
+    assert progress == [(float(i), 6.0, None) for i in range(1, 7)]
     images = [b for b in image.content if isinstance(b, types.ImageContent)]
     assert [i.mime_type for i in images] == ["image/png"]
     assert base64.b64decode(images[0].data).startswith(b"\x89PNG\r\n\x1a\n")
@@ -126,12 +127,12 @@ async def test_server_everything_over_streamable_http_reports_progress() -> None
     async with everything_over_http() as url:
         config = ServerConfig(name="everything", type="http", url=url)
         names, version, (long_run, echo) = await tools_and_version(
-            config, [LONG_RUN, ("echo", {"message": "over http"})], on_progress=on_progress, timeout_seconds=0.5
+            config, [LONG_RUN, ("echo", {"message": "over http"})], on_progress=on_progress, timeout_seconds=1.5
         )
     assert "trigger-long-running-operation" in names
     assert version == "2025-11-25"
-    assert text(long_run) == "Long running operation completed. Duration: 0.6 seconds, Steps: 3."
-    assert progress == [1.0, 2.0, 3.0]
+    assert text(long_run) == "Long running operation completed. Duration: 3 seconds, Steps: 6."
+    assert progress == [float(i) for i in range(1, 7)]
     assert text(echo) == "Echo: over http"
 
 

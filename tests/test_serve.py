@@ -28,7 +28,7 @@ async def test_the_agent_sees_one_bash_tool_whose_result_is_the_run_json() -> No
         "success": True,
         "stdout": "5\n",
         "stderr": "",
-        "hints": ["Use text_length when you need a Unicode scalar count of supplied text."],
+        "hints": ["text_metrics: Use text_length when you need a Unicode scalar count of supplied text."],
     }
 
 

@@ -32,8 +32,9 @@ def _octofs() -> MCPServer:
     return server
 
 
-def _config(tools: list[str]) -> Config:
-    return Config.model_validate({"mcp": {"servers": [{"name": "octofs", "type": "builtin", "tools": tools}]}})
+def _config(tools: list[str], runtime_unlock: bool = False) -> Config:
+    server = {"name": "octofs", "type": "builtin", "tools": tools, "runtime_unlock": runtime_unlock}
+    return Config.model_validate({"mcp": {"servers": [server]}})
 
 
 async def test_shell_in_the_context_says_whether_the_session_may_call_the_servers_shell_tool() -> None:
@@ -55,7 +56,7 @@ async def test_context_epoch_changes_when_the_model_loses_results_and_never_repe
 
 
 async def test_the_runtime_overlay_shows_one_hidden_tool_for_the_calling_session_only() -> None:
-    async with Host.open(_config(["whoami"]), servers={"octofs": _octofs()}) as host:
+    async with Host.open(_config(["whoami"], runtime_unlock=True), servers={"octofs": _octofs()}) as host:
         session = host.session()
         before = await session.run("tools octofs hidden 2>&1 | jq -r .error.code")
         shown = await session.run("tools runtime mcp action=enable server=octofs tool=hidden")

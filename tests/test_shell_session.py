@@ -102,7 +102,7 @@ async def test_hints_pushed_by_tools_come_back_beside_the_result_once() -> None:
         first = await session.run("tools text-metrics text-length text=hello; tools text_metrics text_length text=abc")
         second = await session.run("echo no tools")
     assert first.stdout == "5\n3\n"
-    assert first.hints == ["Use text_length when you need a Unicode scalar count of supplied text."]
+    assert first.hints == ["text_metrics: Use text_length when you need a Unicode scalar count of supplied text."]
     assert second.hints == []
     assert "hints" in first.to_json() and "hints" not in second.to_json()
 

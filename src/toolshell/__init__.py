@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from toolshell.version import __version__
+
 __all__ = ["Config", "Host", "Session", "ToolshellError", "ErrorCode", "__version__"]
-__version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from toolshell.config import Config
@@ -17,18 +18,22 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     # Lazy: `import mcp` alone costs most of a second, and the CLI must start fast.
     if name == "Host":
+        # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)
         from toolshell.host import Host
 
         return Host
     if name == "Session":
+        # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)
         from toolshell.session import Session
 
         return Session
     if name == "Config":
+        # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)
         from toolshell.config import Config
 
         return Config
     if name in ("ToolshellError", "ErrorCode"):
+        # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)
         from toolshell import errors
 
         return getattr(errors, name)

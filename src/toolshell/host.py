@@ -7,6 +7,7 @@ async with Host.open() as host:                    # the embedded default
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -39,10 +40,11 @@ from toolshell.errors import ErrorCode, StopScript, ToolshellError, single_error
 from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import Rater
+from toolshell.redact import Redactor, guard_logs
 from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry, entry_from_tool
-from toolshell.registry.filters import configured_servers
+from toolshell.registry.filters import active_servers, configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
 from toolshell.registry.overlay import Overlays
 from toolshell.result import RunResult
@@ -89,6 +91,8 @@ class Host:
         on_wait: OnWait | None = None,
     ) -> None:
         self.config = with_inproc(config or Config(), servers or {})
+        self.redact = Redactor(self.config.secrets)
+        guard_logs(self.config.secrets)
         self._inproc = dict(servers or {})
         self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
         self.store = store or Store(self.state_dir / "toolshell.db")
@@ -112,6 +116,7 @@ class Host:
             sink=self.sink,
             scripts=ScriptStore(self.store),
             project_id=self.project_id,
+            redact=self.redact,
             catalog=self.catalog,
             load_server=self.load_server,
             target=self.connections.target,
@@ -213,7 +218,18 @@ class Host:
         return lambda: resolve_builtin(server.name, server.module)(self)
 
     def statuses(self) -> list[ServerStatus]:
-        return self.manager.statuses()
+        """Every configured server's state, with secrets redacted from its errors and stderr."""
+        statuses = self.manager.statuses()
+        if not self.redact:
+            return statuses
+        return [
+            dataclasses.replace(
+                s,
+                last_error=None if s.last_error is None else self.redact(s.last_error),
+                stderr_tail=[self.redact(line) for line in s.stderr_tail],
+            )
+            for s in statuses
+        ]
 
     async def load_server(self, name: str) -> None:
         """Open a server (an `on_demand` one on first use)."""
@@ -221,8 +237,12 @@ class Host:
 
     # The runtime overlay, as the `runtime` built-in asks for it (`builtin.host.HostHandle`).
 
+    def statuses_for(self, session_id: str) -> list[ServerStatus]:
+        active = {s.name for s in self._active(session_id)}
+        return [s for s in self.statuses() if s.name in active]
+
     def set_enabled(self, session_id: str, server: str, enabled: bool) -> None:
-        self._configured(server)
+        self._active_server(session_id, server)
         self.overlays.set_enabled(session_id, server, enabled)
 
     def disabled_for(self, session_id: str) -> set[str]:
@@ -231,11 +251,22 @@ class Host:
 
     def enabled_for(self, session_id: str) -> dict[str, bool]:
         disabled = self.overlays.disabled(session_id)
-        return {s.name: s.name not in disabled for s in self._servers()}
+        return {s.name: s.name not in disabled for s in self._active(session_id)}
 
     async def set_tool_unlocked(self, session_id: str, server: str, tool: str, unlocked: bool) -> None:
-        """The runtime overlay (seed 001): show one tool that the server's `tools` filter hides."""
-        config = self._configured(server)
+        """The runtime overlay (seed 001): show one tool that the server's `tools` filter hides.
+
+        Only for a server the session's role makes active and whose config says `runtime_unlock`:
+        the overlay never widens what the config and the role allow (the role's `allowed_tools`
+        still applies to the shown tool).
+        """
+        config = self._active_server(session_id, server)
+        if unlocked and not config.runtime_unlock:
+            raise ToolshellError(
+                ErrorCode.DENIED,
+                f"server {server!r} does not let a session show its filtered tools; a person can add "
+                f"{tool!r} to its `tools` list, or set `runtime_unlock = true` on it in the config",
+            )
         conn = await self.manager.get(server)
         session = self._sessions.get(session_id)
         context = self.connections.context(session, config) if session else SessionContext(session_id=session_id)
@@ -246,11 +277,19 @@ class Host:
             )
         self.overlays.set_unlocked(session_id, server, tool, unlocked)
 
-    def _configured(self, server: str) -> ServerConfig:
-        config = next((s for s in self._servers() if s.name == server), None)
+    def _active(self, session_id: str) -> list[ServerConfig]:
+        """The servers a session's role makes active (an unknown session: the config's role)."""
+        session = self._sessions.get(session_id)
+        return active_servers(self.config, session.role if session is not None else self.config.role)
+
+    def _active_server(self, session_id: str, server: str) -> ServerConfig:
+        active = self._active(session_id)
+        config = next((s for s in active if s.name == server), None)
         if config is None:
-            names = ", ".join(s.name for s in self._servers())
-            raise ToolshellError(ErrorCode.INVALID_INPUT, f"no configured server {server!r}; configured: {names}")
+            names = ", ".join(s.name for s in active)
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT, f"no server {server!r} for this session; its servers are: {names}"
+            )
         return config
 
     # --- catalog -----------------------------------------------------------------------------

@@ -2,13 +2,17 @@
 context that server is told (seed 001, "Session Context").
 
 `ServerRouter` is the registry's `ToolSource` (catalog building) and, per session, the pipeline's
-`CallTarget` (the one call on the connection).
+`CallTarget` (the one call on the connection). Calls to one server wait their turn past its
+`max_concurrent_calls` (one limit per server, shared by every session), so a script's
+`while read …; do tools … & done` cannot flood it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from toolshell.calls.prepare import PreparedCall
 from toolshell.config import Config, ServerConfig
@@ -20,6 +24,9 @@ from toolshell.registry.overlay import Overlays
 if TYPE_CHECKING:
     from toolshell.session import Session
 
+_DEFAULT_TURNS: int = ServerConfig.model_fields["max_concurrent_calls"].default
+"""For a server added at run time, without its own `[[mcp.servers]]` entry."""
+
 
 class ServerRouter:
     """The host's connections, as the catalog and the calls of a session see them."""
@@ -30,6 +37,7 @@ class ServerRouter:
         self.overlays = overlays
         self.top_level = top_level
         self._servers = {s.name: s for s in configured_servers(config) if s.enabled}
+        self._turns: dict[str, anyio.Semaphore] = {}
 
     # --- ToolSource ----------------------------------------------------------------------------
 
@@ -58,6 +66,14 @@ class ServerRouter:
         may = (tool_allowed("shell", server.tools) or unlocked) and role_allows(role, server.name, "shell")
         return dataclasses.replace(session.context, shell=may)
 
+    def turns(self, server: str) -> anyio.Semaphore:
+        """The semaphore of calls in flight to `server` (made on first use, inside the event loop)."""
+        if server not in self._turns:
+            config = self._servers.get(server)
+            limit = _DEFAULT_TURNS if config is None else config.max_concurrent_calls
+            self._turns[server] = anyio.Semaphore(limit)
+        return self._turns[server]
+
     def target(self, session: Session) -> SessionTarget:
         return SessionTarget(self, session)
 
@@ -74,10 +90,14 @@ class SessionTarget:
         if entry.server is None:
             conn, context = self.router.top_level, session.context
         else:
-            conn = await self.router.manager.get(entry.server)
+            # The connection starts (or restarts) itself when called; `get` only for its error.
+            conn = self.router.manager.connection(entry.server) or await self.router.manager.get(entry.server)
             context = self._context(entry.server)
         options = CallOptions(session=context, answerer=session.answerer)
-        return await conn.call_tool(entry.name, prepared.input, options)
+        if entry.server is None:  # the top-level tools run in-process
+            return await conn.call_tool(entry.name, prepared.input, options)
+        async with self.router.turns(entry.server):
+            return await conn.call_tool(entry.name, prepared.input, options)
 
     def _context(self, server: str) -> SessionContext:
         config = self.router.server_config(server)

@@ -28,12 +28,14 @@ from toolshell.config import Config
 from toolshell.connections.base import Answerer, SessionContext
 from toolshell.errors import error_line
 from toolshell.policy.policy import Policy
+from toolshell.redact import Redactor, redact_json
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.scripts.store import ScriptStore
-from toolshell.shell.bash import Capped, both_streams, new_shell
+from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams, new_shell
 from toolshell.shell.builtin import ToolsBuiltin
+from toolshell.shell.output import Bounded, Collected, Collector, bound, where_saved
 from toolshell.shell.precheck import Precheck
 from toolshell.shell.state import ShellCallState
 from toolshell.timeline.sinks import EventSink
@@ -51,6 +53,8 @@ class SessionServices:
     sink: EventSink
     scripts: ScriptStore
     project_id: str
+    redact: Redactor
+    """Removes the config's secrets from everything a script or the agent sees."""
     catalog: Callable[[Session], Awaitable[Catalog]]
     """The session's catalog, built now."""
     load_server: Callable[[str], Awaitable[None]]
@@ -109,6 +113,8 @@ class Session:
         self._current: ToolsBuiltin | None = None
         self._lock = anyio.Lock()
         self.bash = new_shell(config.shell, self._tools)
+        self.output_files = OutputFiles(self.bash.fs, config.tools_in_shell.output_files_max_bytes)
+        """The whole outputs of this session's shell calls past the cap (`tool-output/`)."""
 
     async def _tools(self, ctx: BuiltinContext) -> BuiltinResult:
         if self._current is None:  # a `tools` call outside `run` (cannot happen through the API)
@@ -171,7 +177,9 @@ class Session:
 
     async def _run(self, script: str) -> RunResult:
         services, config = self.services, self.services.config
-        ledger = Ledger(uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink)
+        ledger = Ledger(
+            uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink, services.redact
+        )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
@@ -180,8 +188,10 @@ class Session:
         held = await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
-            return RunResult(1, "", error_line(held.error()), tools=ledger.report.to_json(), hints=self._hints(ledger))
-        out, err = Capped(config.tools_in_shell.max_output_bytes), Capped(1_000_000)
+            return self._result(1, "", error_line(held.error()), ledger)
+        cap = config.tools_in_shell.max_output_bytes
+        # Bounded memory: the head a file can hold, and the tail the answer shows; the middle is counted.
+        out, err = Collector(MAX_FILE_BYTES, cap), Collector(MAX_FILE_BYTES, cap)
         state = ShellCallState(
             view=view,
             ledger=ledger,
@@ -190,9 +200,11 @@ class Session:
             scripts=services.scripts,
             manage_scripts=config.tools_in_shell.manage_scripts,
             shell_config=config.shell,
-            max_output_bytes=config.tools_in_shell.max_output_bytes,
+            max_output_bytes=cap,
             shells=[self.bash],
             stderr_sink=err.add,
+            redact=services.redact,
+            max_result_bytes=config.tools_in_shell.max_result_bytes,
         )
         self._current = ToolsBuiltin(state)
         try:
@@ -200,9 +212,28 @@ class Session:
         finally:
             self._current = None
             self.bash.clear_cancel()
-        exit_code, stderr = self._outcome(result, ledger.stopped, err.text())
+        errs = err.collected()
+        exit_code, end = self._outcome(result, ledger.stopped, errs.end)
+        call_id = ledger.shell_call_id
+        stdout = self._bounded(_shell_cut(out.collected(), result, "stdout"), cap, call_id, "stdout")
+        err_cap = cap - len(stdout.note.encode())  # the JSON cut's note goes on stderr, inside its cap
+        stderr = self._bounded(_shell_cut(errs.with_end(end), result, "stderr"), err_cap, call_id, "stderr")
         ledger.shell_call(script, started, self.source, exit_code)
-        return RunResult(exit_code, out.text(), stderr, tools=ledger.report.to_json(), hints=self._hints(ledger))
+        return self._result(exit_code, stdout.text, stderr.text + stdout.note, ledger)
+
+    def _bounded(self, stream: Collected, cap: int, shell_call_id: str, name: str) -> Bounded:
+        """A stream within `cap` bytes; past it, the whole is saved as `tool-output/<id>.<name>`."""
+        whole = stream.whole
+        if whole is not None and not stream.shell_cut and len(whole.encode("utf-8", "surrogatepass")) <= cap:
+            return Bounded(whole)
+        try:
+            path, kept = self.output_files.save(f"{shell_call_id}.{name}", stream.saved_text())
+            if kept is None and (whole is None or stream.shell_cut):  # the file has all we got, not all there was
+                kept = stream.size
+            where = where_saved(path, kept=kept)
+        except RuntimeError as exc:  # bashkit's filesystem: read-only mount, full
+            where = where_saved(None, str(exc))
+        return bound(stream, cap, where, as_json=name == "stdout")
 
     def _approver(self) -> Approver | None:
         """Who is asked in this run: the run's, the session's (`inline`), or the store (`wait_for`)."""
@@ -230,9 +261,24 @@ class Session:
             )
         return exit_code, stderr
 
-    def _hints(self, ledger: Ledger) -> list[str]:
+    def _result(self, exit_code: int, stdout: str, stderr: str, ledger: Ledger) -> RunResult:
+        """The shell call's result, with the config's secrets taken out of everything in it."""
         self.hints.extend(ledger.hints)
-        return self.hints.drain()
+        redact = self.services.redact
+        return RunResult(
+            exit_code,
+            redact(stdout),
+            redact(stderr),
+            tools=redact_json(ledger.report.to_json(), redact),
+            hints=[redact(h) for h in self.hints.drain()],
+        )
+
+
+def _shell_cut(stream: Collected, result: object, name: str) -> Collected:
+    """Mark a stream bashkit cut at its own limit (`shell.output.SHELL_OUTPUT_LIMIT`)."""
+    if getattr(result, f"{name}_truncated", False):
+        return dataclasses.replace(stream, shell_cut=True)
+    return stream
 
 
 __all__ = ["RunResult", "Session", "SessionServices"]

@@ -14,6 +14,10 @@ class HostHandle(Protocol):
         """Every configured server with its connection state, in config order."""
         ...
 
+    def statuses_for(self, session_id: str) -> list[ServerStatus]:
+        """The servers the session's role makes active, with their connection state, in config order."""
+        ...
+
     def set_enabled(self, session_id: str, server: str, enabled: bool) -> None:
         """Enable or disable a configured server for one session.
 

@@ -31,6 +31,7 @@ def _unavailable(message: str) -> ToolshellError:
 
 
 def _is_server(obj: object) -> TypeGuard[Server[Any] | MCPServer]:
+    # lazy: `mcp.server` is imported only when a built-in server opens
     from mcp.server import Server
     from mcp.server.mcpserver import MCPServer
 

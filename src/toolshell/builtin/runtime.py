@@ -85,7 +85,7 @@ class _Runtime:
                 "tool_count": s.tool_count,
                 "last_error": s.last_error,
             }
-            for s in self.host.statuses()
+            for s in (self.host.statuses_for(sid) if sid is not None else [])
         ]
         data = {"servers": servers}
         return ToolResult.success_with_metadata(json.dumps(data, ensure_ascii=False), data)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from typing import Any
 
 from toolshell.builtin.hints import hints_from_result
@@ -18,6 +17,7 @@ from toolshell.command.render import structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.report import ScriptReport
 from toolshell.policy.risk import READ_ONLY
+from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
 from toolshell.timeline.events import NestedCall, Outcome, ShellCall, outcome_for, preview
 from toolshell.timeline.sinks import EventSink
@@ -33,15 +33,19 @@ class Ledger:
         sink: where timeline events go.
     """
 
-    def __init__(self, shell_call_id: str, session_id: str, call_limit: int, sink: EventSink) -> None:
+    def __init__(
+        self, shell_call_id: str, session_id: str, call_limit: int, sink: EventSink, redact: Redactor | None = None
+    ) -> None:
         self.shell_call_id = shell_call_id
         self.session_id = session_id
         self.call_limit = call_limit
         self.sink = sink
+        self.redact = redact or Redactor()
         self.calls = 0
         self.report = ScriptReport()
         self.hints: list[str] = []
         self.stopped = False
+        self._rows = 0
 
     def charge(self, prepared: PreparedCall) -> None:
         """Count one call against the budget; the call past it stops the script with `call_limit`."""
@@ -58,7 +62,9 @@ class Ledger:
         ok = not result.is_error
         value = None if risk_level == READ_ONLY else _result_value(result, prepared.entry)
         self.report.record(prepared.entry.command, prepared.input, risk_level, ok, value)
-        self.hints.extend(hints_from_result(result))
+        if prepared.entry.hints:  # attributed: the model must know which server is talking
+            source = prepared.entry.server or "toolshell"
+            self.hints.extend(f"{source}: {hint}" for hint in hints_from_result(result))
         if ok:
             self.emit(prepared.entry, prepared.input, "completed", None, started)
 
@@ -82,7 +88,7 @@ class Ledger:
             ShellCall(
                 id=self.shell_call_id,
                 session_id=self.session_id,
-                script_preview=script[:200],
+                script_preview=self.redact(script[:200]),
                 exit_code=exit_code,
                 started_at=started_at,
                 duration_ms=None if exit_code is None else (time.time() - started_at) * 1000,
@@ -94,13 +100,14 @@ class Ledger:
         self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
     ) -> None:
         ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
+        self._rows += 1
         self.sink.emit(
             NestedCall(
-                id=uuid.uuid4().hex[:16],
+                id=f"{self.shell_call_id}.{self._rows}",  # unique: the shell call's id is random
                 shell_call_id=self.shell_call_id,
                 session_id=self.session_id,
                 command=entry.command,
-                input_preview=preview(arguments),
+                input_preview=self.redact(preview(arguments)),
                 outcome=outcome,
                 error_code=code,
                 duration_ms=ms,

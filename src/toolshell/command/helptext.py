@@ -13,13 +13,15 @@ from typing import Protocol
 from toolshell.command.schema_text import example_call, schema_lines
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ServerInfo, ToolEntry
+from toolshell.safe_text import escape_lines
 
 USAGE = """\
 Usage:
   tools <server> --help | tools [<server>] <tool> --help | tools search <words> | tools plan < script
   tools [<server>] <tool> key=value --key value '{"key":"json"}'  (or a JSON object on stdin, or -)
   Values are JSON unless the key is a string (number=7 is 7, repo=42 stays "42"); --flag alone is true.
-  Prints text as is, else JSON. On failure: exit 1, stderr {"error":{"code":"…","message":"…","retryable":…}}"""
+  Prints text as is, else JSON. On failure: exit 1, stderr {"error":{"code":"…","message":"…","retryable":…}}
+  Calls run at once with & and wait: tools a x > a.json & tools b y > b.json & wait"""
 
 VERB_HELP = {
     "search": (
@@ -89,7 +91,7 @@ def top_help(catalog: Catalog) -> str:
     if notes:
         lines.append("Notes:")
         lines += [f"  {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+    return escape_lines("\n".join(lines)) + "\n"
 
 
 def server_help(catalog: Catalog, server_name: str) -> str:
@@ -108,7 +110,9 @@ def server_help(catalog: Catalog, server_name: str) -> str:
     info = _find_server(catalog, server_name)
     entries = list(catalog.server_entries(info.name))
     head = f"tools {_dash(info.name)} <tool>: {_count(len(entries))}"
-    if info.state not in ("", "ready"):
+    if info.state == "needs_auth":
+        head += " (needs login)"
+    elif info.state not in ("", "ready"):
         head += f" ({info.state})"
     lines = [head]
     if info.description:
@@ -116,7 +120,7 @@ def server_help(catalog: Catalog, server_name: str) -> str:
     lines += _columns([(_dash(e.name), _summary(e)) for e in entries])
     if entries:
         lines.append(f"Input of one tool: tools {_dash(info.name)} <tool> --help")
-    return "\n".join(lines) + "\n"
+    return escape_lines("\n".join(lines)) + "\n"
 
 
 def tool_help(entry: ToolEntry) -> str:
@@ -136,7 +140,7 @@ def tool_help(entry: ToolEntry) -> str:
     lines.append("Input:" if props else "Input: none")
     lines += props
     lines.append(f"Example: {example_call(entry.command, entry.input_schema)}")
-    return "\n".join(lines) + "\n"
+    return escape_lines("\n".join(lines)) + "\n"
 
 
 def search_text(hits: Sequence[Hit]) -> str:
@@ -151,7 +155,7 @@ def search_text(hits: Sequence[Hit]) -> str:
     if not hits:
         return "No tools match. Try other or fewer words, or tools --help for the full list.\n"
     rows = [(h.entry.command, _summary(h.entry)) for h in hits]
-    return "\n".join(_columns(rows, indent="")) + "\n"
+    return escape_lines("\n".join(_columns(rows, indent=""))) + "\n"
 
 
 def verb_help(word: str) -> str | None:
@@ -177,6 +181,8 @@ def _find_server(catalog: Catalog, name: str) -> ServerInfo:
 def _server_summary(info: ServerInfo) -> str:
     if not info.loaded:
         text = "(not loaded)"
+    elif info.state == "needs_auth":
+        text = "(needs login)"
     else:
         text = _count(info.tool_count)
         if info.state not in ("", "ready"):

@@ -160,7 +160,10 @@ def _loads(text: str) -> Any:
     def reject(name: str) -> Any:
         raise ValueError(f"{name} is not valid JSON")
 
-    return json.loads(text, parse_constant=reject)
+    try:
+        return json.loads(text, parse_constant=reject)
+    except RecursionError:  # too deep for any tool: treated like text that is not JSON
+        raise ValueError("it is nested too deeply") from None
 
 
 def _value(raw: str, prop: Any) -> Any:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.safe_text import escape
 
 if TYPE_CHECKING:
     # Blocks are told apart by their `type` field, so importing this module stays cheap (the
@@ -23,7 +24,12 @@ if TYPE_CHECKING:
     import mcp_types
 
 IMAGE_DIR = "tool-images"
+_ERROR_MAX_BYTES = 100_000
+"""A tool's error message is one line: cut past this even inside the shell."""
 _EXTENSIONS = {"image/jpeg": "jpg", "image/svg+xml": "svg", "image/x-icon": "ico"}
+_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
+_MIME = re.compile(f"{_NAME}/{_NAME}")
+"""RFC 6838 `type/subtype`, nothing else: a MIME type is shown to people and names a file."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class Image:
 
 @dataclass(frozen=True)
 class Rendered:
-    """What one call prints: stdout text (already capped), images to write, or an error."""
+    """What one call prints: stdout text (capped only when `max_bytes` was given), images to write, or an error."""
 
     stdout: str
     images: list[Image] = field(default_factory=list)
@@ -47,7 +53,7 @@ class Rendered:
 def render_result(
     result: mcp_types.CallToolResult,
     *,
-    max_bytes: int,
+    max_bytes: int | None = None,
     tool: str = "tool",
     output_schema: dict[str, Any] | None = None,
     taken: Collection[str] = frozenset(),
@@ -56,7 +62,8 @@ def render_result(
 
     Args:
         result: The tool's result.
-        max_bytes: Cap on stdout in UTF-8 bytes (see `cap`).
+        max_bytes: Cap on stdout in UTF-8 bytes (see `cap`), for a result shown to a model directly.
+            None (inside the shell): the whole result; the shell call's own output is capped instead.
         tool: Name used for image files, e.g. `github-screenshot` → `tool-images/github-screenshot-1.png`.
         output_schema: The tool's output schema, to recognise the SDK's `{"result": …}` wrapper.
         taken: Image paths already in use, so a second call does not overwrite the first's files.
@@ -66,10 +73,11 @@ def render_result(
         nothing), the decoded images, and `error` set (stdout empty) for an `is_error` result.
     """
     if result.is_error:
-        return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, _cut(_error_text(result), max_bytes)))
+        message = _cut(_error_text(result), _ERROR_MAX_BYTES if max_bytes is None else max_bytes)
+        return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, message))
     blocks, images = _blocks_with_files(result.content, tool, taken)
-    text = _stdout_text(result, blocks, output_schema)
-    return Rendered(cap(_one_newline(text), max_bytes), images)
+    text = _one_newline(_stdout_text(result, blocks, output_schema))
+    return Rendered(text if max_bytes is None else cap(text, max_bytes), images)
 
 
 def structured_value(result: mcp_types.CallToolResult, schema: dict[str, Any] | None) -> Any:
@@ -98,7 +106,7 @@ def _same_json(text: str, data: Any) -> bool:
     """Whether a text block is just the JSON of the structured content (the spec's fallback copy)."""
     try:
         return bool(json.loads(text) == data)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or too deep to be anything but text
         return False
 
 
@@ -139,23 +147,30 @@ def _blocks_with_files(
         if not _is(block, "image"):
             blocks.append(block.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"meta"}))
             continue
-        note: dict[str, Any] = {"type": "image", "mimeType": block.mime_type}
+        mime_type = _checked_mime(block.mime_type)
+        note: dict[str, Any] = {"type": "image", "mimeType": mime_type}
         try:
             data = base64.b64decode(block.data, validate=True)
         except (binascii.Error, ValueError):
             note["error"] = "the image data is not valid base64; nothing was saved"
         else:
-            name = _image_name(tool, block.mime_type, used)
+            name = _image_name(tool, mime_type, used)
             used.add(name)
-            images.append(Image(data, block.mime_type, name))
+            images.append(Image(data, mime_type, name))
             note["file"] = name
         blocks.append(note)
     return blocks, images
 
 
+def _checked_mime(mime_type: str) -> str:
+    """The MIME type when it is a plain `type/subtype`; else its quoted, escaped form (never a
+    line break or a control sequence), which `_image_name` saves as `.bin`."""
+    return mime_type if _MIME.fullmatch(mime_type) else escape(repr(mime_type))
+
+
 def _image_name(tool: str, mime_type: str, used: set[str]) -> str:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", tool).strip("-.") or "tool"
-    subtype = mime_type.partition("/")[2].split(";")[0].strip().lower()
+    subtype = mime_type.partition("/")[2].lower() if _MIME.fullmatch(mime_type) else ""
     ext = _EXTENSIONS.get(mime_type.lower(), re.sub(r"[^a-z0-9]+", "", subtype) or "bin")
     # Number per tool, not per extension, so one call's images read as -1.png, -2.jpg, ….
     n = 1

@@ -6,9 +6,11 @@ half-loads.
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -17,7 +19,9 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from toolshell.config.models import Config
+from toolshell.config.trust import ignored_note, trust_database, trust_state
 from toolshell.errors import ConfigError
+from toolshell.redact import is_secret
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 
@@ -25,12 +29,18 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 # --- expansion ---------------------------------------------------------------------------------
 
 
-def expand_vars(value: str, env: Mapping[str, str], place: str) -> str:
-    """Expand `${VAR}` and `${VAR:-default}`; an undefined `${VAR}` is an error naming it and the place."""
+def expand_vars(value: str, env: Mapping[str, str], place: str, seen: dict[str, str] | None = None) -> str:
+    """Expand `${VAR}` and `${VAR:-default}`; an undefined `${VAR}` is an error naming it and the place.
+
+    `seen` collects each expansion's value and the text it came from (`${VAR}`), so secrets can be
+    redacted and config errors can quote the text as written.
+    """
 
     def sub(m: re.Match[str]) -> str:
         name, has_default, default = m.group(1), m.group(2), m.group(3)
         if name in env and (env[name] != "" or not has_default):
+            if seen is not None and is_secret(name, env[name]):
+                seen[env[name]] = m.group(0)
             return env[name]
         if has_default is not None:
             return default or ""
@@ -39,17 +49,17 @@ def expand_vars(value: str, env: Mapping[str, str], place: str) -> str:
     return _VAR_RE.sub(sub, value)
 
 
-def _expand_tree(data: Any, env: Mapping[str, str], place: str) -> Any:
+def _expand_tree(data: Any, env: Mapping[str, str], place: str, seen: dict[str, str]) -> Any:
     if isinstance(data, str):
-        return expand_vars(data, env, place)
+        return expand_vars(data, env, place, seen)
     if isinstance(data, list):
-        return [_expand_tree(v, env, place) for v in data]
+        return [_expand_tree(v, env, place, seen) for v in data]
     if isinstance(data, dict):
-        return {k: _expand_tree(v, env, f"{place}.{k}" if place else k) for k, v in data.items()}
+        return {k: _expand_tree(v, env, f"{place}.{k}" if place else k, seen) for k, v in data.items()}
     return data
 
 
-def _expand_servers(raw: dict[str, Any], env: Mapping[str, str]) -> list[tuple[str, str]]:
+def _expand_servers(raw: dict[str, Any], env: Mapping[str, str], seen: dict[str, str]) -> list[tuple[str, str]]:
     """Expand variables in every server in place; collect each failure instead of stopping at one."""
     problems: list[tuple[str, str]] = []
     servers = raw.get("mcp", {}).get("servers", []) if isinstance(raw.get("mcp"), dict) else []
@@ -60,7 +70,7 @@ def _expand_servers(raw: dict[str, Any], env: Mapping[str, str]) -> list[tuple[s
         for key in ("command", "args", "env", "cwd", "url", "headers"):
             if key in server:
                 try:
-                    server[key] = _expand_tree(server[key], env, f"{label}.{key}")
+                    server[key] = _expand_tree(server[key], env, f"{label}.{key}", seen)
                 except ConfigError as e:
                     problems.extend(e.problems)
     return problems
@@ -104,8 +114,6 @@ def _known_keys() -> set[str]:
 
 
 def _unknown_key(loc: tuple[Any, ...]) -> str:
-    import difflib
-
     near = difflib.get_close_matches(str(loc[-1]), sorted(_known_keys()), n=1)
     hint = f"; did you mean `{near[0]}`?" if near else "; check its spelling against the configuration reference"
     return f"unknown key `{loc[-1]}`{hint}"
@@ -133,16 +141,25 @@ def parse_config(
     if "mcpServers" in raw or ("servers" in raw and "mcp" not in raw):
         raw = import_mcp_json(raw, source=source)
     raw = json.loads(json.dumps(raw))  # a private copy: expansion writes into it
-    problems = _expand_servers(raw, os.environ if env is None else env) if expand else []
+    seen: dict[str, str] = {}
+    problems = _expand_servers(raw, os.environ if env is None else env, seen) if expand else []
     try:
         config = Config.model_validate(raw)
     except ValidationError as e:
         problems.extend(_problems_from(e, raw))
-        raise ConfigError(problems, source) from None
+        raise ConfigError(_as_written(problems, seen), source) from None
     problems.extend(config.reference_problems())
     if problems:
-        raise ConfigError(problems, source)
+        raise ConfigError(_as_written(problems, seen), source)
+    config.set_secrets(seen)
     return config
+
+
+def _as_written(problems: list[tuple[str, str]], seen: dict[str, str]) -> list[tuple[str, str]]:
+    """Problems that quote config text as written (`${TOKEN}`), never an expanded secret."""
+    for value, written in sorted(seen.items(), key=lambda kv: len(kv[0]), reverse=True):
+        problems = [(place, msg.replace(value, written)) for place, msg in problems]
+    return problems
 
 
 def import_mcp_json(data: dict[str, Any], *, source: str = "") -> dict[str, Any]:
@@ -170,8 +187,18 @@ def import_mcp_json(data: dict[str, Any], *, source: str = "") -> dict[str, Any]
     return {"mcp": {"servers": out}}
 
 
+_TOO_DEEP = "nested too deeply to read; a config is a few tables deep (flatten it, or remove what repeats)"
+
+
 def load_text(text: str, *, source: str = "", env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
     """Parse config text: JSON when it starts with `{`, TOML otherwise."""
+    try:
+        return _load_text(text, source=source, env=env, expand=expand)
+    except RecursionError:  # decoding, copying or expanding a hostile, deeply nested file
+        raise ConfigError([("", _TOO_DEEP)], source) from None
+
+
+def _load_text(text: str, *, source: str, env: Mapping[str, str] | None, expand: bool) -> Config:
     stripped = text.lstrip()
     if stripped.startswith("{"):
         try:
@@ -210,15 +237,26 @@ def user_data_dir() -> Path:
 
 
 def find_config_path(explicit: str | None = None) -> Path | None:
-    """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml`, the user config dir; else None."""
+    """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml` once trusted (`config.trust`),
+    the user config dir; else None. An untrusted `./toolshell.toml` is skipped with a note on stderr."""
     if explicit:
         return Path(explicit)
     if env_path := os.environ.get("TOOLSHELL_CONFIG"):
         return Path(env_path)
-    for candidate in (Path("toolshell.toml"), user_config_dir() / "toolshell.toml"):
-        if candidate.is_file():
-            return candidate
-    return None
+    user = user_config_dir() / "toolshell.toml"
+    local = Path("toolshell.toml")
+    if local.is_file() and _local_is_trusted(local, user):
+        return local
+    return user if user.is_file() else None
+
+
+def _local_is_trusted(local: Path, user: Path) -> bool:
+    if user.is_file() and local.resolve() == user.resolve():
+        return True  # the working directory is the user config dir
+    state = trust_state(local, trust_database(user_data_dir()))
+    if state != "trusted":
+        print(ignored_note(local, state), file=sys.stderr)
+    return state == "trusted"
 
 
 def load(explicit: str | None = None) -> Config:

@@ -7,10 +7,11 @@ A config file is TOML (`toolshell.toml`) or another MCP host's `{"mcpServers": {
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from toolshell.config.names import SERVER_NAME_RE
 from toolshell.config.patterns import parse_pattern
@@ -18,9 +19,55 @@ from toolshell.config.triggers import TriggerConfig
 from toolshell.errors import ConfigError
 from toolshell.shipped import SHIPPED
 
+_YEAR = 365 * 24 * 3600.0
+"""The longest time any setting may be: longer ones overflow the timers below (a `1e400` is `inf`)."""
+_COUNT = 1_000_000_000
+"""The largest count a setting may be: the shell's limits are fixed-size integers."""
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+
+class OAuthConfig(_Model):
+    """`[mcp.servers.oauth]`: how toolshell logs in to an `http` server (docs/configuration.md)."""
+
+    enabled: bool = True
+    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    client_id: str | None = None
+    """A client registered beforehand; without one, the client ID metadata document or dynamic registration."""
+    client_secret_env: str | None = None
+    """The name of the environment variable holding the client secret (never the secret itself)."""
+    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    client_metadata_url: str | None = None
+    """An https URL of this client's metadata document, used as its client ID where the server supports it."""
+    scopes: list[str] = Field(default_factory=list)
+    issuer: str | None = None
+    """The authorization server a configured client belongs to; its secret is sent nowhere else."""
+    redirect_port: int | None = Field(default=None, ge=1, le=65535)
+    login: Literal["explicit", "on_call"] = "explicit"
+    """`explicit`: only `toolshell auth login` opens a browser; `on_call`: a call that needs a login starts one."""
+    login_timeout_seconds: float = Field(default=300.0, gt=0)
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _names_a_variable(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError('client_secret_env takes the name of an environment variable, e.g. "GITHUB_SECRET"')
+        return v
+
+    @field_validator("client_metadata_url")
+    @classmethod
+    def _https_with_a_path(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("https://") or "/" not in v.removeprefix("https://").rstrip("/")):
+            raise ValueError(f"client_metadata_url {v!r} must be an https URL with a path")
+        return v
+
+    @model_validator(mode="after")
+    def _grant_has_what_it_needs(self) -> OAuthConfig:
+        if self.grant == "client_credentials" and not (self.client_id and self.client_secret_env):
+            raise ValueError('grant = "client_credentials" needs client_id and client_secret_env')
+        return self
 
 
 class ServerConfig(_Model):
@@ -36,15 +83,24 @@ class ServerConfig(_Model):
     headers: dict[str, str] = Field(default_factory=dict)
     module: str | None = None
     """For a user's own built-in server: `package.module:attribute` (an MCPServer, or a factory)."""
-    timeout_seconds: float = Field(default=30.0, gt=0)
-    startup_timeout_seconds: float = Field(default=30.0, gt=0)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
+    startup_timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
+    max_message_bytes: int = Field(default=32 * 1024 * 1024, ge=1024, le=2**40)
+    """The largest message a stdio server may send; a larger answer fails its call, not the server."""
     tools: list[str] = Field(default_factory=list)
     auto_bind: list[str] = Field(default_factory=list)
     load: Literal["startup", "on_demand"] = "startup"
     trusted: bool = True
+    runtime_unlock: bool = False
+    """Let a session show one of this server's filtered-out tools with `tools runtime mcp action=enable
+    server=S tool=T` (seed 001's runtime overlay). Off: the overlay never widens the `tools` filter."""
     enabled: bool = True
     protocol: Literal["auto", "2025-11-25"] = "auto"
     """"2025-11-25" forces the older handshake, for servers that ask with `ctx.elicit`/`elicit_url`."""
+    oauth: OAuthConfig | None = None
+    """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
+    max_concurrent_calls: int = Field(default=8, ge=1)
+    """Calls in flight to this server at once, from every session together; more wait their turn."""
 
     @field_validator("name")
     @classmethod
@@ -80,9 +136,9 @@ class ServerConfig(_Model):
 
 
 _KEYS_OF_OTHER_TYPES = {
-    "stdio": ("url", "headers", "module"),
+    "stdio": ("url", "headers", "module", "oauth"),
     "http": ("command", "args", "env", "cwd", "module"),
-    "builtin": ("args", "env", "cwd", "url", "headers"),
+    "builtin": ("args", "env", "cwd", "url", "headers", "oauth"),
 }
 
 
@@ -126,8 +182,15 @@ class ToolsInShellConfig(_Model):
     keep_visible: list[str] = Field(default_factory=list)
     manage_scripts: bool = False
     rate_unlabeled_tools: bool = True
-    call_limit: int = Field(default=50, ge=1)
-    max_output_bytes: int = Field(default=100_000, ge=1_000)
+    call_limit: int = Field(default=50, ge=1, le=_COUNT)
+    max_output_bytes: int = Field(default=30_000, ge=1_000, le=_COUNT)
+    """Cap on a shell call's stdout and on its stderr, in UTF-8 bytes; the rest is saved to a file."""
+    max_result_bytes: int = Field(default=30_000_000, ge=64 * 1024, le=30_000_000)
+    """Memory guard on one `tools` result inside the shell. At most 30 MB: the sandbox keeps at most
+    32,000,000 bytes in flight, and a result past that would abort the whole script."""
+    output_files_max_bytes: int = Field(default=32 * 1024 * 1024, ge=1024 * 1024, le=64 * 1024 * 1024)
+    """Total size of a session's `tool-output/` files (whole outputs past the cap); oldest removed first.
+    At most 64 MiB: the sandbox's filesystem holds 100 MB in all."""
 
 
 class ApprovalConfig(_Model):
@@ -200,9 +263,9 @@ class MountConfig(_Model):
 
 
 class ShellConfig(_Model):
-    timeout_seconds: float = Field(default=300.0, gt=0)
-    max_commands: int = Field(default=100_000, ge=1)
-    max_loop_iterations: int = Field(default=100_000, ge=1)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=_YEAR)
+    max_commands: int = Field(default=100_000, ge=1, le=_COUNT)
+    max_loop_iterations: int = Field(default=100_000, ge=1, le=_COUNT)
     mounts: list[MountConfig] = Field(default_factory=list)
     network_allow: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=list)
@@ -213,12 +276,19 @@ class WebFetchConfig(_Model):
     enabled: bool = True
     allow_private: list[str] = Field(default_factory=list)
     """Hosts (or `host:port`) on private, loopback or link-local addresses that web-fetch may reach."""
-    max_bytes: int = Field(default=200_000, ge=1_000)
-    timeout_seconds: float = Field(default=30.0, gt=0)
+    max_bytes: int = Field(default=200_000, ge=1_000, le=_COUNT)
+    timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
 
 
 class StateConfig(_Model):
     dir: str | None = None
+
+
+class ServeConfig(_Model):
+    """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
+    reconnects with `Last-Event-ID` gets the rest of its result."""
+
+    event_store: Literal["memory", "state"] = "memory"
 
 
 class Config(_Model):
@@ -232,13 +302,23 @@ class Config(_Model):
     shell: ShellConfig = Field(default_factory=ShellConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
-    startup_wait_seconds: float = Field(default=5.0, ge=0)
+    startup_wait_seconds: float = Field(default=5.0, ge=0, le=_YEAR)
     """How long opening the host waits for `startup` servers; slower ones go on starting meanwhile."""
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
+    _secrets: frozenset[str] = PrivateAttr(default_factory=frozenset)
+
+    def set_secrets(self, values: Iterable[str]) -> None:
+        """The expanded `${VAR}` values that must never be shown (see `toolshell.redact`)."""
+        self._secrets = frozenset(values)
+
+    @property
+    def secrets(self) -> frozenset[str]:
+        return self._secrets
 
     def reference_problems(self) -> list[tuple[str, str]]:
         """References that name nothing: a role's `server_refs`, the default `role`."""
@@ -282,6 +362,7 @@ __all__ = [
     "RoleConfig",
     "RoleMcp",
     "ServerConfig",
+    "ServeConfig",
     "ShellConfig",
     "StateConfig",
     "ToolsInShellConfig",

@@ -59,6 +59,8 @@ class ConnState(enum.StrEnum):
     NOT_LOADED = "not_loaded"
     CONNECTING = "connecting"
     READY = "ready"
+    NEEDS_AUTH = "needs_auth"
+    """The server refused us (HTTP 401/403): a login (`toolshell auth login`) or credentials are missing."""
     FAILED = "failed"
     CLOSED = "closed"
     DISABLED = "disabled"
@@ -77,6 +79,10 @@ class ServerStatus:
     last_error: str | None = None
     stderr_tail: list[str] = field(default_factory=list)
     restarts: int = 0
+    auth_reason: str | None = None
+    """For `needs_auth`: the server's `WWW-Authenticate` reason (error, description, scope)."""
+    notes: list[str] = field(default_factory=list)
+    """What was refused or skipped (tools with bad names, garbage lines from the server)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,6 +95,8 @@ class ServerStatus:
             "last_error": self.last_error,
             "stderr_tail": self.stderr_tail,
             "restarts": self.restarts,
+            "auth_reason": self.auth_reason,
+            **({"notes": self.notes} if self.notes else {}),  # only when something was refused or skipped
         }
 
 

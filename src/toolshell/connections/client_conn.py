@@ -1,8 +1,9 @@
 """`ClientConnection`: one configured server (built-in, stdio or Streamable HTTP) behind `Connection`.
 
-Lifecycle: NOT_LOADED → CONNECTING → READY; a failed start, a lost transport or a server that
-cannot list its tools → FAILED, retried on a later call (or `start()`) once the backoff allows;
-`close()` → CLOSED. Concurrent callers share one start attempt. Every error leaves here as a
+Lifecycle: NOT_LOADED → CONNECTING → READY; an HTTP 401/403 at any point → NEEDS_AUTH (no backoff:
+the next call tries again, and succeeds once the person has logged in); a failed start, a lost
+transport or a server that cannot list its tools → FAILED, retried on a later call (or `start()`)
+once the backoff allows; `close()` → CLOSED. Concurrent callers share one start attempt. Every error leaves here as a
 `ToolshellError` (translated in `translate.py`).
 """
 
@@ -20,11 +21,11 @@ import mcp_types as types
 from mcp.client import Client, IncomingMessage
 from pydantic import ValidationError
 
-from toolshell import __version__
 from toolshell.config import ServerConfig
 from toolshell.connections.backoff import Backoff, Clock
 from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
 from toolshell.connections.elicitation import ElicitationRouter, InFlightCall
+from toolshell.connections.http import describe_challenge
 from toolshell.connections.runner import Runner
 from toolshell.connections.session_meta import SessionClient, request_meta
 from toolshell.connections.targets import Target
@@ -32,6 +33,7 @@ from toolshell.connections.timer import CAP_FACTOR, CallTimer
 from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -76,12 +78,19 @@ class ClientConnection:
         self._protocol_version: str | None = None
         self._starts = 0
         self._connect_session = SessionContext()
+        self._auth_reason: str | None = None
 
     # --- Connection -----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError."""
+        """Connect (idempotent; concurrent callers share one attempt). Raises ToolshellError.
+
+        A server that refused us after the handshake is asked for its tools again: that raises
+        `connection_required` while the refusal lasts, and makes it READY once a login took.
+        """
         await self._ensure(None)
+        if self._state is ConnState.NEEDS_AUTH:
+            await self.list_tools(self._connect_session)
 
     async def list_tools(self, session: SessionContext) -> list[types.Tool]:
         """The server's tools: cached per server (or per session for a private list)."""
@@ -98,9 +107,8 @@ class ClientConnection:
                 if attempt == 0 and await self._renewed_session(e, runner):
                     continue
                 raise self._listing_failed(e, runner) from None
-            self._backoff.reset()
-            self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
-            return list(tools)
+            self._succeeded(runner)
+            return self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
         raise AssertionError("unreachable")
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
@@ -116,7 +124,7 @@ class ClientConnection:
                 if attempt == 0 and await self._renewed_session(e, runner):
                     continue
                 raise self._failed(e, runner, f"calling {name!r}") from None
-            self._backoff.reset()
+            self._succeeded(runner)
             return result
         raise AssertionError("unreachable")
 
@@ -139,7 +147,9 @@ class ClientConnection:
             tool_count=self._cache.last_count,
             last_error=self._last_error,
             stderr_tail=self._target.stderr_tail(),
+            notes=[*self._cache.notes, *self._target.notes()],
             restarts=max(0, self._starts - 1),
+            auth_reason=self._auth_reason if self._state is ConnState.NEEDS_AUTH else None,
         )
 
     def cancel_session(self, session_id: str) -> int:
@@ -158,7 +168,8 @@ class ClientConnection:
             if runner is None:
                 self._check_backoff()
                 runner = self._begin(session)
-            await runner.ready.wait()
+            if not runner.ready.is_set():  # the warm path must not yield to the loop on every call
+                await runner.ready.wait()
             self._settle(runner)
             if runner is self._runner and runner.client is not None:
                 return runner.client
@@ -210,9 +221,12 @@ class ClientConnection:
             return
         runner.failure = self._could_not_start(runner.error)
         self._runner = None
-        self._state = ConnState.FAILED
         self._failure = runner.failure
         self._last_error = runner.failure.message
+        if runner.failure.code is ErrorCode.CONNECTION_REQUIRED:
+            self._refused()  # waiting fixes nothing, a login does: no backoff
+            return
+        self._state = ConnState.FAILED
         self._backoff.failed()
 
     def _check_backoff(self) -> None:
@@ -294,12 +308,28 @@ class ClientConnection:
 
     def _failed(self, exc: BaseException, runner: Runner | None, action: str) -> ToolshellError:
         err = translate(exc, self._situation(action))
-        if is_connection_lost(exc):
+        if err.code is ErrorCode.CONNECTION_REQUIRED and runner is self._runner:
+            self._last_error = err.message
+            self._refused()  # the session stays open: the next request may carry a fresh token
+        elif is_connection_lost(exc):
             self._lost(runner)
         return err
 
+    def _refused(self) -> None:
+        self._state = ConnState.NEEDS_AUTH
+        self._auth_reason = describe_challenge(self._target.auth_challenge())
+
+    def _succeeded(self, runner: Runner | None) -> None:
+        self._backoff.reset()
+        self._target.clear_refusal()
+        if self._state is ConnState.NEEDS_AUTH and runner is self._runner and runner is not None:
+            self._state = ConnState.READY  # logged in meanwhile
+            self._last_error = None
+
     def _situation(self, action: str) -> Situation:
-        return Situation(self.name, action, self._target.http_status(), self._target.last_words())
+        t = self._target
+        challenge = describe_challenge(t.auth_challenge())
+        return Situation(self.name, action, t.http_status(), t.last_words(), challenge, t.uses_oauth())
 
     # --- calls ----------------------------------------------------------------------------------
 

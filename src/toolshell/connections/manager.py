@@ -8,6 +8,7 @@ everything concurrently inside a shielded scope with a bounded wait.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from toolshell.config import ServerConfig
 from toolshell.connections.base import ConnState, ServerStatus
 from toolshell.connections.client_conn import ClientConnection
 from toolshell.connections.factory import make_connection
+from toolshell.connections.oauth import AuthSetup
 from toolshell.connections.targets import BuiltinFactory
 from toolshell.errors import ErrorCode, ToolshellError
 
@@ -38,14 +40,18 @@ class ConnectionManager:
         servers: Sequence[ServerConfig],
         builtins: Mapping[str, BuiltinFactory] | None = None,
         *,
-        connect: Callable[[ServerConfig, BuiltinFactory | None], ClientConnection] = make_connection,
+        connect: Callable[[ServerConfig, BuiltinFactory | None], ClientConnection] | None = None,
+        auth: AuthSetup | None = None,
     ) -> None:
         """Args:
         servers: The configured servers; disabled ones are listed but never opened.
         builtins: Factories of the in-process servers, by server name (the host resolves them).
         connect: Builds one connection (tests swap it to pass a fake clock or a mode).
+        auth: Where OAuth tokens live (the host's `<state dir>/oauth`) and who answers a login.
         """
         builtins = builtins or {}
+        if connect is None:
+            connect = functools.partial(make_connection, auth=auth)
         self._configs = {s.name: s for s in servers}
         self._connections: dict[str, ClientConnection] = {
             s.name: connect(s, builtins.get(s.name)) for s in servers if s.enabled

@@ -15,14 +15,16 @@ from typing import Any, Protocol
 
 import anyio
 import httpx2
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 
 from toolshell.config import ServerConfig
 from toolshell.connections import stdio
+from toolshell.connections.bounded_stdio import Noise, bounded_stdio_client
 from toolshell.connections.http import StatusWatch, http_client
+from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
 from toolshell.errors import ErrorCode, ToolshellError
 
 BuiltinFactory = Callable[[], "Server[Any] | MCPServer"]
@@ -60,6 +62,16 @@ class Target(Protocol):
     def last_words(self) -> str | None: ...
 
     def http_status(self) -> int | None: ...
+
+    def auth_challenge(self) -> str | None:
+        """The `WWW-Authenticate` header of the last 401/403 (http only)."""
+
+    def uses_oauth(self) -> bool: ...
+
+    def clear_refusal(self) -> None:
+        """A call went through: forget the last 401/403."""
+
+    def notes(self) -> list[str]: ...
 
 
 class _PlainAttempt:
@@ -116,20 +128,54 @@ class BuiltinTarget:
     def http_status(self) -> int | None:
         return None
 
+    def auth_challenge(self) -> str | None:
+        return None
+
+    def uses_oauth(self) -> bool:
+        return False
+
+    def clear_refusal(self) -> None:
+        return None
+
+    def notes(self) -> list[str]:
+        return []
+
 
 class HttpTarget:
-    """A Streamable HTTP endpoint, with the configured headers on every request."""
+    """A Streamable HTTP endpoint, with the configured headers and the server's OAuth on every request.
+
+    The OAuth state (tokens in memory, discovered metadata) is made once and outlives attempts.
+    """
 
     kind = "http"
 
-    def __init__(self, server: ServerConfig) -> None:
+    def __init__(self, server: ServerConfig, auth: AuthSetup) -> None:
         self._server = server
         self._watch = StatusWatch()
+        self._setup = auth
+        self._auth: ToolshellOAuth | None = None
+        self._oauth = oauth_settings(server) is not None
 
     def attempt(self) -> Attempt:
-        self._watch = watch = StatusWatch()
+        self._watch = watch = StatusWatch(self._oauth)
         url, headers = self._server.url or "", dict(self._server.headers)
-        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch)))
+        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch, self._oauth_auth(watch))))
+
+    def _oauth_auth(self, watch: StatusWatch) -> httpx2.Auth | None:
+        if self._auth is None and self._oauth:
+            self._auth = build_auth(self._server, self._setup)  # raises when its secret is missing
+        if self._auth is not None:
+            self._auth.on_outcome = watch.on_outcome
+        return self._auth
+
+    def auth_challenge(self) -> str | None:
+        return self._watch.challenge
+
+    def uses_oauth(self) -> bool:
+        return self._oauth
+
+    def clear_refusal(self) -> None:
+        self._watch.clear_refusal()
 
     def stderr_tail(self) -> list[str]:
         return []
@@ -139,6 +185,9 @@ class HttpTarget:
 
     def http_status(self) -> int | None:
         return self._watch.error_status
+
+    def notes(self) -> list[str]:
+        return []
 
 
 @asynccontextmanager
@@ -157,9 +206,10 @@ class StdioTarget:
         self._server = server
         self._lines: deque[str] = deque(maxlen=stdio.STDERR_LINES)
         self._current: _StdioAttempt | None = None
+        self._noise = Noise()
 
     def attempt(self) -> Attempt:
-        self._current = _StdioAttempt(self._server, stdio.StderrTail(self._lines))
+        self._current = _StdioAttempt(self._server, stdio.StderrTail(self._lines), self._noise)
         return self._current
 
     def stderr_tail(self) -> list[str]:
@@ -174,10 +224,23 @@ class StdioTarget:
     def http_status(self) -> int | None:
         return None
 
+    def auth_challenge(self) -> str | None:
+        return None
+
+    def uses_oauth(self) -> bool:
+        return False
+
+    def clear_refusal(self) -> None:
+        return None
+
+    def notes(self) -> list[str]:
+        return self._noise.notes()
+
 
 class _StdioAttempt:
-    def __init__(self, server: ServerConfig, stderr: stdio.StderrTail) -> None:
+    def __init__(self, server: ServerConfig, stderr: stdio.StderrTail, noise: Noise) -> None:
         self._server = server
+        self._noise = noise
         self.stderr = stderr
         self._token = stdio.new_token()
         self._leader: int | None = None
@@ -190,7 +253,9 @@ class _StdioAttempt:
             env={**s.env, stdio.TOKEN_ENV: self._token},
             cwd=s.cwd,
         )
-        return stdio_client(params, errlog=self.stderr.open())
+        return bounded_stdio_client(
+            params, self.stderr.open(), max_message_bytes=s.max_message_bytes, noise=self._noise
+        )
 
     def opened(self) -> None:
         self.stderr.release_write_end()

@@ -7,11 +7,31 @@ invalidation is never stored after it.
 
 from __future__ import annotations
 
+import re
+
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolshell.registry.linear_regex import pattern_notes
+
 MAX_PAGES = 100
 """A paginating server that never ends cannot hang a listing."""
+
+TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+"""The MCP tool-name form. Anything else (a newline, an escape sequence, a bidi override) could
+forge output lines or make one tool look like another, so such a tool is not listed at all."""
+
+MAX_REFUSED_NOTES = 5
+
+
+def refused_note(tools: list[types.Tool]) -> str | None:
+    """What `toolshell servers` says about the tools left out for their names, or None."""
+    bad = [t.name for t in tools if not TOOL_NAME_RE.fullmatch(t.name)]
+    if not bad:
+        return None
+    shown = ", ".join(ascii(name) for name in bad[:MAX_REFUSED_NOTES])
+    more = f" and {len(bad) - MAX_REFUSED_NOTES} more" if len(bad) > MAX_REFUSED_NOTES else ""
+    return f"{len(bad)} tool(s) not listed: their names are not of the MCP form [A-Za-z0-9_.-]{{1,128}}: {shown}{more}"
 
 
 def is_private(result: types.ListToolsResult, protocol_version: str | None) -> bool:
@@ -32,21 +52,28 @@ class ToolCache:
         self._shared: list[types.Tool] | None = None
         self._private: dict[str, list[types.Tool]] = {}
         self.last_count: int | None = None
+        self.notes: list[str] = []
 
     def get(self, session_id: str) -> list[types.Tool] | None:
         if session_id in self._private:
             return self._private[session_id]
         return self._shared
 
-    def put(self, tools: list[types.Tool], *, private: bool, session_id: str, generation: int) -> None:
-        """Store a fetched list, unless the cache was invalidated since the fetch began."""
+    def put(self, fetched: list[types.Tool], *, private: bool, session_id: str, generation: int) -> list[types.Tool]:
+        """Store a fetched list, unless the cache was invalidated since the fetch began; return the
+        tools that may be listed (those with a well-formed name)."""
+        tools = [t for t in fetched if TOOL_NAME_RE.fullmatch(t.name)]
+        note = refused_note(fetched)
+        self.notes = [note] if note else []
+        self.notes += [f"tool {t.name}: {n}" for t in tools for n in pattern_notes(t.input_schema)]
         self.last_count = len(tools)
         if generation != self.generation:
-            return
+            return list(tools)
         if private:
             self._private[session_id] = tools
         else:
             self._shared = tools
+        return list(tools)
 
     def invalidate(self) -> None:
         self.generation += 1

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import httpx2
 import mcp_types as types
 from mcp.client import InputRequiredRoundsExceededError
+from mcp.client.auth import OAuthFlowError
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -32,6 +33,10 @@ class Situation:
     """The last HTTP status the transport saw that was an error (401, 404 …), if any."""
     stderr_line: str | None = None
     """The last line the server wrote to stderr, for messages about a server that died."""
+    challenge: str | None = None
+    """The server's `WWW-Authenticate` reason with its last 401/403, described (see `http.describe_challenge`)."""
+    oauth: bool = False
+    """Whether the server logs in with OAuth (else its `headers` carry the credentials)."""
 
 
 def first_leaf(exc: BaseException) -> BaseException:
@@ -79,10 +84,12 @@ def translate(exc: BaseException, where: Situation) -> ToolshellError:
         return leaf
     name = f"server {where.server!r}"
     if where.http_status in (401, 403):
+        return _refused(name, where)
+    if isinstance(leaf, OAuthFlowError):
         return ToolshellError(
             ErrorCode.CONNECTION_REQUIRED,
-            f"{name} refused us (HTTP {where.http_status}) while {where.action}; it needs authorization: "
-            f'set headers = {{ Authorization = "Bearer …" }} for it in the config',
+            f"the login to {name} failed while {where.action}: {_text(leaf)}; "
+            f"run `toolshell auth login {where.server}` to try again",
         )
     if isinstance(leaf, MCPError):
         return _from_mcp_error(leaf, name, where)
@@ -118,6 +125,19 @@ def translate(exc: BaseException, where: Situation) -> ToolshellError:
         f"{name} failed while {where.action}: {type(leaf).__name__}: {_text(leaf)}",
         retryable=True,
     )
+
+
+def _refused(name: str, where: Situation) -> ToolshellError:
+    """An HTTP 401/403: the person has a login (or credentials) to provide."""
+    said = f": {where.challenge}" if where.challenge else ""
+    refused = f"{name} refused us (HTTP {where.http_status}{said}) while {where.action}"
+    if not where.oauth:
+        fix = 'it needs authorization: set headers = { Authorization = "Bearer …" } for it in the config'
+    elif where.challenge and where.challenge.startswith("insufficient_scope"):
+        fix = f"it needs more permission: run `toolshell auth login {where.server}` to grant it"
+    else:
+        fix = f"it needs a login: run `toolshell auth login {where.server}`"
+    return ToolshellError(ErrorCode.CONNECTION_REQUIRED, f"{refused}; {fix}")
 
 
 def _from_mcp_error(err: MCPError, name: str, where: Situation) -> ToolshellError:

@@ -22,7 +22,9 @@ Inside it, `tools` calls every tool of every configured MCP server:
   tools search <words>              find tools
   tools <server> <tool> k=v --flag '{"json": 1}'   call (stdin JSON works too)
   tools plan <<'EOF' … EOF          what a script would call, with risk
-Filter results with jq and print only what you need. Errors are one JSON line on stderr, exit 1."""
+Filter results with jq and print only what you need. Errors are one JSON line on stderr, exit 1.
+Fan out with & and wait: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
+Pipes get whole results; output past the cap keeps head and tail and names a file holding all of it."""
 
 BASH_EXTRA_LINES: list[str] = []
 """More usage lines other features add (one line each), printed after the usage block."""

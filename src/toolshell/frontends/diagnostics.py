@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from toolshell.config import Config
+from toolshell.safe_text import escape
 
 
 async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> None:
@@ -48,8 +49,11 @@ def render_servers(rows: list[dict[str, Any]]) -> str:
         tools = "-" if r["tool_count"] is None else str(r["tool_count"])
         version = r["protocol_version"] or "-"
         lines.append(f"{r['name']:<16} {r['type']:<8} {r['state']:<11} load={r['load']:<10} tools={tools:<4} {version}")
+        if r.get("auth_reason"):
+            lines.append(f"    needs login: {r['auth_reason']}")
         if r["last_error"]:
             lines.append(f"    last error: {r['last_error']}")
+        lines.extend(f"    note: {note}" for note in r.get("notes", []))
         if r["stderr_tail"] and r["state"] != "ready":
             lines.extend(f"    stderr| {line}" for line in r["stderr_tail"][-10:])
-    return "\n".join(lines)
+    return "\n".join(map(escape, lines))

@@ -12,6 +12,7 @@ import click
 
 from toolshell.config import Config
 from toolshell.frontends.console import say_waiting
+from toolshell.safe_text import escape, escape_lines
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
 Try: tools --help · tools search <words> · tools plan <<'EOF' … EOF
@@ -121,9 +122,9 @@ class TerminalAnswerer:
             return await _open_url(server, params)
         schema = getattr(params, "requested_schema", None) or {"type": "object", "properties": {}}
         fields = schema.get("properties") or {}
-        click.echo(f"\n[{server}] asks: {getattr(params, 'message', '')}", err=True)
+        click.echo(f"\n[{escape(server)}] asks: {escape_lines(str(getattr(params, 'message', '')))}", err=True)
         for name, prop in fields.items():
-            click.echo(f"  {_field_line(name, prop, name in schema.get('required', []))}", err=True)
+            click.echo(escape(f"  {_field_line(name, prop, name in schema.get('required', []))}"), err=True)
         defaults = {k: p["default"] for k, p in fields.items() if isinstance(p, dict) and "default" in p}
         prefill = json.dumps(defaults, ensure_ascii=False) if defaults else ""
         for _ in range(3):
@@ -166,7 +167,8 @@ def _choices(prop: dict[str, Any]) -> list[Any]:
 async def _open_url(server: str, params: Any) -> Any:
     import mcp_types as types
 
-    click.echo(f"\n[{server}] asks you to open: {params.url}\n  {params.message}", err=True)
+    click.echo(f"\n[{escape(server)}] asks you to open: {escape(str(params.url))}", err=True)
+    click.echo(f"  {escape_lines(str(params.message))}", err=True)
     done = (await _read("opened it and finished there? [y/N]: ") or "").strip().lower()
     return types.ElicitResult(action="accept" if done in ("y", "yes") else "decline")
 
@@ -185,7 +187,8 @@ def _as_content(answer: str, fields: dict[str, Any]) -> Any:
 
 
 async def ask_approval(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
-    click.echo(f"\n{entry.command} {json.dumps(arguments)} needs approval ({risk.why}): {risk.message}", err=True)
+    card = f"{entry.command} {json.dumps(arguments)} needs approval ({risk.why}): {risk.message}"
+    click.echo("\n" + escape(card), err=True)
     answer = (await _read("allow? [y]es once / [a]lways / [N]o: ") or "").strip().lower()
     return {"y": "once", "yes": "once", "a": "always", "always": "always"}.get(answer, "deny")
 
@@ -210,9 +213,14 @@ async def interactive(config: Config, state_dir: str | None, role: str | None = 
             if not script.strip():
                 continue
             result = await session.run(script)
-            sys.stdout.write(result.stdout)
-            sys.stderr.write(result.stderr)
+            _show(sys.stdout, result.stdout)
+            _show(sys.stderr, result.stderr)
             if result.tools and result.tools.get("stopped"):
                 click.echo(json.dumps(result.tools, indent=2), err=True)
             for hint in result.hints:
-                click.echo(f"hint: {hint}", err=True)
+                click.echo(f"hint: {escape(hint)}", err=True)
+
+
+def _show(stream: Any, text: str) -> None:
+    """A script's output, with a server's terminal controls made visible when a person reads it."""
+    stream.write(escape_lines(text) if stream.isatty() else text)

@@ -28,6 +28,7 @@ from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.console import say_waiting
+from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
 from toolshell.frontends.upstream import (
     Asker,
     ParkedRun,
@@ -216,7 +217,7 @@ async def serve(
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible)
         if http:
-            await _serve_http(server, host, port)
+            await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store))
         else:
             from mcp.server.stdio import stdio_server
 
@@ -224,10 +225,11 @@ async def serve(
                 await server.run(read, write, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection)."""
+async def _serve_http(server: Server[Any], host: str, port: int, events: EventLog | None = None) -> None:
+    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection).
+    SSE events get ids kept in `events` (in memory by default), so a dropped stream can be resumed."""
     import uvicorn
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.routing import Route
@@ -237,7 +239,9 @@ async def _serve_http(server: Server[Any], host: str, port: int) -> None:
         allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"{host}:{port}"],
         allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://{host}:{port}"],
     )
-    manager = StreamableHTTPSessionManager(app=server, security_settings=security)
+    manager = ResumableSessionManager(
+        server, MemoryEventStore() if events is None else events, security_settings=security
+    )
     app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run())
     print(f"toolshell serving MCP on http://{host}:{port}/mcp", file=sys.stderr, flush=True)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

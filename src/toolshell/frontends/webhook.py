@@ -30,6 +30,8 @@ from toolshell.scripts.triggers import TriggerRunner
 log = logging.getLogger("toolshell.triggers")
 
 MAX_BODY_BYTES = 1_000_000
+MAX_DEPTH = 64
+"""How deeply a body may nest. Deeper ones are refused before anything walks them recursively."""
 
 
 class _Refusal(Exception):
@@ -162,6 +164,28 @@ async def _read_input(request: Request, limit: int) -> dict[str, Any] | None:
         value = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise _refuse(ErrorCode.INVALID_INPUT, 'the body must be a JSON object, e.g. {"repo": "acme/api"}') from None
+    except RecursionError:
+        raise _too_deep() from None
+    if _depth(value) > MAX_DEPTH:
+        raise _too_deep()
     if not isinstance(value, dict):
         raise _refuse(ErrorCode.INVALID_INPUT, 'the body must be a JSON object, e.g. {"repo": "acme/api"}')
     return value
+
+
+def _too_deep() -> _Refusal:
+    return _refuse(
+        ErrorCode.INVALID_INPUT, f"the body is nested more than {MAX_DEPTH} levels deep; send a flatter object"
+    )
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in `value`, counted without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest

@@ -17,6 +17,7 @@ from toolshell.config.patterns import parse_pattern
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.canonical import canonical_json
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.linear_regex import linear
 
 if TYPE_CHECKING:  # mcp_types costs a quarter second to import; only type checkers need it here
     from mcp_types import CallToolResult
@@ -50,7 +51,9 @@ class RegexGuard:
     def __init__(self, config: GuardConfig, place: str = "guard") -> None:
         self.config = config
         self.pattern = parse_pattern(config.tool, f"{place}.tool")
-        self.regex = re.compile(config.input)
+        # A script chooses the input, so match it in linear time; the config is trusted, so a
+        # pattern RE2 lacks a feature for (a lookahead) still runs, on Python's `re`.
+        self.regex = linear(config.input) or re.compile(config.input)
 
     def denies(self, entry: ToolEntry, input: dict[str, Any]) -> str | None:
         """The reason this rule denies the call, or None. Pure, so `tools plan` can use it."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from toolshell.config import Config, ServerConfig
-from toolshell.errors import ToolshellError
+from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ServerInfo, ToolEntry, entry_from_tool
 from toolshell.registry.filters import active_servers, filter_entries
@@ -84,6 +84,8 @@ async def _server_tools(source: ToolSource, server: ServerConfig, session: Any) 
     try:
         tools = await source.list_tools(server, session)
     except ToolshellError as e:
-        return [], ServerInfo(server.name, loaded=True, tool_count=0, state="failed", last_error=e.message)
-    entries = [entry_from_tool(server.name, t, server.trusted) for t in tools]
+        state = "needs_auth" if e.code == ErrorCode.CONNECTION_REQUIRED else "failed"
+        return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message)
+    hints = server.type == "builtin" or (server.trusted and "trusted" in server.model_fields_set)
+    entries = [entry_from_tool(server.name, t, server.trusted, hints) for t in tools]
     return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")

@@ -24,6 +24,9 @@ class ToolEntry:
     trusted: bool = True
     title: str | None = None
     """The tool's display title (`Tool.title`, else the annotations' `title`)."""
+    hints: bool = True
+    """Whether the tool's hints reach the model: built-in servers' do, and external servers' only when
+    the config says `trusted = true` for them explicitly (a hint goes straight to the model)."""
 
     @property
     def flat_name(self) -> str:
@@ -53,7 +56,7 @@ class ServerInfo:
     """Why a server that is not ready is not (its connection's last error), for the call's error."""
 
 
-def entry_from_tool(server: str | None, tool: Any, trusted: bool) -> ToolEntry:
+def entry_from_tool(server: str | None, tool: Any, trusted: bool, hints: bool = True) -> ToolEntry:
     """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
     annotation_title = annotations.pop("title", None)
@@ -66,4 +69,5 @@ def entry_from_tool(server: str | None, tool: Any, trusted: bool) -> ToolEntry:
         output_schema=dict(tool.output_schema) if tool.output_schema else None,
         trusted=trusted,
         title=getattr(tool, "title", None) or annotation_title,
+        hints=hints,
     )

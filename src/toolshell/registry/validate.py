@@ -4,7 +4,8 @@ Validators are compiled once per schema, keyed by the schema's canonical JSON, i
 cache, so a call costs one dictionary lookup plus the validation itself. A schema that is itself
 invalid (or cannot be used: an unresolvable `$ref`, a bad regex) never blocks a call: the input
 is let through, the server judges it, and `schema_problem` says what is wrong with the schema.
-`$ref`s are resolved only inside the schema; nothing is fetched over the network.
+`$ref`s are resolved only inside the schema; nothing is fetched over the network. Regexes run on
+RE2 (`linear_regex`), in linear time; a pattern RE2 cannot compile is skipped, with a note.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any
 import referencing
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.linear_regex import linear_validator, pattern_notes, schema_format_checker
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ _NO_REMOTE_REFS: referencing.Registry[Any] = referencing.Registry()  # empty: an
 class _Compiled:
     validator: Validator | None
     problem: str | None = None
+    notes: tuple[str, ...] = ()
 
 
 _cache: OrderedDict[str, _Compiled] = OrderedDict()
@@ -43,7 +45,7 @@ _cache: OrderedDict[str, _Compiled] = OrderedDict()
 def _canonical(schema: Any) -> str | None:
     try:
         return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return None
 
 
@@ -53,12 +55,15 @@ def _compile(schema: dict[str, Any]) -> _Compiled:
         return _Compiled(None, f"the input schema is a {type(schema).__name__}, not an object")
     with warnings.catch_warnings():  # an unknown `$schema` warns; we fall back to the latest draft
         warnings.simplefilter("ignore", DeprecationWarning)
-        cls = validator_for(schema)
+        cls = linear_validator(schema)
+        checker = schema_format_checker(schema)
     try:
-        cls.check_schema(schema)
+        cls.check_schema(schema, format_checker=checker)  # type: ignore[call-arg]  # the protocol omits it
     except SchemaError as e:
         return _Compiled(None, f"the input schema is invalid at {_pointer(e.absolute_path)}: {_short(e.message)}")
-    return _Compiled(cls(schema, registry=_NO_REMOTE_REFS))
+    except RecursionError:
+        return _Compiled(None, "the input schema is nested too deeply to check")
+    return _Compiled(cls(schema, registry=_NO_REMOTE_REFS), notes=tuple(pattern_notes(schema)))
 
 
 _keys: dict[int, tuple[dict[str, Any], str | None]] = {}
@@ -80,7 +85,7 @@ def _key(schema: dict[str, Any]) -> str | None:
 def _compiled(schema: dict[str, Any]) -> _Compiled:
     key = _key(schema)
     if key is None:
-        return _Compiled(None, "the input schema is not plain JSON")
+        return _Compiled(None, "the input schema is not plain JSON, or nested too deeply to check")
     found = _cache.get(key)
     if found is not None:
         _cache.move_to_end(key)
@@ -88,6 +93,8 @@ def _compiled(schema: dict[str, Any]) -> _Compiled:
     found = _compile(schema)
     if found.problem:
         log.warning("%s; inputs are not checked against it", found.problem)
+    for note in found.notes:
+        log.info("%s", note)
     _cache[key] = found
     if len(_cache) > CACHE_SIZE:
         _cache.popitem(last=False)
@@ -107,6 +114,12 @@ def schema_problem(schema: dict[str, Any]) -> str | None:
     return _compiled(schema).problem
 
 
+def schema_notes(schema: dict[str, Any]) -> list[str]:
+    """What a usable schema leaves unchecked (patterns RE2 cannot run), for diagnostics."""
+    compiled = _compiled(schema)
+    return [compiled.problem] if compiled.problem else list(compiled.notes)
+
+
 def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     """Check `arguments` against the tool's input schema.
 
@@ -121,6 +134,9 @@ def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     if compiled.validator is None:
         return
     try:
+        # The common case first: `is_valid` stops at the first failure and builds no error objects.
+        if compiled.validator.is_valid(arguments):
+            return
         error = best_match(compiled.validator.iter_errors(arguments))
     except Exception as e:  # input faults are yielded, never raised: this is a fault of the schema
         _mark_unusable(entry.input_schema, f"the input schema cannot be used: {_short(str(e))}")

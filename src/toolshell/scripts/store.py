@@ -50,6 +50,7 @@ class SavedScript:
 
 def check_schema(schema: Any) -> None:
     """Raise `invalid_input` unless `schema` is a valid JSON Schema for an object input."""
+    # lazy: jsonschema is slow to import and only saving or running a script needs it
     from jsonschema.exceptions import SchemaError
     from jsonschema.validators import validator_for
 
@@ -144,6 +145,7 @@ class ScriptStore:
 
     def check_input(self, script: SavedScript, input: Any) -> None:
         """Raise `invalid_input` with the failing path unless `input` matches the script's schema."""
+        # lazy: jsonschema is slow to import and only saving or running a script needs it
         from jsonschema.exceptions import best_match
         from referencing.exceptions import Unresolvable
 
@@ -173,6 +175,7 @@ class ScriptStore:
         # Compiled once per schema text: a script may be run many times by a trigger.
         key = _canonical(schema)
         if key not in self._validators:
+            # lazy: jsonschema is slow to import and only saving or running a script needs it
             from jsonschema.validators import validator_for
 
             self._validators[key] = validator_for(schema)(schema)
@@ -226,6 +229,7 @@ def _local_refs(schema: Any) -> builtins.list[tuple[tuple[Any, ...], str]]:
 
 def _resolves(schema: Any, ref: str) -> bool:
     """Whether the JSON pointer in `ref` (`#/$defs/repo`) names a part of `schema`."""
+    # lazy: jsonschema is slow to import and only saving or running a script needs it
     from urllib.parse import unquote
 
     node = schema

@@ -2,12 +2,15 @@
 
 The shell has no host filesystem, network or environment unless `[shell]` grants them. Output is
 collected through bashkit's synchronous `on_output` callback (the async sinks can drop text printed
-just before a cancel) with a byte cap.
+just before a cancel) into `shell.output.Collector`s; past the cap the whole output is saved in
+the session's shell by `OutputFiles`.
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,6 +20,10 @@ from toolshell.config import ShellConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 
 WORKDIR = "/home/user"
+OUTPUT_DIR = posixpath.join(WORKDIR, "tool-output")
+"""Where a shell call's whole stdout and stderr go when they pass `max_output_bytes`."""
+MAX_FILE_BYTES = 10_000_000
+"""The most bashkit's filesystem holds in one file."""
 Builtin = Callable[[BuiltinContext], Awaitable[BuiltinResult]]
 NETWORK_COMMANDS = ("curl", "wget", "http")
 """Commands that reach the network: a saved script gets none of them (seed: "no curl")."""
@@ -56,34 +63,42 @@ def both_streams(stdout: Callable[[str], None], stderr: Callable[[str], None]) -
     return on_output
 
 
-class Capped:
-    """Collects one stream up to a byte cap and says how much it dropped."""
+class OutputFiles:
+    """A session's whole outputs past the cap, as files under `tool-output/` in its shell.
 
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.parts: list[str] = []
-        self.size = 0
-        self.dropped = 0
+    The total stays within `bound` bytes: the oldest files are removed first, and one file holds at
+    most half the bound (and no more than the sandbox allows in one file).
 
-    def add(self, text: str) -> None:
-        if not text:
-            return
-        n = len(text.encode())
-        room = self.cap - self.size
-        if n <= room:
-            self.parts.append(text)
-            self.size += n
-            return
-        if room > 0:
-            self.parts.append(text.encode()[:room].decode("utf-8", "ignore"))
-            self.size = self.cap
-        self.dropped += n - max(room, 0)
+    Args:
+        fs: the session shell's filesystem (`Bash.fs`).
+        bound: `[tools_in_shell] output_files_max_bytes`.
+    """
 
-    def text(self) -> str:
-        body = "".join(self.parts)
-        if self.dropped:
-            body += f"\n[output cut: {self.dropped:,} bytes dropped; print less or filter with jq]\n"
-        return body
+    def __init__(self, fs: Callable[[], FileSystem], bound: int) -> None:
+        self._fs = fs
+        self.bound = bound
+        self._files: deque[tuple[str, int]] = deque()
+
+    def save(self, name: str, text: str) -> tuple[str, int | None]:
+        """Write `tool-output/<name>`; returns its absolute path, and the bytes it holds when that is
+        less than all of `text` (else None). Raises RuntimeError (bashkit's filesystem errors:
+        read-only, full)."""
+        raw = text.encode("utf-8", "replace")
+        data = raw[: min(self.bound // 2, MAX_FILE_BYTES)]
+        fs = self._fs()
+        while self._files and self.total + len(data) > self.bound:
+            old, _ = self._files.popleft()
+            if fs.exists(old):  # the script may have removed it already
+                fs.remove(old)
+        path = posixpath.join(OUTPUT_DIR, name)
+        fs.mkdir(OUTPUT_DIR, recursive=True)
+        fs.write_file(path, data)
+        self._files.append((path, len(data)))
+        return path, None if len(data) == len(raw) else len(data)
+
+    @property
+    def total(self) -> int:
+        return sum(size for _, size in self._files)
 
 
 async def _no_network_in_saved_scripts(ctx: BuiltinContext) -> BuiltinResult:

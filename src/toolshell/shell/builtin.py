@@ -28,6 +28,7 @@ from toolshell.command.inputs import build_input
 from toolshell.command.render import Image, render_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line, unexpected
 from toolshell.registry.entry import ToolEntry
+from toolshell.shell.output import too_big
 from toolshell.shell.saved import run_scripts_verb
 from toolshell.shell.state import ShellCallState
 
@@ -43,6 +44,15 @@ class ToolsBuiltin:
         self.depth = depth
 
     async def __call__(self, ctx: BuiltinContext) -> BuiltinResult:
+        result = await self._run(ctx)
+        redact = self.state.redact
+        if redact:  # a server's output or error can quote a secret of the config; the script never sees it
+            result = BuiltinResult(
+                stdout=redact(result.stdout), stderr=redact(result.stderr), exit_code=result.exit_code
+            )
+        return result
+
+    async def _run(self, ctx: BuiltinContext) -> BuiltinResult:
         state = self.state
         entry: ToolEntry | None = None
         arguments: dict[str, Any] = {}
@@ -77,15 +87,17 @@ class ToolsBuiltin:
 
     def _output(self, ctx: BuiltinContext, sent: Sent) -> BuiltinResult:
         entry = sent.prepared.entry
-        rendered = render_result(
+        rendered = render_result(  # whole: pipes, redirects and $(…) get all of it
             sent.result,
-            max_bytes=self.state.max_output_bytes,
             tool="-".join(w for w in (entry.server, entry.name) if w).replace("_", "-"),
             output_schema=entry.output_schema,
             taken=_taken_images(ctx) if _has_images(sent.result) else frozenset(),
         )
         if rendered.error is not None:
             raise _tool_error(rendered.error, entry)
+        size = len(rendered.stdout.encode("utf-8", "surrogatepass"))
+        if size > self.state.max_result_bytes:  # a memory guard, not a cut: half a result would mislead
+            raise too_big(entry.command, size, self.state.max_result_bytes, entry.input_schema)
         stderr = _write_images(ctx, rendered.images) if rendered.images else ""
         return BuiltinResult(stdout=_text_safe(rendered.stdout), stderr=stderr)
 

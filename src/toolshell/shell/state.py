@@ -11,6 +11,7 @@ from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import Pipeline
 from toolshell.calls.view import CatalogView
 from toolshell.config import ShellConfig
+from toolshell.redact import Redactor
 from toolshell.scripts.store import ScriptStore
 from toolshell.shell.precheck import Precheck
 
@@ -31,3 +32,7 @@ class ShellCallState:
     """Every shell running for this shell call (the session's, then nested saved scripts): a stop cancels all."""
     stderr_sink: Callable[[str], None] | None = None
     """The session shell's stderr collector: bashkit drops the output of the command that cancels."""
+    redact: Redactor = field(default_factory=Redactor)
+    """Takes the config's secrets out of every `tools` output before the script sees it."""
+    max_result_bytes: int = 30_000_000
+    """`[tools_in_shell] max_result_bytes`: the most one `tools` result may print inside the shell."""

@@ -5,13 +5,16 @@ writes are committed at once so a crash loses nothing that was acknowledged.
 
 The state holds approvals, saved scripts and the timeline of tool calls (arguments included), so
 it is private to its owner: a directory it creates is 0700 and the database file 0600 (SQLite
-gives the -wal and -shm files the database file's mode).
+gives the -wal and -shm files the database file's mode). An existing directory or file that
+another user owns, or that group or others may write, is refused: whoever can write it can plant
+an `always` grant.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -35,6 +38,7 @@ class Store:
         self.path = str(path)
         if self.path != ":memory:":
             _create_private(Path(path))
+            _check_private(Path(path))
         self._db = _connect(self.path)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
@@ -94,6 +98,27 @@ def _create_private(path: Path) -> None:
     except OSError as e:
         where = f"the state directory {directory}" if not directory.is_dir() else f"the state database {path}"
         raise _unavailable(f"cannot create {where}: {e.strerror or e}; {_CHOOSE_DIR}") from None
+
+
+def _check_private(path: Path) -> None:
+    """Refuse state that someone else could have written."""
+    suffixed = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
+    for item in [path.parent, path, *(p for p in suffixed if p.exists())]:
+        try:
+            info = item.stat()
+        except OSError:
+            continue
+        kind = "state directory" if item == path.parent else "state file"
+        if info.st_uid != os.getuid():
+            raise _unavailable(
+                f"the {kind} {item} belongs to another user (uid {info.st_uid}), who could have planted approvals "
+                f"in it; {_CHOOSE_DIR}, or take it over: chown {os.getuid()} {item}"
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise _unavailable(
+                f"the {kind} {item} can be written by other users, who could have planted approvals in it; "
+                f"check its contents, then run: chmod go-w {item}"
+            )
 
 
 def _connect(path: str) -> sqlite3.Connection:

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, tzinfo
 from typing import Any, Protocol, TypeVar
 
+from toolshell.safe_text import escape
 from toolshell.store.sqlite import Store
 from toolshell.timeline.events import Event, NestedCall, ShellCall
 
@@ -193,7 +194,7 @@ def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) ->
             lines.append(
                 f"  {mark} {call['command']}  {call['input_preview']}  {_duration(call['duration_ms'])}{error}"
             )
-    return "\n".join(lines) + "\n" if lines else "no shell calls recorded yet\n"
+    return "\n".join(map(escape, lines)) + "\n" if lines else "no shell calls recorded yet\n"
 
 
 def timeline_json(rows: Iterable[dict[str, Any]]) -> str:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import click
 
-from toolshell.frontends.cli import approvals, config, run, serve, servers, triggers
+from toolshell.frontends.cli import approvals, auth, config, run, serve, servers, triggers, web
+from toolshell.frontends.cli.options import group_paths
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="toolshell")
+@group_paths
 def main() -> None:
     """toolshell: every MCP tool behind one sandboxed shell command, `tools`."""
 
@@ -28,6 +30,8 @@ for _command in (
     config.config,
     approvals.approvals,
     triggers.triggers,
+    auth.auth,
+    web.web,
 ):
     main.add_command(_command)
 

@@ -7,42 +7,53 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, guard, load_config, state_opt
+from toolshell.frontends.cli.options import group_paths, guard, load_config, paths
+from toolshell.safe_text import escape
+
+_json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 
 
 @click.group(invoke_without_command=True)
-@config_opt
-@state_opt
+@group_paths
 @click.pass_context
-def approvals(ctx: click.Context, config_path: str | None, state_dir: str | None) -> None:
+def approvals(ctx: click.Context) -> None:
     """List, grant or deny approval requests."""
-    ctx.obj = (config_path, state_dir)
     if ctx.invoked_subcommand is None:
         ctx.invoke(approvals_list)
 
 
 def _approvals(ctx: click.Context) -> Any:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.policy.approvals import Approvals
     from toolshell.store import Store
 
-    config_path, state_dir = ctx.obj or (None, None)
+    config_path, state_dir = paths(ctx)
     loaded = guard(lambda: load_config(config_path))
-    return Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
+    return guard(lambda: Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")))
 
 
 @approvals.command("list")
+@group_paths
+@_json_opt
 @click.pass_context
-def approvals_list(ctx: click.Context) -> None:
-    """Pending approval requests."""
+def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
+    """Pending approval requests (--json: `[{id, tool, input, risk, why, status, created}, …]`)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.frontends.listings import approval_json
+
     pending = _approvals(ctx).list_pending()
+    if as_json:
+        click.echo(json.dumps([approval_json(r) for r in pending], indent=2, ensure_ascii=False))
+        return
     if not pending:
         click.echo("no pending approval requests")
     for r in pending:
-        click.echo(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})")
+        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})"))
 
 
 @approvals.command("grant")
+@group_paths
 @click.argument("request_id")
 @click.option("--always", is_flag=True, help="Allow this tool from now on (until it changes).")
 @click.pass_context
@@ -53,18 +64,27 @@ def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
 
 
 @approvals.command("grants")
+@group_paths
+@_json_opt
 @click.pass_context
-def approvals_grants(ctx: click.Context) -> None:
+def approvals_grants(ctx: click.Context, as_json: bool) -> None:
     """The grants in force (once: that exact call; always: the tool until it changes)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.frontends.listings import grant_json
+
     grants = _approvals(ctx).list_grants()
+    if as_json:
+        click.echo(json.dumps([grant_json(g) for g in grants], indent=2, ensure_ascii=False))
+        return
     if not grants:
         click.echo("no grants in force")
     for g in grants:
         shown = "" if g["input"] is None else "  " + json.dumps(g["input"], ensure_ascii=False)
-        click.echo(f"{g['kind']:<7} {g['command']}{shown}")
+        click.echo(escape(f"{g['kind']:<7} {g['command']}{shown}"))
 
 
 @approvals.command("revoke")
+@group_paths
 @click.argument("tool", nargs=-1, required=True)
 @click.pass_context
 def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
@@ -74,6 +94,7 @@ def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
 
 
 @approvals.command("deny")
+@group_paths
 @click.argument("request_id")
 @click.pass_context
 def approvals_deny(ctx: click.Context, request_id: str) -> None:

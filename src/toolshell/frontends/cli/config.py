@@ -1,10 +1,12 @@
-"""`toolshell config validate` and `config import`."""
+"""`toolshell config validate`, `config import` and `config trust`."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
-from toolshell.frontends.cli.options import guard
+from toolshell.frontends.cli.options import accept_state, config_opt, guard
 
 
 @click.group()
@@ -14,8 +16,14 @@ def config() -> None:
 
 @config.command("validate")
 @click.argument("path", required=False)
-def config_validate(path: str | None) -> None:
-    """Check a config file; print every problem with its place and what to write instead."""
+@config_opt
+@accept_state
+def config_validate(path: str | None, config_path: str | None) -> None:
+    """Check a config file (PATH or --config); print every problem with its place and what to write instead."""
+    if path is not None and config_path is not None and path != config_path:
+        raise click.UsageError(f"name the file once: PATH {path!r} or --config {config_path!r}")
+    path = path or config_path
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.registry.filters import config_warnings
 
@@ -34,7 +42,32 @@ def config_validate(path: str | None) -> None:
 @click.argument("file")
 def config_import(file: str) -> None:
     """Convert another host's {"mcpServers": ...} JSON to toolshell TOML (printed)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
     loaded = guard(lambda: cfg.load_file(file, expand=False))  # `${VAR}` stays as written: no secret printed
     click.echo(cfg.to_toml(loaded), nl=False)
+
+
+@config.command("trust")
+@click.argument("path", default="toolshell.toml")
+def config_trust(path: str) -> None:
+    """Use a toolshell.toml found in the working directory (it can start programs: read it first).
+
+    Records the file's path and SHA-256 under the state dir; editing the file withdraws the trust.
+    """
+    from toolshell.config import trust, user_data_dir  # lazy: CLI start-up
+
+    file = Path(path)
+    if not file.is_file():
+        raise click.UsageError(f"{path} is not a file; give the path of the toolshell.toml to trust")
+    guard(lambda: cfg_check(file))
+    digest = guard(lambda: trust.trust(file, trust.trust_database(user_data_dir())))
+    click.echo(f"trusted {file.resolve()} (sha256 {digest[:16]}…); editing it withdraws the trust")
+
+
+def cfg_check(file: Path) -> None:
+    """Trust only a file that loads: a broken one would be refused later anyway."""
+    from toolshell import config as cfg  # lazy: CLI start-up
+
+    cfg.load_file(file, expand=False)

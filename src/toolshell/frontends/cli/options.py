@@ -6,42 +6,105 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
 from toolshell.errors import ConfigError, ToolshellError, error_line
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
-config_opt = click.option("--config", "config_path", metavar="PATH", help="Config file (TOML or mcpServers JSON).")
-state_opt = click.option("--state-dir", metavar="DIR", help="Where state (SQLite) lives.")
+_CONFIG_KEY, _STATE_KEY = "toolshell.config_path", "toolshell.state_dir"
+_CONFIG_HELP = "Config file (TOML or mcpServers JSON)."
+_STATE_HELP = "Where state (SQLite) lives."
+
+
+def _remember(key: str) -> Callable[[click.Context, click.Parameter, str | None], str | None]:
+    """Let `--config`/`--state-dir` be written before or after the subcommand: `ctx.meta` is shared by
+    every context of one invocation, so the value given nearest the command wins and the others
+    fall back to one given further out (`toolshell approvals --config X list` and `… list --config X`)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value is not None:
+            ctx.meta[key] = value
+            return value
+        found = ctx.meta.get(key)
+        return found if isinstance(found, str) else None
+
+    return callback
+
+
+config_opt = click.option("--config", "config_path", metavar="PATH", help=_CONFIG_HELP, callback=_remember(_CONFIG_KEY))
+state_opt = click.option("--state-dir", metavar="DIR", help=_STATE_HELP, callback=_remember(_STATE_KEY))
+
+
+accept_state = click.option(
+    "--state-dir", metavar="DIR", help=_STATE_HELP, expose_value=False, callback=_remember(_STATE_KEY)
+)
+"""`--state-dir` accepted (and remembered for `paths`) where the command itself does not use it."""
+
+
+def group_paths(fn: F) -> F:
+    """`--config` and `--state-dir` on a group, for its subcommands (which accept them too); read
+    them with `paths(ctx)`."""
+    fn = accept_state(fn)
+    return click.option(
+        "--config", metavar="PATH", help=_CONFIG_HELP, expose_value=False, callback=_remember(_CONFIG_KEY)
+    )(fn)
+
+
+def paths(ctx: click.Context) -> tuple[str | None, str | None]:
+    """The `--config` and `--state-dir` given anywhere on the command line (nearest the command wins)."""
+    return ctx.meta.get(_CONFIG_KEY), ctx.meta.get(_STATE_KEY)
+
+
 role_opt = click.option("--role", metavar="NAME", help="The session's role (a [[roles]] name or an auto_bind tag).")
 
 
 def load_config(config_path: str | None) -> Any:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
     return cfg.load(config_path)
 
 
 def guard(fn: Callable[[], T]) -> T:
-    """Turn known errors into a clear message and an exit code; never a traceback."""
+    """Turn known errors into a clear message and an exit code; never a traceback. A known error
+    inside a task group's `ExceptionGroup` (raised while the host was starting) counts too."""
     try:
         return fn()
-    except ConfigError as e:
-        click.echo(f"config error in {e.source or 'configuration'}:", err=True)
-        for place, msg in e.problems:
-            click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
-        sys.exit(1)
-    except ToolshellError as e:
-        click.echo(error_line(e), err=True, nl=False)
-        sys.exit(1)
+    except BaseExceptionGroup as group:
+        known = _known_leaf(group)
+        if known is None:
+            raise
+        _exit_with(known)
+    except (ConfigError, ToolshellError) as e:
+        _exit_with(e)
     except KeyboardInterrupt:
         sys.exit(130)
 
 
+def _known_leaf(group: BaseExceptionGroup[BaseException]) -> ConfigError | ToolshellError | None:
+    for exc in group.exceptions:
+        found = _known_leaf(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if isinstance(found, ConfigError | ToolshellError):
+            return found
+    return None
+
+
+def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
+    if isinstance(e, ConfigError):
+        click.echo(f"config error in {e.source or 'configuration'}:", err=True)
+        for place, msg in e.problems:
+            click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
+        sys.exit(2)  # like a usage error: what to change is in the config, not in the run
+    click.echo(error_line(e), err=True, nl=False)
+    sys.exit(1)
+
+
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     import anyio
 
     return guard(lambda: anyio.run(factory))

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, load_config, role_opt, run_async, script_text, state_opt
+from toolshell.frontends.cli.options import config_opt, guard, load_config, role_opt, run_async, script_text, state_opt
 from toolshell.frontends.console import say_waiting
 
 
@@ -33,6 +33,7 @@ def run(
     script = script_text(command, file)
 
     async def go() -> Any:
+        # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.host import Host
 
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
@@ -62,6 +63,7 @@ def plan(
     script = script_text(command, file)
 
     async def go() -> dict[str, Any]:
+        # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.host import Host
 
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
@@ -76,6 +78,7 @@ def plan(
 @role_opt
 def shell(config_path: str | None, state_dir: str | None, role: str | None) -> None:
     """An interactive prompt over one session."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.interactive import interactive
 
     run_async(lambda: interactive(load_config(config_path), state_dir, role))
@@ -84,10 +87,16 @@ def shell(config_path: str | None, state_dir: str | None, role: str | None) -> N
 @click.command(context_settings={"ignore_unknown_options": True})
 @config_opt
 @state_opt
+@click.option("--json", "as_json", is_flag=True, help="With `list`: print a JSON array of the saved scripts.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def scripts(config_path: str | None, state_dir: str | None, args: tuple[str, ...]) -> None:
+def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args: tuple[str, ...]) -> None:
     """Saved scripts, as `tools scripts` does them: list, `save NAME --description … --input-schema …`
     (the script on stdin), `NAME k=v …` to run one, `delete NAME`."""
+    if as_json:
+        if args not in ((), ("list",)):
+            raise click.UsageError("--json goes with `toolshell scripts list`; a run prints what the script prints")
+        click.echo(json.dumps(_saved_scripts(config_path, state_dir), indent=2, ensure_ascii=False))
+        return
     words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
     if not sys.stdin.isatty():
         piped = sys.stdin.read()
@@ -95,6 +104,21 @@ def scripts(config_path: str | None, state_dir: str | None, args: tuple[str, ...
             words += _heredoc(piped)
     ctx = click.get_current_context()
     ctx.invoke(run, config_path=config_path, state_dir=state_dir, as_json=False, command=words, file=None)
+
+
+def _saved_scripts(config_path: str | None, state_dir: str | None) -> list[dict[str, Any]]:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell import config as cfg
+    from toolshell.frontends.listings import script_json
+    from toolshell.scripts.store import ScriptStore
+    from toolshell.store import Store
+
+    loaded = guard(lambda: load_config(config_path))
+    store = guard(lambda: Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
+    try:
+        return [script_json(s) for s in ScriptStore(store).list()]
+    finally:
+        store.close()
 
 
 def _heredoc(text: str) -> str:
@@ -107,6 +131,7 @@ def _heredoc(text: str) -> str:
 
 
 def _shell_quote(word: str) -> str:
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     import shlex
 
     return shlex.quote(word)

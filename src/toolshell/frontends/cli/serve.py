@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from toolshell.frontends.cli.binding import PORT, listen_address
 from toolshell.frontends.cli.options import config_opt, load_config, run_async, state_opt
 
 
@@ -12,7 +13,7 @@ from toolshell.frontends.cli.options import config_opt, load_config, run_async, 
 @state_opt
 @click.option("--http", "use_http", is_flag=True, help="Serve Streamable HTTP instead of stdio.")
 @click.option("--host", "bind", default="127.0.0.1", show_default=True, help="Address to bind with --http.")
-@click.option("--port", default=8765, show_default=True, help="Port with --http.")
+@click.option("--port", type=PORT, default=8765, show_default=True, help="Port with --http.")
 @click.option(
     "--allow-remote",
     is_flag=True,
@@ -22,15 +23,11 @@ def serve(
     config_path: str | None, state_dir: str | None, use_http: bool, bind: str, port: int, allow_remote: bool
 ) -> None:
     """Run an MCP server that exposes `bash` (plus `keep_visible` tools)."""
-    from toolshell.frontends.mcp_server import is_loopback
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.mcp_server import serve as serve_mcp
 
-    if use_http and not is_loopback(bind) and not allow_remote:
-        raise click.UsageError(
-            f"--host {bind} would let other machines run scripts with your tools, and toolshell serve has no "
-            "authentication; keep the default 127.0.0.1, or pass --allow-remote behind an authenticating proxy"
-        )
-
+    if use_http:
+        bind = listen_address(bind, port, allow_remote=allow_remote, what="run scripts with your tools")
     run_async(
         lambda: serve_mcp(
             load_config(config_path), state_dir, http=use_http, host=bind, port=port, config_path=config_path

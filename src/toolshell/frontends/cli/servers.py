@@ -15,6 +15,7 @@ from toolshell.frontends.cli.options import config_opt, guard, load_config, run_
 @click.option("--json", "as_json", is_flag=True)
 def servers(config_path: str | None, state_dir: str | None, as_json: bool) -> None:
     """Show each server's state, protocol version, tools, last error and stderr tail."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.diagnostics import show_servers
 
     run_async(lambda: show_servers(load_config(config_path), state_dir, as_json))
@@ -28,12 +29,13 @@ def servers(config_path: str | None, state_dir: str | None, as_json: bool) -> No
 @click.option("--json", "as_json", is_flag=True)
 def timeline(config_path: str | None, state_dir: str | None, session_id: str | None, limit: int, as_json: bool) -> None:
     """Shell calls and the tool calls under them (never shown to the model)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.store import Store
     from toolshell.timeline.sinks import query, render_timeline
 
     loaded = guard(lambda: load_config(config_path))
-    store = Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")
+    store = guard(lambda: Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
     rows = query(store, session_id=session_id, limit=limit)
     if not rows and session_id and not as_json:
         click.echo(f"no shell calls recorded for session {session_id}")

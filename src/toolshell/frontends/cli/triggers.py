@@ -8,18 +8,30 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
+from toolshell.frontends.cli.binding import PORT, listen_address
+from toolshell.frontends.cli.options import (
+    accept_state,
+    config_opt,
+    group_paths,
+    guard,
+    load_config,
+    run_async,
+    state_opt,
+)
 
 
 @click.group()
+@group_paths
 def triggers() -> None:
     """Run saved scripts on a schedule or a webhook, with no model involved."""
 
 
 @triggers.command("list")
 @config_opt
+@accept_state
 def triggers_list(config_path: str | None) -> None:
     """The configured triggers and when each schedule runs next."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.scripts.triggers import Trigger, TriggerRunner
 
     loaded = guard(lambda: load_config(config_path))
@@ -43,6 +55,7 @@ async def _never_run(*_: Any) -> Any:
 @click.argument("name")
 def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> None:
     """Run one trigger now (its saved script with its input); prints the outcome as JSON."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.trigger_server import fire
 
     outcome = run_async(lambda: fire(load_config(config_path), state_dir, name))
@@ -54,9 +67,19 @@ def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> 
 @config_opt
 @state_opt
 @click.option("--host", "bind", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8766, show_default=True)
-def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int) -> None:
+@click.option("--port", type=PORT, default=8766, show_default=True)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow --host to be a non-loopback address. Only webhooks with secret_env check a token.",
+)
+def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int, allow_remote: bool) -> None:
     """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.trigger_server import serve_triggers
+    from toolshell.scripts.triggers import Trigger, tokens_from_env  # lazy: CLI start-up
 
-    run_async(lambda: serve_triggers(load_config(config_path), state_dir, bind, port))
+    host = listen_address(bind, port, allow_remote=allow_remote, what="fire your saved scripts")
+    loaded = guard(lambda: load_config(config_path))
+    guard(lambda: tokens_from_env([Trigger.from_config(t) for t in loaded.triggers]))  # fail before starting
+    run_async(lambda: serve_triggers(loaded, state_dir, host, port))

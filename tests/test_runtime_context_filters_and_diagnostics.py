@@ -1,4 +1,4 @@
-"""DESIGN §7 rules that had no end-to-end test: the session context a script's call carries, the
+"""DESIGN §7, end to end: the session context a script's call carries, the
 project key, a user's built-in registered by `module`, stdio `cwd`, `mcpServers` JSON as the config,
 server filters in the shell, and what `toolshell servers` shows."""
 
@@ -167,7 +167,7 @@ def test_toolshell_servers_shows_state_protocol_tool_count_last_error_and_stderr
     assert rows["good"] == {
         "name": "good", "type": "stdio", "state": "ready", "load": "startup", "protocol_version": "2025-11-25",
         "tool_count": 4, "last_error": None, "stderr_tail": ["stdio-test-server starting", "listing tools"],
-        "restarts": 0,
+        "restarts": 0, "auth_reason": None,
     }  # fmt: skip
     assert (rows["stuck"]["state"], rows["stuck"]["last_error"], rows["stuck"]["stderr_tail"]) == (
         "failed",

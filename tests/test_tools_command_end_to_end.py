@@ -1,4 +1,4 @@
-"""DESIGN §4 rules that had no end-to-end test: `tools plan` in a script, help of a lazy server,
+"""DESIGN §4, end to end: `tools plan` in a script, help of a lazy server,
 images after `cd`, `unavailable` at the shell, fold-alike servers, flat names from a script."""
 
 from __future__ import annotations

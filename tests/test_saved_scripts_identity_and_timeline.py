@@ -1,4 +1,4 @@
-"""DESIGN §6 rules that had no end-to-end test: saved scripts follow the caller's guardrails and
+"""DESIGN §6, end to end: saved scripts follow the caller's guardrails and
 identity, running needs no `manage_scripts`, trigger runs are never asked, and every timeline outcome."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DESIGN §5 rules that had no end-to-end test: trust of annotations, calls fed by stdin judged at run
+"""DESIGN §5, end to end: trust of annotations, calls fed by stdin judged at run
 time, the report after an error exit, guardrails on a direct call exactly as on a script's call."""
 
 from __future__ import annotations

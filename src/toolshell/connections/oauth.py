@@ -1,0 +1,342 @@
+"""OAuth for Streamable HTTP servers, through the SDK's own client (`mcp.client.auth`).
+
+The SDK does the protocol: discovery of protected-resource and authorization-server metadata with
+the spec's fallbacks, dynamic registration or a client ID metadata document, PKCE, scope
+selection, step-up on `insufficient_scope` (one re-authorization per request), refresh, and client
+credentials. What we add around its flow (`ToolshellOAuth._auth_flow`):
+
+- a login only starts where a person can answer (`toolshell auth login`, or `login = "on_call"`);
+  elsewhere the 401/403 goes back to the transport, and the connection reports
+  `connection_required` naming `toolshell auth login SERVER`;
+- before that, a 401 on a token we hold is answered by one refresh, not by a new login;
+- a refresh runs under the token file's lock and re-reads the file first, so a refresh token is
+  redeemed once however many tasks and processes wanted it;
+- tokens written by another process (a login, a refresh) are picked up on the next request;
+- configured `scopes` are added to the scopes the server's challenge asks for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import time
+import warnings
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import httpx2
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, OAuthFlowError, TokenStorage
+from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import AnyUrl
+
+from toolshell.config.models import OAuthConfig, ServerConfig
+from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
+from toolshell.connections.oauth_tokens import TokenFile
+from toolshell.errors import ErrorCode, ToolshellError
+
+REFRESH_MARGIN = 30.0
+"""Seconds before expiry at which a request takes the refresh lock (the SDK refreshes at expiry)."""
+
+# The SDK logs every flow error with its traceback; the connection reports the error itself. A
+# NullHandler keeps Python's last-resort handler from printing those to a terminal, while a
+# logging setup of the application still receives them.
+logging.getLogger("mcp.client.auth").addHandler(logging.NullHandler())
+
+_PLACEHOLDER_REDIRECT = "http://127.0.0.1/callback"
+"""What the SDK's client metadata holds until a login binds the real loopback port."""
+
+
+@dataclass(frozen=True)
+class AuthSetup:
+    """Where tokens live and who answers a login, for every connection of a host."""
+
+    tokens_dir: Path
+    ui: LoginUI | None = None
+    """Who a login reaches (default: the system browser). Used by servers with `login = "on_call"`."""
+    logging_in: bool = False
+    """`toolshell auth login`: a person is there, whatever the server's `login` says."""
+
+
+def oauth_settings(server: ServerConfig) -> OAuthConfig | None:
+    """The OAuth settings in force for `server`, or None when it does not use OAuth.
+
+    An `http` server uses OAuth unless its `headers` carry an Authorization or `oauth.enabled` is false.
+    """
+    if server.type != "http":
+        return None
+    if server.oauth is None:
+        has_static = any(k.lower() == "authorization" for k in server.headers)
+        return None if has_static else OAuthConfig()
+    return server.oauth if server.oauth.enabled else None
+
+
+def token_file(server: ServerConfig, tokens_dir: Path) -> TokenFile:
+    return TokenFile(tokens_dir, server.name, server.url or "")
+
+
+def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | None:
+    """The httpx auth for `server`'s requests, or None when it does not use OAuth."""
+    settings = oauth_settings(server)
+    if settings is None:
+        return None
+    file = token_file(server, setup.tokens_dir)
+    file.metadata_url = settings.client_metadata_url
+    secret = _secret(server.name, settings)
+    if settings.grant == "client_credentials":
+        return MachineAuth(server.url or "", file, settings, secret or "")
+    person = setup.logging_in or settings.login == "on_call"
+    ui = (setup.ui or LoginUI(timeout_seconds=settings.login_timeout_seconds)) if person else None
+    return CodeAuth(server.name, server.url or "", file, settings, secret, ui)
+
+
+def _secret(server: str, settings: OAuthConfig) -> str | None:
+    name = settings.client_secret_env
+    if name is None:
+        return None
+    value = os.environ.get(name)
+    if not value:
+        raise ToolshellError(
+            ErrorCode.CONNECTION_REQUIRED,
+            f"server {server!r} takes its OAuth client secret from ${name}, which is not set; set it and try again",
+        )
+    return value
+
+
+Challenge = Literal["login", "scope"]
+_SecretMethod = Literal["client_secret_basic", "client_secret_post"]
+
+
+def _challenge(response: httpx2.Response) -> Challenge | None:
+    """Whether a response asks for authorization: a 401, or a 403 for `insufficient_scope`."""
+    if response.status_code == 401:
+        return "login"
+    if response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope":
+        return "scope"
+    return None
+
+
+def _fold_scopes(response: httpx2.Response, wanted: list[str]) -> None:
+    """Add the configured scopes to the challenge, which the SDK's scope selection reads first."""
+    if not wanted:
+        return
+    header = response.headers.get("WWW-Authenticate") or "Bearer"
+    scope = union_scopes(extract_field_from_www_auth(response, "scope"), " ".join(wanted))
+    rest = re.sub(r',?\s*scope=(?:"[^"]*"|[^\s,]+)', "", header).rstrip(", ")
+    joiner = ", " if "=" in rest else " "
+    response.headers["WWW-Authenticate"] = f'{rest}{joiner}scope="{scope}"'
+
+
+def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: httpx2.Response) -> bool:
+    """Whether a registration covers this login's redirect and the scopes the server asks for."""
+    if uri not in (client.redirect_uris or []):
+        return False
+    asked = (extract_field_from_www_auth(response, "scope") or "").split()
+    return client.scope is None or set(asked) <= set(client.scope.split())
+
+
+class ToolshellOAuth(OAuthClientProvider):
+    """What toolshell adds around the SDK's flow (see the module docstring)."""
+
+    _file: TokenFile
+    _stamp: tuple[int, int] | None = None
+    _wanted: list[str]
+    on_outcome: Callable[[httpx2.Response], None] | None = None
+    """Told the response each request ended with (not the refusals a refresh or login got past)."""
+
+    def _report(self, response: httpx2.Response | None) -> None:
+        if response is not None and self.on_outcome is not None:
+            self.on_outcome(response)
+
+    def _may_authorize(self) -> bool:
+        """Whether a 401 may start the SDK's authorization (a person, or a machine grant)."""
+        raise NotImplementedError
+
+    def _before_authorizing(self, response: httpx2.Response) -> None:
+        _fold_scopes(response, self._wanted)
+
+    def _after_authorizing(self) -> None:
+        return None
+
+    def _fixed_client(self) -> OAuthClientInformationFull | None:
+        return None
+
+    async def _initialize(self) -> None:
+        await super()._initialize()
+        self._stamp = None
+        self._sync()
+
+    def _sync(self) -> None:
+        """Take up what another process (a login, a refresh) wrote since we last read the file."""
+        stamp = self._file.stamp()
+        if stamp == self._stamp:
+            return
+        self._stamp = stamp
+        record = self._file.read()
+        self.context.current_tokens = record.tokens
+        self.context.token_expiry_time = record.expires_at
+        fixed = self._fixed_client()
+        self.context.client_info = fixed if fixed is not None else record.client_info
+
+    def _refresh_due(self) -> bool:
+        expiry = self.context.token_expiry_time
+        return self.context.can_refresh_token() and expiry is not None and time.time() + REFRESH_MARGIN >= expiry
+
+    @contextlib.asynccontextmanager
+    async def _refresh_guard(self) -> AsyncIterator[None]:
+        if not self._refresh_due():
+            yield
+            return
+        async with self._file.refresh_lock():
+            self._sync()
+            yield
+
+    async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if not self._initialized:
+            await self._initialize()
+        retried = False
+        response: httpx2.Response | None = None
+        while True:
+            self._sync()
+            flow = super()._auth_flow(request)
+            try:
+                async with self._refresh_guard():
+                    outgoing = await flow.__anext__()
+                    if outgoing is not request:  # the SDK refreshes first
+                        response = yield outgoing
+                        outgoing = await flow.asend(response)
+                        if self.context.current_tokens is None:
+                            self._file.forget_tokens()  # the refresh token is dead: stop redeeming it
+                response = yield outgoing
+                challenge = _challenge(response)
+                if challenge is not None and self._may_authorize():
+                    self._before_authorizing(response)
+                    while True:
+                        outgoing = await flow.asend(response)
+                        response = yield outgoing
+                if challenge != "login" or retried or not self.context.can_refresh_token():
+                    self._report(response)  # a 401/403 reaches the transport: connection_required
+                    return
+                retried = True
+                self.context.token_expiry_time = 1.0  # the server says the token is no good: refresh it
+            except StopAsyncIteration:
+                self._report(response)
+                return
+            finally:
+                await flow.aclose()
+                self._after_authorizing()
+
+
+class CodeAuth(ToolshellOAuth):
+    """Authorization code with PKCE, through a loopback redirect; logins only where a person is."""
+
+    def __init__(
+        self,
+        server: str,
+        url: str,
+        file: TokenFile,
+        settings: OAuthConfig,
+        secret: str | None,
+        ui: LoginUI | None,
+    ) -> None:
+        method = settings.token_endpoint_auth_method or ("client_secret_post" if secret else "none")
+        metadata = OAuthClientMetadata(
+            redirect_uris=[AnyUrl(_PLACEHOLDER_REDIRECT)],
+            client_name="toolshell",
+            scope=" ".join(settings.scopes) or None,
+            token_endpoint_auth_method=method,
+        )
+        storage: TokenStorage = file
+        super().__init__(url, metadata, storage, self._redirect, self._callback, settings.client_metadata_url)
+        self._server = server
+        self._file = file
+        self._wanted = list(settings.scopes)
+        self._ui = ui
+        self._port = settings.redirect_port
+        self._loopback: LoopbackCallback | None = None
+        self._url = ""
+        self._configured = (
+            OAuthClientInformationFull(
+                client_id=settings.client_id,
+                client_secret=secret,
+                token_endpoint_auth_method=method,
+                scope=metadata.scope,
+                issuer=settings.issuer,
+            )
+            if settings.client_id
+            else None
+        )
+
+    def _may_authorize(self) -> bool:
+        return self._ui is not None
+
+    def _fixed_client(self) -> OAuthClientInformationFull | None:
+        return self._configured
+
+    def _before_authorizing(self, response: httpx2.Response) -> None:
+        super()._before_authorizing(response)
+        self._after_authorizing()
+        self._loopback = loopback = LoopbackCallback(self._port or self._remembered_port())
+        uri = AnyUrl(loopback.redirect_uri)
+        self.context.client_metadata.redirect_uris = [uri]
+        known = self.context.client_info
+        if self._configured is None and known is not None and not _registered_for(known, uri, response):
+            self.context.client_info = None  # registered for another port or fewer scopes: register again
+
+    def _after_authorizing(self) -> None:
+        if self._loopback is not None:
+            self._loopback.close()
+            self._loopback = None
+
+    def _remembered_port(self) -> int:
+        """The port of the stored registration's redirect, so a second login can reuse it."""
+        known = self.context.client_info
+        for uri in (known.redirect_uris or []) if known else []:
+            if uri.host == "127.0.0.1" and uri.port:
+                return int(uri.port)
+        return 0
+
+    async def _redirect(self, url: str) -> None:
+        self._url = url
+
+    async def _callback(self) -> AuthorizationCodeResult:
+        if self._loopback is None or self._ui is None:
+            raise OAuthFlowError(f"no login is possible here; run `toolshell auth login {self._server}`")
+        return await self._loopback.receive(self._url, self._ui, self._server)
+
+
+class MachineAuth(ToolshellOAuth, ClientCredentialsOAuthProvider):
+    """Client credentials: no person, so the SDK may always fetch a token itself."""
+
+    def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, secret: str) -> None:
+        method: _SecretMethod = "client_secret_basic"
+        if settings.token_endpoint_auth_method == "client_secret_post":
+            method = "client_secret_post"
+        with warnings.catch_warnings():
+            # Without `issuer` the SDK warns that it trusts whichever server discovery finds; the
+            # docs recommend setting it, and a config without it must still load quietly.
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            ClientCredentialsOAuthProvider.__init__(
+                self,
+                url,
+                file,
+                settings.client_id or "",
+                secret,
+                token_endpoint_auth_method=method,
+                scope=" ".join(settings.scopes) or None,
+                issuer=settings.issuer,
+            )
+        self._file = file
+        self._wanted = list(settings.scopes)
+
+    def _may_authorize(self) -> bool:
+        return True
+
+    def _fixed_client(self) -> OAuthClientInformationFull | None:
+        return self._fixed_client_info

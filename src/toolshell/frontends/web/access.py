@@ -1,0 +1,138 @@
+"""Who may use the web page: the Host and Origin checks, and the token every request carries.
+
+Checks in order, each refusing with the JSON error shape of a `tools` error line:
+1. Host: a loopback name unless `--allow-remote` named another (against DNS rebinding: a page on
+   `evil.example` that resolves to 127.0.0.1 sends `Host: evil.example`).
+2. Origin, when a browser sends one: it must be this page's own origin (a page elsewhere, even on
+   another loopback port, must not drive it).
+3. The token: `Authorization: Bearer …`, `X-Toolshell-Token`, the cookie set on first load, or the
+   `token` query parameter of the printed URL. Compared in constant time; never logged.
+4. A request that changes something (not GET/HEAD) must carry the token in a header: a cookie is
+   sent by the browser on a cross-site form post too, a header is not.
+
+Every answer forbids framing (a framed page could be clicked into "always") and caching, and sends
+no Referer (the printed URL holds the token).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.datastructures import Headers, QueryParams
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolshell.errors import ErrorCode, ToolshellError
+
+COOKIE = "toolshell_token"
+TOKEN_HEADER = "x-toolshell-token"
+READ_METHODS = frozenset({"GET", "HEAD"})
+_HEADERS = [
+    (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cache-control", b"no-store"),
+    (b"x-content-type-options", b"nosniff"),
+]
+
+
+@dataclass(frozen=True)
+class Access:
+    """The token and the host names this page answers to.
+
+    Args:
+        token: The secret in the printed URL.
+        hosts: Host names accepted besides loopback ones (`--host` with `--allow-remote`); `"*"`
+            accepts any Host (a wildcard bind), leaving the token as the only check.
+    """
+
+    token: str
+    hosts: Collection[str] = ()
+
+    def refusal(self, method: str, headers: Headers, query: QueryParams) -> tuple[int, ToolshellError] | None:
+        """Why this request is refused (status, error), or None when it may go on."""
+        host = headers.get("host", "")
+        if not self._host_ok(_host_name(host)):
+            return 403, _denied(f"host {host!r} is not served here; open the URL toolshell web printed")
+        origin = headers.get("origin")
+        if origin is not None and origin.strip().lower() != f"http://{host}".lower():
+            return 403, _denied(f"origin {origin!r} is not this page; only the page itself may call its API")
+        in_header = self._header_token(headers)
+        if not (in_header or self._matches(headers_cookie(headers)) or self._matches(query.get("token"))):
+            return 401, _denied(
+                "this page needs its token: open the URL toolshell web printed, or send 'Authorization: Bearer <token>'"
+            )
+        if method not in READ_METHODS and not in_header:
+            return 403, _denied(f"a {method} needs the token in 'Authorization: Bearer …' or 'X-Toolshell-Token'")
+        return None
+
+    def _header_token(self, headers: Headers) -> bool:
+        scheme, _, given = headers.get("authorization", "").partition(" ")
+        bearer = given.strip() if scheme.lower() == "bearer" else None
+        return self._matches(bearer) or self._matches(headers.get(TOKEN_HEADER))
+
+    def _matches(self, given: str | None) -> bool:
+        return bool(given) and hmac.compare_digest(str(given).encode(), self.token.encode())
+
+    def _host_ok(self, name: str) -> bool:
+        return "*" in self.hosts or name in {h.lower() for h in self.hosts} or is_loopback_name(name)
+
+
+def headers_cookie(headers: Headers) -> str | None:
+    for part in headers.get("cookie", "").split(";"):
+        key, _, value = part.strip().partition("=")
+        if key == COOKIE:
+            return value
+    return None
+
+
+def is_loopback_name(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_name(header: str) -> str:
+    """The name in a Host header: `[::1]:8766` → `::1`, `localhost:8766` → `localhost`."""
+    if header.startswith("["):
+        return header[1:].partition("]")[0].lower()
+    return (header.rsplit(":", 1)[0] if header.count(":") == 1 else header).lower()
+
+
+def _denied(message: str) -> ToolshellError:
+    return ToolshellError(ErrorCode.DENIED, message)
+
+
+class AccessMiddleware:
+    """ASGI middleware: refuse what `Access` refuses, and add the protective headers to every answer."""
+
+    def __init__(self, app: ASGIApp, access: Access) -> None:
+        self.app = app
+        self.access = access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_HEADERS]
+            await send(message)
+
+        refused = self.access.refusal(
+            scope["method"], Headers(scope=scope), QueryParams(scope.get("query_string", b""))
+        )
+        if refused is not None:
+            status, error = refused
+            extra: dict[str, Any] = {"www-authenticate": "Bearer"} if status == 401 else {}
+            await JSONResponse(error.to_json(), status, headers=extra)(scope, receive, send_with_headers)
+            return
+        await self.app(scope, receive, send_with_headers)

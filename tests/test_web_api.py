@@ -1,0 +1,454 @@
+"""`toolshell web`'s protection and JSON API, driven in-process over httpx2's ASGI transport, over a
+real `Host` with the in-process GitHub stand-in."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import socket
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from click.testing import CliRunner
+from starlette.applications import Starlette
+
+from _github_server import make_github
+from test_docs import parse_blocks
+from toolshell.config import Config, load_text
+from toolshell.frontends.cli import main as cli_main
+from toolshell.frontends.web import web_app
+from toolshell.frontends.web.serve import ui_mount
+from toolshell.host import Host
+
+pytestmark = pytest.mark.anyio
+
+TOKEN = "test-token-0123456789"
+BASE = "http://127.0.0.1:8766"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+DOC = Path(__file__).resolve().parent.parent / "docs" / "web.md"
+MANAGE = "[tools_in_shell]\nmanage_scripts = true\n"
+TRIGGERS = '\n[[triggers]]\nname = "nightly-greet"\nscript = "greet"\nschedule = "@daily"\n'
+
+
+@asynccontextmanager
+async def _page(
+    config: Config | None = None, calls: list[Any] | None = None
+) -> AsyncIterator[tuple[Host, httpx2.AsyncClient]]:
+    async with Host.open(config or Config(), servers={"github": make_github(calls)}) as host:
+        transport = httpx2.ASGITransport(app=web_app(host, TOKEN))
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+            yield host, client
+
+
+def _denied(message: str) -> dict[str, Any]:
+    return {"error": {"code": "denied", "message": message, "retryable": False}}
+
+
+# --- protection ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/", "/api/approvals", "/api/servers", "/static/app.js", "/api/nothing-here"])
+async def test_a_request_without_the_token_gets_401_and_names_the_fix(path: str) -> None:
+    async with _page() as (_, client):
+        response = await client.get(path)
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"] == "Bearer"
+    assert response.json() == _denied(
+        "this page needs its token: open the URL toolshell web printed, or send 'Authorization: Bearer <token>'"
+    )
+
+
+async def test_a_wrong_token_gets_401_in_every_place_a_token_can_be() -> None:
+    async with _page() as (_, client):
+        statuses = [
+            (await client.get("/api/approvals", headers={"Authorization": "Bearer nope"})).status_code,
+            (await client.get("/api/approvals", headers={"X-Toolshell-Token": "nope"})).status_code,
+            (await client.get("/api/approvals", headers={"Cookie": "toolshell_token=nope"})).status_code,
+            (await client.get("/api/approvals?token=nope")).status_code,
+            (await client.get("/api/approvals", headers={"Authorization": TOKEN})).status_code,  # no "Bearer"
+        ]
+    assert statuses == [401, 401, 401, 401, 401]
+
+
+async def test_a_foreign_host_header_is_refused_even_with_the_token() -> None:
+    async with _page() as (_, client):
+        response = await client.get("/api/approvals", headers={**AUTH, "Host": "evil.example:8766"})
+        loopback = await client.get("/api/approvals", headers={**AUTH, "Host": "localhost:8766"})
+    assert response.status_code == 403
+    assert response.json() == _denied("host 'evil.example:8766' is not served here; open the URL toolshell web printed")
+    assert loopback.status_code == 200
+
+
+@pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:3000", "null", "https://127.0.0.1:8766"])
+async def test_a_foreign_origin_is_refused_even_with_the_token(origin: str) -> None:
+    async with _page() as (_, client):
+        get = await client.get("/api/approvals", headers={**AUTH, "Origin": origin})
+        post = await client.post("/api/grants/revoke", headers={**AUTH, "Origin": origin}, json={"tool": "x"})
+    assert (get.status_code, post.status_code) == (403, 403)
+    assert get.json() == _denied(f"origin {origin!r} is not this page; only the page itself may call its API")
+
+
+async def test_the_pages_own_origin_is_accepted() -> None:
+    async with _page() as (_, client):
+        response = await client.post("/api/grants/revoke", headers={**AUTH, "Origin": BASE}, json={"tool": "x"})
+    assert response.status_code == 200
+
+
+async def test_a_post_with_the_token_only_in_the_cookie_or_query_gets_403() -> None:
+    async with _page() as (_, client):
+        cookie = await client.post(
+            "/api/grants/revoke", headers={"Cookie": f"toolshell_token={TOKEN}"}, json={"tool": "tools github x"}
+        )
+        query = await client.post(f"/api/grants/revoke?token={TOKEN}", json={"tool": "tools github x"})
+        header = await client.post(
+            "/api/grants/revoke", headers={"X-Toolshell-Token": TOKEN}, json={"tool": "tools github x"}
+        )
+    assert (cookie.status_code, query.status_code, header.status_code) == (403, 403, 200)
+    assert cookie.json() == _denied("a POST needs the token in 'Authorization: Bearer …' or 'X-Toolshell-Token'")
+
+
+async def test_the_printed_url_sets_a_strict_cookie_and_takes_the_token_out_of_the_address() -> None:
+    async with _page() as (_, client):
+        first = await client.get(f"/?token={TOKEN}")
+        page = await client.get("/", headers={"Cookie": f"toolshell_token={TOKEN}"})
+        script = await client.get("/static/app.js", headers={"Cookie": f"toolshell_token={TOKEN}"})
+    assert (first.status_code, first.headers["location"]) == (303, "/")
+    cookie = first.headers["set-cookie"]
+    assert cookie.startswith(f"toolshell_token={TOKEN};")
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert page.status_code == 200 and f'<meta name="toolshell-token" content="{TOKEN}">' in page.text
+    assert script.status_code == 200 and "X-Toolshell-Token" in script.text
+
+
+async def test_the_page_loads_nothing_from_another_site() -> None:
+    async with _page() as (_, client):
+        page = await client.get("/", headers=AUTH)
+    assert "http://" not in page.text and "https://" not in page.text and "//" not in page.text.replace("<!", "")
+
+
+async def test_every_answer_forbids_framing_caching_and_the_referer() -> None:
+    async with _page() as (_, client):
+        answers = [
+            await client.get("/", headers=AUTH),
+            await client.get("/api/grants"),
+            await client.get("/static/style.css", headers=AUTH),
+        ]
+    for response in answers:
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["cache-control"] == "no-store"
+        assert response.headers["referrer-policy"] == "no-referrer"
+
+
+# --- approvals and grants --------------------------------------------------------------------------
+
+
+async def test_a_stopped_call_shows_up_as_a_pending_request_and_once_lets_it_run_on_the_next_run() -> None:
+    calls: list[Any] = []
+    script = "tools github delete-branch branch=fix-x"
+    async with _page(calls=calls) as (host, client):
+        stopped = await host.run(script)
+        assert stopped.tools["stopped"]["reason"] == "needs_approval"
+        [pending] = (await client.get("/api/approvals", headers=AUTH)).json()
+        assert set(pending) >= {"id", "tool", "input", "risk", "why", "status", "created"}
+        assert (pending["tool"], pending["input"], pending["risk"], pending["why"], pending["status"]) == (
+            "tools github delete-branch",
+            {"branch": "fix-x"},
+            "needs_approval",
+            "destructive",
+            "pending",
+        )
+        answered = await client.post(f"/api/approvals/{pending['id']}", headers=AUTH, json={"answer": "once"})
+        assert (answered.status_code, answered.json()["status"]) == (200, "granted_once")
+        assert (await client.get("/api/approvals", headers=AUTH)).json() == []
+        [grant] = (await client.get("/api/grants", headers=AUTH)).json()
+        assert (grant["kind"], grant["tool"], grant["input"]) == (
+            "once",
+            "tools github delete-branch",
+            {"branch": "fix-x"},
+        )
+        again = await host.run(script)
+    assert (again.exit_code, again.stdout) == (0, "deleted fix-x\n")
+    assert calls == [("delete-branch", {"branch": "fix-x"})]
+
+
+async def test_always_grants_the_tool_and_revoke_withdraws_it() -> None:
+    calls: list[Any] = []
+    async with _page(calls=calls) as (host, client):
+        await host.run("tools github delete-branch branch=a")
+        [pending] = host.policy.approvals.list_pending()
+        await client.post(f"/api/approvals/{pending.id}", headers=AUTH, json={"answer": "always"})
+        ran = await host.run("tools github delete-branch branch=b")
+        revoked = await client.post("/api/grants/revoke", headers=AUTH, json={"tool": "tools github delete-branch"})
+        after = await host.run("tools github delete-branch branch=c")
+    assert ran.exit_code == 0 and calls == [("delete-branch", {"branch": "b"})]
+    assert revoked.json() == {"tool": "tools github delete-branch", "revoked": 1}
+    assert after.tools["stopped"]["reason"] == "needs_approval"
+
+
+async def test_deny_answers_the_request_and_a_second_answer_or_an_unknown_id_is_refused() -> None:
+    async with _page() as (host, client):
+        await host.run("tools github delete-branch branch=a")
+        [pending] = host.policy.approvals.list_pending()
+        denied = await client.post(f"/api/approvals/{pending.id}", headers=AUTH, json={"answer": "deny"})
+        twice = await client.post(f"/api/approvals/{pending.id}", headers=AUTH, json={"answer": "once"})
+        unknown = await client.post("/api/approvals/apr_000000", headers=AUTH, json={"answer": "once"})
+        wrong = await client.post(f"/api/approvals/{pending.id}", headers=AUTH, json={"answer": "yes"})
+        deep = await client.post(
+            f"/api/approvals/{pending.id}", headers={**AUTH, "Content-Type": "application/json"}, content="[" * 100_000
+        )
+        huge = await client.post(
+            f"/api/approvals/{pending.id}",
+            headers={**AUTH, "Content-Type": "application/json"},
+            content=b" " * 1_000_001 + b"{}",
+        )
+        not_json = await client.post(
+            f"/api/approvals/{pending.id}", headers={**AUTH, "Content-Type": "text/plain"}, content="once"
+        )
+        assert host.policy.approvals.list_grants() == []
+    assert (denied.status_code, denied.json()["status"]) == (200, "denied")
+    assert twice.status_code == 409 and "already answered (denied)" in twice.json()["error"]["message"]
+    assert unknown.status_code == 404
+    assert wrong.status_code == 400 and "'yes'" in wrong.json()["error"]["message"]
+    assert not_json.status_code == 415
+    assert (deep.status_code, huge.status_code) == (400, 413)
+
+
+# --- timeline and servers --------------------------------------------------------------------------
+
+
+async def test_the_timeline_shows_shell_calls_with_their_nested_calls_and_filters_by_session() -> None:
+    async with _page() as (host, client):
+        one, two = host.session(session_id="one"), host.session(session_id="two")
+        await one.run("tools github list-pulls repo=a/b > /dev/null; b=$(echo x); tools github delete-branch branch=$b")
+        await two.run("echo quiet")
+        everything = (await client.get("/api/timeline", headers=AUTH)).json()
+        only_one = (await client.get("/api/timeline?session=one&limit=5", headers=AUTH)).json()
+        bad = await client.get("/api/timeline?limit=lots", headers=AUTH)
+        odd = [(await client.get(f"/api/timeline?limit={v}", headers=AUTH)).status_code for v in ("²", "0", "1" * 5000)]
+    assert {row["session_id"] for row in everything} == {"one", "two"}
+    [row] = only_one
+    assert [(c["type"], c["command"], c["outcome"]) for c in row["calls"]] == [
+        ("tool.nested_call", "tools github list-pulls", "completed"),
+        ("tool.nested_call", "tools github delete-branch", "stopped_for_approval"),
+    ]
+    assert all(isinstance(c["duration_ms"], float) for c in row["calls"])
+    assert bad.status_code == 400 and "from 1 to 500" in bad.json()["error"]["message"]
+    assert odd == [400, 400, 400]
+
+
+async def test_servers_show_state_protocol_and_tool_count() -> None:
+    async with _page() as (_, client):
+        servers = {s["name"]: s for s in (await client.get("/api/servers", headers=AUTH)).json()}
+    github = servers["github"]
+    assert (github["state"], github["tool_count"], github["last_error"]) == ("ready", 6, None)
+    assert github["protocol_version"] and github["stderr_tail"] == []
+
+
+# --- saved scripts ---------------------------------------------------------------------------------
+
+
+async def test_saving_or_deleting_a_script_needs_manage_scripts() -> None:
+    async with _page() as (_, client):
+        put = await client.put("/api/scripts/greet", headers=AUTH, json={"body": "echo hi"})
+        delete = await client.delete("/api/scripts/greet", headers=AUTH)
+    assert put.status_code == 403
+    assert (
+        put.json()["error"]["message"]
+        == "saving scripts needs manage_scripts = true under [tools_in_shell] in the config"
+    )
+    assert delete.status_code == 403
+
+
+async def test_a_script_is_saved_listed_run_with_json_input_and_deleted() -> None:
+    schema = {"type": "object", "properties": {"who": {"type": "string"}}, "required": ["who"]}
+    async with _page(load_text(MANAGE + TRIGGERS)) as (_, client):
+        put = await client.put(
+            "/api/scripts/greet",
+            headers=AUTH,
+            json={"body": "jq -r '\"hi \\(.who)\"'\n", "description": "Say hi", "input_schema": schema},
+        )
+        ran = await client.post("/api/scripts/greet/run", headers=AUTH, json={"who": "Ada"})
+        refused = await client.post("/api/scripts/greet/run", headers=AUTH, json={"who": 7})
+        [listed] = (await client.get("/api/scripts", headers=AUTH)).json()
+        one = (await client.get("/api/scripts/greet", headers=AUTH)).json()
+        deleted = await client.delete("/api/scripts/greet", headers=AUTH)
+        missing = await client.get("/api/scripts/greet", headers=AUTH)
+    assert put.status_code == 200 and put.json()["body"] == "jq -r '\"hi \\(.who)\"'\n"
+    assert ran.json() == {"script": "greet", "exit_code": 0, "success": True, "stdout": "hi Ada\n"}
+    assert refused.status_code == 400 and "who" in refused.json()["error"]["message"]
+    assert (listed["name"], listed["description"], listed["input_schema"]) == ("greet", "Say hi", schema)
+    assert listed["triggers"] == [{"name": "nightly-greet", "schedule": "@daily", "webhook": False}]
+    assert [r["exit_code"] for r in listed["runs"]] == [0], "the run shows as a trigger run"
+    assert "body" not in listed and one["body"] == put.json()["body"]
+    assert deleted.json() == {"deleted": "greet"}
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_command"
+
+
+async def test_a_script_whose_call_needs_approval_stops_with_the_report_as_a_webhook_run_does() -> None:
+    async with _page(load_text(MANAGE)) as (host, client):
+        await client.put("/api/scripts/cleanup", headers=AUTH, json={"body": "tools github delete-branch branch=old\n"})
+        ran = (await client.post("/api/scripts/cleanup/run", headers=AUTH)).json()
+        [pending] = (await client.get("/api/approvals", headers=AUTH)).json()
+    assert ran["exit_code"] == 1 and ran["tools"]["stopped"]["reason"] == "needs_approval"
+    assert pending["input"] == {"branch": "old"}
+
+
+async def test_a_bad_script_body_or_name_is_a_400_that_says_what_to_write() -> None:
+    async with _page(load_text(MANAGE)) as (_, client):
+        no_body = await client.put("/api/scripts/greet", headers=AUTH, json={"description": "x"})
+        blank = await client.put("/api/scripts/greet", headers=AUTH, json={"body": "  "})
+        bad_name = await client.put("/api/scripts/no%20spaces", headers=AUTH, json={"body": "echo"})
+        bad_schema = await client.put("/api/scripts/greet", headers=AUTH, json={"body": "echo", "input_schema": []})
+    assert [r.status_code for r in (no_body, blank, bad_name, bad_schema)] == [400, 400, 400, 400]
+    assert "pipe the script on stdin" in blank.json()["error"]["message"]
+    assert no_body.json()["error"]["message"] == 'send {"body": "<bash script>", "description": "<one line>"}'
+
+
+# --- the command -----------------------------------------------------------------------------------
+
+
+def test_a_port_in_use_is_one_clear_line() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        result = CliRunner().invoke(cli_main, ["web", "--port", str(port)])
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: port {port} on 127.0.0.1 is in use; choose another with --port\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--port", "99999"], "Invalid value for '--port': 99999 is not in the range 0<=x<=65535."),
+        (["--port", "web"], "Invalid value for '--port': 'web' is not a valid integer range."),
+        (["--host", "10.1.2.3"], "--host 10.1.2.3 would let other machines answer your approvals"),
+        (
+            ["--host", "no such host!", "--allow-remote"],
+            "--host 'no such host!' is not an address this machine can bind",
+        ),
+    ],
+)
+def test_a_bad_port_or_host_is_refused_with_one_clear_line_and_no_traceback(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(cli_main, ["web", *args])
+    assert result.exit_code in (1, 2)
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert result.stderr.strip().count("\n") <= 3  # click's usage lines at most, then the one error line
+
+
+async def test_toolshell_web_prints_its_url_with_the_token_on_one_line_and_answers_on_it() -> None:
+    process = await anyio.open_process(
+        [sys.executable, "-c", "from toolshell.frontends.cli import main; main()", "web", "--port", "0"]
+    )
+    try:
+        assert process.stdout is not None
+        with anyio.fail_after(30):
+            line = await process.stdout.receive()
+        url = line.decode().strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[A-Za-z0-9_-]{32}", url), url
+        token = url.partition("token=")[2]
+        async with httpx2.AsyncClient() as client:
+            with anyio.fail_after(30):
+                without = await client.get(url.partition("?")[0] + "api/servers")
+                with_token = await client.get(
+                    url.partition("?")[0] + "api/servers", headers={"Authorization": f"Bearer {token}"}
+                )
+        assert without.status_code == 401
+        assert with_token.status_code == 200 and {s["name"] for s in with_token.json()} >= {"runtime"}
+        assert process.stderr is not None
+        shown = _doc_block("$ toolshell web").splitlines()
+        assert re.fullmatch(r"http://127\.0\.0\.1:8766/\?token=\S+", shown[1]), "the doc shows the URL's form"
+        said = ""
+        with anyio.fail_after(30):  # the doc shows what toolshell web says on stderr (after any "waiting" line)
+            while shown[2] not in said.splitlines():
+                said += (await process.stderr.receive()).decode()
+    finally:
+        process.terminate()
+        with anyio.fail_after(30):
+            await process.wait()
+
+
+# --- docs/web.md -----------------------------------------------------------------------------------
+
+
+def _doc_block(first_line: str) -> str:
+    blocks = parse_blocks(DOC.read_text(encoding="utf-8"), "docs/web.md")
+    return next(b.text for b in blocks if b.lang == "text" and b.first_line.startswith(first_line))
+
+
+def _curl(line: str, request_id: str) -> tuple[str, str, dict[str, str], str | None]:
+    """(method, url, headers, body) of one documented curl line, with the token and a real request id."""
+    words = shlex.split(line.replace("$TOKEN", TOKEN).replace("apr_123abc", request_id))
+    method, headers, body, url = "GET", {}, None, ""
+    i = 1
+    while i < len(words):
+        word = words[i]
+        if word in ("-X", "-H", "-d"):
+            value, i = words[i + 1], i + 1
+            if word == "-X":
+                method = value
+            elif word == "-H":
+                key, _, given = value.partition(":")
+                headers[key.strip()] = given.strip()
+            else:
+                body, method = value, "POST" if method == "GET" else method
+        elif word != "-s":
+            url = word
+        i += 1
+    return method, url, headers, body
+
+
+async def test_the_curl_examples_of_the_doc_work_against_the_page() -> None:
+    lines = [ln for ln in _doc_block("curl ").splitlines() if ln.strip()]
+    assert len(lines) == 5 and all(ln.startswith("curl -s ") for ln in lines)
+    async with _page(load_text(MANAGE)) as (host, client):
+        await host.run("tools github delete-branch branch=fix-x")
+        [pending] = host.policy.approvals.list_pending()
+        answers = []
+        for line in lines:
+            method, url, headers, body = _curl(line, pending.id)
+            answers.append(await client.request(method, url, headers=headers, content=body))
+        assert [a.status_code for a in answers] == [200] * 5, [a.text for a in answers]
+        assert answers[1].json()["status"] == "granted_once"
+        assert answers[4].json()["stdout"] == "Ada\n"
+
+
+@pytest.mark.parametrize(("hosts", "accepted"), [(["box.lan"], ["box.lan:8766"]), (["*"], ["box.lan", "anything:1"])])
+async def test_a_remote_page_answers_to_its_own_host_name_and_still_needs_the_token(
+    hosts: list[str], accepted: list[str]
+) -> None:
+    async with Host.open(Config()) as host:
+        transport = httpx2.ASGITransport(app=web_app(host, TOKEN, hosts=hosts))
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE) as client:
+            for name in accepted:
+                assert (await client.get("/api/grants", headers={**AUTH, "Host": name})).status_code == 200
+                assert (await client.get("/api/grants", headers={"Host": name})).status_code == 401
+            if hosts != ["*"]:
+                assert (await client.get("/api/grants", headers={**AUTH, "Host": "other.lan"})).status_code == 403
+
+
+async def test_the_page_works_mounted_under_ui_as_serve_http_can_add_it() -> None:
+    async with Host.open(Config()) as host:
+        mount, url = ui_mount(host, "127.0.0.1", 8765)
+        token = url.partition("token=")[2]
+        outer = Starlette(routes=[mount])
+        transport = httpx2.ASGITransport(app=outer)
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
+            first = await client.get(url)
+            client.cookies.clear()  # send the cookie by hand, so the last request goes without it
+            cookie = {"Cookie": f"toolshell_token={token}"}
+            page = await client.get("/ui/", headers=cookie)
+            script = await client.get("/ui/static/app.js", headers=cookie)
+            approvals = await client.get("/ui/api/approvals", headers=cookie)
+            refused = await client.get("/ui/api/approvals")
+    assert re.fullmatch(r"http://127\.0\.0\.1:8765/ui/\?token=[A-Za-z0-9_-]{32}", url)
+    assert (first.status_code, first.headers["location"]) == (303, "/ui/")
+    assert 'src="static/app.js"' in page.text and script.status_code == 200
+    assert (approvals.status_code, approvals.json(), refused.status_code) == (200, [], 401)
