@@ -53,7 +53,7 @@ BASH_OUTPUT_SCHEMA: dict[str, Any] = {
 }
 """The `toolshell run --json` object (`RunResult.to_json`)."""
 
-MAX_LISTED_SERVERS = 8
+MAX_LISTED_SERVERS = 7
 """Servers named in the description; past it, "and N more" (keeps `bash` under 600 tokens)."""
 SUMMARY_CHARS = 48
 
