@@ -26,9 +26,6 @@ Filter results with jq and print only what you need. Errors are one JSON line on
 Fan out with & and wait: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
 Pipes get whole results; output past the cap keeps head and tail and names a file holding all of it."""
 
-BASH_EXTRA_LINES: list[str] = []
-"""More usage lines other features add (one line each), printed after the usage block."""
-
 BASH_DESCRIPTION = BASH_USAGE
 """The description without the server list (no host at hand)."""
 
@@ -59,8 +56,8 @@ SUMMARY_CHARS = 48
 
 
 def bash_description(servers: Sequence[ServerInfo] = ()) -> str:
-    """The description: usage, extra lines, then the servers, at most `MAX_LISTED_SERVERS` of them."""
-    lines = [BASH_USAGE, *BASH_EXTRA_LINES]
+    """The description: usage, then the servers, at most `MAX_LISTED_SERVERS` of them."""
+    lines = [BASH_USAGE]
     if servers:
         lines.append("Servers:")
         lines += [f"  {_server_line(s)}" for s in servers[:MAX_LISTED_SERVERS]]
@@ -86,7 +83,6 @@ def _server_line(server: ServerInfo) -> str:
 __all__ = [
     "MAX_LISTED_SERVERS",
     "BASH_DESCRIPTION",
-    "BASH_EXTRA_LINES",
     "BASH_OUTPUT_SCHEMA",
     "BASH_SCHEMA",
     "BASH_TITLE",
