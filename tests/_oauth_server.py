@@ -23,6 +23,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
+import jwt
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
@@ -59,6 +60,12 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.refreshes = 0
         self.refused_refreshes = 0
         self.machine_grants = 0
+        self.deny = False
+        """The person says no: every authorization is refused with `access_denied`."""
+        self.signing_keys: dict[str, str] = {}
+        """Public keys (PEM) of machine clients that sign their token requests (`private_key_jwt`)."""
+        self.metadata_documents: dict[str, OAuthClientInformationFull] = {}
+        """Client ID metadata documents by URL, as if fetched (the server then advertises support)."""
 
     def mint(self, client_id: str, scopes: list[str]) -> str:
         access = f"access_{secrets.token_hex(16)}"
@@ -72,7 +79,7 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.access_tokens.clear()
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
-        return self.clients.get(client_id)
+        return self.clients.get(client_id) or self.metadata_documents.get(client_id)
 
     async def register_client(self, client_info: OAuthClientInformationFull) -> None:
         assert client_info.client_id is not None
@@ -81,6 +88,13 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
     async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
         assert client.client_id is not None
         self.authorizations.append(params)
+        if self.deny:
+            return construct_redirect_uri(
+                str(params.redirect_uri),
+                error="access_denied",
+                error_description="the person said no",
+                state=params.state,
+            )
         code = AuthorizationCode(
             code=f"code_{secrets.token_hex(16)}",
             client_id=client.client_id,
@@ -145,6 +159,9 @@ class Shim:
         self.base = base
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/.well-known/oauth-authorization-server":
+            await self.app(scope, receive, self._advertising_documents(send))
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -161,6 +178,24 @@ class Shim:
             return
         await self.app(scope, replay, send)
 
+    def _advertising_documents(self, send: Any) -> Any:
+        """Add `client_id_metadata_document_supported` to the metadata when documents are known."""
+        start: dict[str, Any] = {}
+
+        async def patched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                start.update(message)
+                return
+            document = json.loads(message["body"])
+            if self.provider.metadata_documents:
+                document["client_id_metadata_document_supported"] = True
+            body = json.dumps(document).encode()
+            headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+            await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+
+        return patched
+
     def _lacks_write_scope(self, scope: dict[str, Any], body: bytes) -> bool:
         try:
             message = json.loads(body)
@@ -174,15 +209,34 @@ class Shim:
         return access is None or WRITE_SCOPE not in access.scopes
 
     async def _machine_token(self, scope: dict[str, Any], body: bytes, send: Any) -> None:
-        basic = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Basic ")
-        if base64.b64decode(basic or "Og==").decode() != f"{MACHINE_ID}:{MACHINE_SECRET}":
+        form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        client = self._signed_client(form) if "client_assertion" in form else self._basic_client(scope)
+        if client is None:
             await _respond(send, 401, b'{"error":"invalid_client"}', [])
             return
         self.provider.machine_grants += 1
-        requested = parse_qs(body.decode()).get("scope", ["mcp"])[0].split()
-        access = self.provider.mint(MACHINE_ID, requested)
+        requested = form.get("scope", "mcp").split()
+        access = self.provider.mint(client, requested)
         token = OAuthToken(access_token=access, expires_in=3600, scope=" ".join(requested))
         await _respond(send, 200, token.model_dump_json(exclude_none=True).encode(), [])
+
+    def _basic_client(self, scope: dict[str, Any]) -> str | None:
+        basic = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Basic ")
+        return MACHINE_ID if base64.b64decode(basic or "Og==").decode() == f"{MACHINE_ID}:{MACHINE_SECRET}" else None
+
+    def _signed_client(self, form: dict[str, str]) -> str | None:
+        """RFC 7523: a JWT signed by the client's key, issued by and about the client, for this server."""
+        if form.get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer":
+            return None
+        claims = jwt.decode(form["client_assertion"], options={"verify_signature": False})
+        key = self.provider.signing_keys.get(str(claims.get("iss")))
+        if key is None:
+            return None
+        try:
+            jwt.decode(form["client_assertion"], key, algorithms=["ES256"], audience=[self.base, f"{self.base}/"])
+        except jwt.InvalidTokenError:
+            return None
+        return str(claims["iss"]) if claims.get("sub") == claims.get("iss") else None
 
 
 async def _buffer(receive: Any) -> tuple[bytes, Any]:

@@ -36,6 +36,7 @@ from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import ConnState, ServerStatus, SessionContext
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
+from toolshell.connections.oauth import AuthSetup
 from toolshell.errors import ErrorCode, StopScript, ToolshellError, single_error
 from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
@@ -104,7 +105,7 @@ class Host:
         self.overlays = Overlays()
         configured = self._servers()
         builtins = {s.name: self._builtin_for(s) for s in configured if s.type == "builtin"}
-        self.manager = ConnectionManager(configured, builtins)
+        self.manager = ConnectionManager(configured, builtins, auth=AuthSetup(self.state_dir / "oauth"))
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: create_web_fetch(self, config=self.config.web_fetch))
         self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top)
         self._on_server_progress = on_server_progress

@@ -96,8 +96,15 @@ class SessionTarget:
         options = CallOptions(session=context, answerer=session.answerer)
         if entry.server is None:  # the top-level tools run in-process
             return await conn.call_tool(entry.name, prepared.input, options)
-        async with self.router.turns(entry.server):
+        turns = self.router.turns(entry.server)
+        try:
+            turns.acquire_nowait()  # the common case: a free turn, taken without yielding to the loop
+        except anyio.WouldBlock:
+            await turns.acquire()  # wait for a call in flight to this server to end
+        try:
             return await conn.call_tool(entry.name, prepared.input, options)
+        finally:
+            turns.release()
 
     def _context(self, server: str) -> SessionContext:
         config = self.router.server_config(server)

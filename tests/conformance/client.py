@@ -32,6 +32,7 @@ ARGUMENTS = {"add_numbers": "a=5 b=3"}
 CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 """The client ID metadata document the suite's authorization servers accept (as its own clients use)."""
 SECRET_ENV = "CONFORMANCE_CLIENT_SECRET"
+KEY_ENV = "CONFORMANCE_CLIENT_KEY"
 BROWSER = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('browser.py')))} %s"
 
 
@@ -59,6 +60,14 @@ def oauth_settings(scenario: str, context: dict[str, Any]) -> dict[str, Any] | N
         settings["client_metadata_url"] = CLIENT_METADATA_URL
     if "client_secret" in context:
         settings["client_secret_env"] = SECRET_ENV
+    if "private_key_pem" in context:  # client credentials, authenticated by a signed JWT
+        settings.update(
+            grant="client_credentials",
+            token_endpoint_auth_method="private_key_jwt",
+            private_key_env=KEY_ENV,
+            signing_algorithm=context.get("signing_algorithm", "RS256"),
+        )
+        settings.pop("client_metadata_url", None)
     if context.get("name") == "auth/client-credentials-basic":
         settings.update(grant="client_credentials", token_endpoint_auth_method="client_secret_basic")
     return settings
@@ -104,6 +113,8 @@ def main(argv: list[str]) -> int:
     os.environ["BROWSER"] = BROWSER
     if "client_secret" in context:
         os.environ[SECRET_ENV] = context["client_secret"]
+    if "private_key_pem" in context:
+        os.environ[KEY_ENV] = context["private_key_pem"]
     with tempfile.TemporaryDirectory() as state:
         os.environ["TOOLSHELL_STATE_DIR"] = state  # tokens and state of one run, never the user's
         return anyio.run(run, argv[-1], scenario, context, state)

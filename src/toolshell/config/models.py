@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
 from toolshell.config.names import SERVER_NAME_RE
 from toolshell.config.patterns import parse_pattern
@@ -29,6 +29,9 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
+TokenAuthMethod = Literal["client_secret_basic", "client_secret_post", "none", "private_key_jwt"]
+
+
 class OAuthConfig(_Model):
     """`[mcp.servers.oauth]`: how toolshell logs in to an `http` server (docs/configuration.md)."""
 
@@ -38,7 +41,10 @@ class OAuthConfig(_Model):
     """A client registered beforehand; without one, the client ID metadata document or dynamic registration."""
     client_secret_env: str | None = None
     """The name of the environment variable holding the client secret (never the secret itself)."""
-    token_endpoint_auth_method: Literal["client_secret_basic", "client_secret_post", "none"] | None = None
+    token_endpoint_auth_method: TokenAuthMethod | None = None
+    private_key_env: str | None = None
+    """For `private_key_jwt`: the name of the environment variable holding the PEM private key."""
+    signing_algorithm: str = "RS256"
     client_metadata_url: str | None = None
     """An https URL of this client's metadata document, used as its client ID where the server supports it."""
     scopes: list[str] = Field(default_factory=list)
@@ -49,11 +55,11 @@ class OAuthConfig(_Model):
     """`explicit`: only `toolshell auth login` opens a browser; `on_call`: a call that needs a login starts one."""
     login_timeout_seconds: float = Field(default=300.0, gt=0)
 
-    @field_validator("client_secret_env")
+    @field_validator("client_secret_env", "private_key_env")
     @classmethod
-    def _names_a_variable(cls, v: str | None) -> str | None:
+    def _names_a_variable(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
-            raise ValueError('client_secret_env takes the name of an environment variable, e.g. "GITHUB_SECRET"')
+            raise ValueError(f'{info.field_name} takes the name of an environment variable, e.g. "GITHUB_SECRET"')
         return v
 
     @field_validator("client_metadata_url")
@@ -65,8 +71,12 @@ class OAuthConfig(_Model):
 
     @model_validator(mode="after")
     def _grant_has_what_it_needs(self) -> OAuthConfig:
-        if self.grant == "client_credentials" and not (self.client_id and self.client_secret_env):
-            raise ValueError('grant = "client_credentials" needs client_id and client_secret_env')
+        jwt = self.token_endpoint_auth_method == "private_key_jwt"
+        if jwt and not (self.grant == "client_credentials" and self.private_key_env):
+            raise ValueError('private_key_jwt needs grant = "client_credentials" and private_key_env')
+        credential = self.private_key_env if jwt else self.client_secret_env
+        if self.grant == "client_credentials" and not (self.client_id and credential):
+            raise ValueError('grant = "client_credentials" needs client_id and client_secret_env (or private_key_env)')
         return self
 
 

@@ -30,7 +30,11 @@ from typing import Literal
 
 import httpx2
 from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider, OAuthFlowError, TokenStorage
-from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
+from mcp.client.auth.extensions.client_credentials import (
+    ClientCredentialsOAuthProvider,
+    PrivateKeyJWTOAuthProvider,
+    SignedJWTParameters,
+)
 from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
@@ -88,7 +92,10 @@ def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | None:
         return None
     file = token_file(server, setup.tokens_dir)
     file.metadata_url = settings.client_metadata_url
-    secret = _secret(server.name, settings)
+    if settings.token_endpoint_auth_method == "private_key_jwt":
+        key = _from_env(server.name, settings.private_key_env, "private key")
+        return SignedMachineAuth(server.url or "", file, settings, key or "")
+    secret = _from_env(server.name, settings.client_secret_env, "client secret")
     if settings.grant == "client_credentials":
         return MachineAuth(server.url or "", file, settings, secret or "")
     person = setup.logging_in or settings.login == "on_call"
@@ -96,15 +103,14 @@ def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | None:
     return CodeAuth(server.name, server.url or "", file, settings, secret, ui)
 
 
-def _secret(server: str, settings: OAuthConfig) -> str | None:
-    name = settings.client_secret_env
+def _from_env(server: str, name: str | None, what: str) -> str | None:
     if name is None:
         return None
     value = os.environ.get(name)
     if not value:
         raise ToolshellError(
             ErrorCode.CONNECTION_REQUIRED,
-            f"server {server!r} takes its OAuth client secret from ${name}, which is not set; set it and try again",
+            f"server {server!r} takes its OAuth {what} from ${name}, which is not set; set it and try again",
         )
     return value
 
@@ -169,13 +175,12 @@ class ToolshellOAuth(OAuthClientProvider):
 
     async def _initialize(self) -> None:
         await super()._initialize()
-        self._stamp = None
-        self._sync()
+        self._sync(force=True)  # the SDK's load leaves out the expiry and a configured client
 
-    def _sync(self) -> None:
+    def _sync(self, force: bool = False) -> None:
         """Take up what another process (a login, a refresh) wrote since we last read the file."""
         stamp = self._file.stamp()
-        if stamp == self._stamp:
+        if stamp == self._stamp and not force:
             return
         self._stamp = stamp
         record = self._file.read()
@@ -245,7 +250,10 @@ class CodeAuth(ToolshellOAuth):
         secret: str | None,
         ui: LoginUI | None,
     ) -> None:
-        method = settings.token_endpoint_auth_method or ("client_secret_post" if secret else "none")
+        # RFC 8414's default for a client with a secret is client_secret_basic; the server's metadata
+        # may say otherwise, which `_perform_authorization` reads once discovery has found it.
+        self._explicit_method = settings.token_endpoint_auth_method is not None
+        method = settings.token_endpoint_auth_method or ("client_secret_basic" if secret else "none")
         metadata = OAuthClientMetadata(
             redirect_uris=[AnyUrl(_PLACEHOLDER_REDIRECT)],
             client_name="toolshell",
@@ -275,6 +283,20 @@ class CodeAuth(ToolshellOAuth):
 
     def _may_authorize(self) -> bool:
         return self._ui is not None
+
+    async def _perform_authorization(self) -> httpx2.Request:
+        self._choose_secret_method()
+        return await super()._perform_authorization()
+
+    def _choose_secret_method(self) -> None:
+        """For a configured client with a secret: basic, unless the server supports only post."""
+        client = self._configured
+        if client is None or client.client_secret is None or self._explicit_method:
+            return
+        metadata = self.context.oauth_metadata
+        supported = (metadata.token_endpoint_auth_methods_supported if metadata else None) or []
+        post_only = "client_secret_post" in supported and "client_secret_basic" not in supported
+        client.token_endpoint_auth_method = "client_secret_post" if post_only else "client_secret_basic"
 
     def _fixed_client(self) -> OAuthClientInformationFull | None:
         return self._configured
@@ -329,6 +351,35 @@ class MachineAuth(ToolshellOAuth, ClientCredentialsOAuthProvider):
                 settings.client_id or "",
                 secret,
                 token_endpoint_auth_method=method,
+                scope=" ".join(settings.scopes) or None,
+                issuer=settings.issuer,
+            )
+        self._file = file
+        self._wanted = list(settings.scopes)
+
+    def _may_authorize(self) -> bool:
+        return True
+
+    def _fixed_client(self) -> OAuthClientInformationFull | None:
+        return self._fixed_client_info
+
+
+class SignedMachineAuth(ToolshellOAuth, PrivateKeyJWTOAuthProvider):
+    """Client credentials with `private_key_jwt`: each token request carries an assertion signed here."""
+
+    def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, key: str) -> None:
+        client_id = settings.client_id or ""
+        signer = SignedJWTParameters(
+            issuer=client_id, subject=client_id, signing_key=key, signing_algorithm=settings.signing_algorithm
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", MCPDeprecationWarning)  # no `issuer`: see MachineAuth
+            PrivateKeyJWTOAuthProvider.__init__(
+                self,
+                url,
+                file,
+                client_id,
+                signer.create_assertion_provider(),
                 scope=" ".join(settings.scopes) or None,
                 issuer=settings.issuer,
             )
