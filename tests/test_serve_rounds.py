@@ -207,3 +207,21 @@ async def test_a_question_nobody_can_see_is_declined_and_the_reason_logged(caplo
             result = await client.call_tool("bash", {"script": "tools new greet"})
     assert json.loads(result.content[0].text)["stdout"] == "no answer (decline)\n"
     assert "declined a form question from server 'new': the upstream client cannot show it" in caplog.text
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_literal_call_is_asked_before_the_script_starts_and_always_covers_the_next_script(mode: str) -> None:
+    asked: list[str] = []
+
+    async def always(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"answer": "always"})
+
+    script = "echo start; tools github delete-branch branch=y"
+    async with Host.open(servers={"github": make_github()}) as host:
+        async with Client(build_server(host, []), mode=mode, elicitation_callback=always) as client:
+            first = await client.call_tool("bash", {"script": script})
+            second = await client.call_tool("bash", {"script": script.replace("=y", "=z")})
+    assert json.loads(first.content[0].text)["stdout"] == "start\ndeleted y\n"
+    assert json.loads(second.content[0].text)["stdout"] == "start\ndeleted z\n"
+    assert len(asked) == 1, "an always grant covers the tool: the second script is not asked about"
