@@ -76,6 +76,7 @@ async def test_a_call_that_reads_its_input_from_stdin_is_judged_when_it_runs_and
             "reason": "needs_approval",
             "approval": "requested",
             "call": {"tool": "tools github delete-branch", "input": {"branch": "x"}},
+            "request_id": pending[0]["id"],
         },
         "not_reached": NOT_REACHED,
     }

@@ -70,3 +70,30 @@ async def test_an_unfinished_command_continues_and_an_empty_line_sends_a_broken_
     assert await interactive.read_script() == "for i in 1 2\ndo echo $i\ndone"
     assert await interactive.read_script() == "echo )\n"
     assert await interactive.read_script() == "echo ok"
+
+
+async def test_the_terminal_shows_choices_and_defaults_and_prefills_the_defaults(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class Params:
+        message = "Which color?"
+        requested_schema = {
+            "type": "object",
+            "properties": {"color": {"type": "string", "enum": ["red", "green"], "default": "green"}},
+        }
+
+    prefilled: list[str] = []
+    answers = iter(['{"color": "green"}', "1"])
+
+    async def read(prompt: str, prefill: str = "") -> str | None:
+        prefilled.append(prefill)
+        return next(answers, None)
+
+    monkeypatch.setattr(interactive, "_read", read)
+    answerer: Any = interactive.TerminalAnswerer()
+    kept = await answerer.elicit("paint", Params())
+    numbered = await answerer.elicit("paint", Params())
+    shown = capsys.readouterr().err
+    assert "one of: 1=red, 2=green" in shown and '[default: "green"]' in shown
+    assert prefilled == ['{"color": "green"}', '{"color": "green"}']
+    assert (kept.content, numbered.content) == ({"color": "green"}, {"color": "red"})

@@ -165,10 +165,12 @@ async def test_a_grant_never_lifts_a_deny_rule() -> None:
 
 
 @pytest.mark.anyio
-async def test_assess_without_input_is_checked_at_run_time_unless_read_only_or_blocked() -> None:
+async def test_assess_without_input_is_checked_at_run_time_unless_blocked_and_keeps_the_tools_own_level() -> None:
     policy = _policy(deny=["github:delete_tag"])
     assert (await policy.assess(DELETE, None)).level == "checked_at_run_time"
-    assert (await policy.assess(LIST, None)).level == "read_only"
+    assert (await policy.assess(DELETE, None)).tool_risk == "needs_approval"
+    listing = await policy.assess(LIST, None)
+    assert (listing.level, listing.tool_risk) == ("checked_at_run_time", "read_only")
     assert (await policy.assess(replace(DELETE, name="delete_tag"), None)).level == "blocked"
     assert (await policy.assess(DELETE, {"branch": "x"})).level == "needs_approval"
 

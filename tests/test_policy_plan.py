@@ -78,8 +78,20 @@ done
 """
     assert (await _plan(script))["calls"] == [
         {"tool": "tools github list-pulls", "input": {"repo": "acme/api"}, "risk": "read_only", "where": "script"},
-        {"tool": "tools github get-pull", "input": None, "risk": "read_only", "where": "script"},
-        {"tool": "tools linear create-issue", "input": None, "risk": "checked_at_run_time", "where": "script"},
+        {
+            "tool": "tools github get-pull",
+            "input": None,
+            "risk": "checked_at_run_time",
+            "tool_risk": "read_only",
+            "where": "script",
+        },
+        {
+            "tool": "tools linear create-issue",
+            "input": None,
+            "risk": "checked_at_run_time",
+            "tool_risk": "changes",
+            "where": "script",
+        },
     ]
 
 

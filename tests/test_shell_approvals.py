@@ -33,6 +33,7 @@ async def test_a_literal_call_that_needs_approval_holds_the_script_then_a_one_of
                 "reason": "needs_approval",
                 "approval": "requested",
                 "call": {"tool": "tools github delete-branch", "input": {"branch": "fix-x"}},
+                "request_id": host.policy.approvals.list_pending()[0].id,
                 "before_start": True,
             },
             "not_reached": NOT_REACHED,
@@ -84,6 +85,7 @@ tools github create-issue title=never
 """
     async with _open(calls) as host:
         result = await host.run(script)
+        [pending] = host.policy.approvals.list_pending()
     assert result.exit_code == 1
     assert "after" not in result.stdout
     assert result.tools == {
@@ -100,6 +102,7 @@ tools github create-issue title=never
             "reason": "needs_approval",
             "approval": "requested",
             "call": {"tool": "tools github delete-branch", "input": {"branch": "fix-x"}},
+            "request_id": pending.id,
         },
         "not_reached": NOT_REACHED,
     }
@@ -176,7 +179,13 @@ async def test_plan_marks_run_time_input_eval_and_substitutions() -> None:
     assert plan == {
         "calls": [
             {"tool": "tools github list-pulls", "input": {"repo": "a/b"}, "risk": "read_only", "where": "substitution"},
-            {"tool": "tools github get-pull", "input": None, "risk": "read_only", "where": "script"},
+            {
+                "tool": "tools github get-pull",
+                "input": None,
+                "risk": "checked_at_run_time",
+                "tool_risk": "read_only",
+                "where": "script",
+            },
         ],
         "complete": True,
     }

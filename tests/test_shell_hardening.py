@@ -62,6 +62,7 @@ async def test_an_inline_approver_is_asked_before_the_script_starts(answer: str,
         session = host.session()
         session.approver = approver
         result = await session.run("echo start; tools github delete-branch branch=x")
+        requests = host.store.query("SELECT id FROM approval_requests WHERE status='denied' ORDER BY rowid")
     assert asked == ["tools github delete-branch"]
     assert (calls == [("delete-branch", {"branch": "x"})]) is ran
     if approval:
@@ -69,6 +70,7 @@ async def test_an_inline_approver_is_asked_before_the_script_starts(answer: str,
             "reason": "needs_approval",
             "approval": approval,
             "call": {"tool": "tools github delete-branch", "input": {"branch": "x"}},
+            "request_id": requests[-1]["id"],
             "before_start": True,
         }
 

@@ -60,11 +60,18 @@ class ScriptSignal(BaseException):
 class StopScript(ScriptSignal):
     """Stop the script at this call: needs approval, call limit, or a guardrail that ends the run."""
 
-    def __init__(self, error: ToolshellError, call: dict[str, Any] | None = None, approval: str | None = None) -> None:
+    def __init__(
+        self,
+        error: ToolshellError,
+        call: dict[str, Any] | None = None,
+        approval: str | None = None,
+        request_id: str | None = None,
+    ) -> None:
         super().__init__(error.message)
         self.error = error
         self.call = call
         self.approval = approval
+        self.request_id = request_id
 
 
 def unexpected(exc: BaseException, doing: str) -> ToolshellError:

@@ -20,7 +20,7 @@ import anyio
 from bashkit import BuiltinContext, BuiltinResult
 
 from toolshell.builtin.hints import HintAccumulator
-from toolshell.calls.approval import ApprovalGate, Approver
+from toolshell.calls.approval import ApprovalGate, Approver, store_waiter
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import CallTarget, Pipeline
 from toolshell.calls.view import CatalogView
@@ -109,6 +109,7 @@ class Session:
         self.hints = HintAccumulator()
         self.approver: Approver | None = None
         """Asks a person on the spot (`[approval] inline`): returns "once", "always" or "deny"."""
+        self._run_approver: Approver | None = None
         self._current: ToolsBuiltin | None = None
         self._lock = anyio.Lock()
         self.bash = new_shell(config.shell, self._tools)
@@ -151,20 +152,28 @@ class Session:
         """End the session: its open elicitation questions are answered `cancel`, its switches dropped."""
         self.services.end(self.id)
 
-    async def run(self, script: str, *, answerer: Answerer | None | Literal["session"] = "session") -> RunResult:
+    async def run(
+        self,
+        script: str,
+        *,
+        answerer: Answerer | None | Literal["session"] = "session",
+        approver: Approver | None = None,
+    ) -> RunResult:
         """Run one script as one shell call; the catalog is rebuilt first.
 
         Shell calls of one session run one at a time (they share one shell and its files).
-        `answerer` answers the servers' questions for this run only (default: the session's).
+        `answerer` answers the servers' questions for this run only (default: the session's);
+        `approver` asks about calls that need approval in this run (the caller applied `inline`).
         """
         async with self._lock:
-            if answerer == "session":
-                return await self._run(script)
-            kept, self.answerer = self.answerer, answerer
+            kept = self.answerer, self._run_approver
+            if answerer != "session":
+                self.answerer = answerer
+            self._run_approver = approver
             try:
                 return await self._run(script)
             finally:
-                self.answerer = kept
+                self.answerer, self._run_approver = kept
 
     async def _run(self, script: str) -> RunResult:
         services, config = self.services, self.services.config
@@ -174,7 +183,7 @@ class Session:
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
-        gate = ApprovalGate(services.policy.approvals, self.id, self.approver if config.approval.inline else None)
+        gate = ApprovalGate(services.policy.approvals, self.id, self._approver())
         precheck = Precheck(view, services.policy, gate, ledger)
         held = await precheck.hold_before_start(script)
         if held is not None:
@@ -225,6 +234,15 @@ class Session:
         except RuntimeError as exc:  # bashkit's filesystem: read-only mount, full
             where = where_saved(None, str(exc))
         return bound(stream, cap, where, as_json=name == "stdout")
+
+    def _approver(self) -> Approver | None:
+        """Who is asked in this run: the run's, the session's (`inline`), or the store (`wait_for`)."""
+        approval = self.services.config.approval
+        if self._run_approver is not None:
+            return self._run_approver
+        if self.approver is not None and approval.inline:
+            return self.approver
+        return store_waiter(approval, self.services.policy.approvals, self.id)
 
     def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
         """The exit code and stderr of a finished run, with bashkit's own notes made readable."""

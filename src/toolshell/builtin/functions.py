@@ -21,6 +21,7 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from toolshell.builtin.hints import HINTS_META_KEY, HintAccumulator, HintSink, hints_from_result
+from toolshell.version import __version__
 
 __all__ = [
     "HINTS_META_KEY",
@@ -187,6 +188,7 @@ def function_server(
 
     return Server(
         name,
+        version=__version__,
         instructions=instructions,
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -1,23 +1,56 @@
 """Asking a person about one call: whoever answers for the session, or the stop report.
 
-With `[approval] inline` and someone who can answer (the terminal, an upstream client), the person
-is asked on the spot: "once" and "always" let the call run, "deny" stops the script. With nobody to
-ask, a pending approval request is opened and the script stops at the call (seed "Approvals").
+With someone who can answer (the terminal under `[approval] inline`, the upstream MCP client under
+`toolshell serve`, or the approvals store under `[approval] wait_for = "store"`), the person is
+asked on the spot: "once" and "always" let the call run, "deny" stops the script. An approver that
+gets no answer (within `[approval] wait_seconds`) returns None: the request stays pending and the
+script stops with the report. With nobody to ask, a pending approval request is opened and the
+script stops at the call (seed "Approvals").
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from toolshell.calls.prepare import PreparedCall
+from toolshell.config import ApprovalConfig
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
-from toolshell.policy.approvals import Approvals
+from toolshell.policy.approvals import DENIED, GRANTED_ALWAYS, GRANTED_ONCE, Approvals
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 
-Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str]]
-"""Asks a person about one call on the spot; returns "once", "always" or "deny"."""
+Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str | None]]
+"""Asks a person about one call on the spot; returns "once", "always", "deny", or None (no answer)."""
+
+STORE_POLL_SECONDS = 1.0
+"""How often a call waiting on the approvals store looks for an answer given by another process."""
+
+
+@dataclass
+class ProcessOptions:
+    """The `--config` / `--state-dir` this process was started with, so the grant hint in a stop
+    report names them (another process must open the same state to answer)."""
+
+    config: str | None = None
+    state_dir: str | None = None
+
+    def cli_args(self) -> str:
+        words = [w for flag, v in (("--config", self.config), ("--state-dir", self.state_dir)) if v for w in (flag, v)]
+        return "".join(f" {shlex.quote(w)}" for w in words)
+
+
+PROCESS = ProcessOptions()
+"""Set once by the CLI command that started this process (`toolshell serve`, …)."""
+
+
+def name_process_options(config: str | None, state_dir: str | None) -> None:
+    """Record the options the grant hint must name (called by a CLI command at start-up)."""
+    PROCESS.config, PROCESS.state_dir = config, state_dir
 
 
 class ApprovalGate:
@@ -35,36 +68,67 @@ class ApprovalGate:
         self.approver = approver
 
     async def ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
-        """Ask on the spot: "once", "always" or "deny" (recorded as the request's answer); None if nobody can."""
+        """Ask on the spot: "once", "always" or "deny" (recorded as the request's answer); None if
+        nobody can, or nobody answered (the request stays pending)."""
+        return (await self._ask(entry, arguments, risk))[0]
+
+    async def _ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> tuple[str | None, str | None]:
+        """The answer and the id of the request it answers."""
         if self.approver is None:
-            return None
-        request = self.approvals.request(entry, arguments, self.session_id, risk.why or "", message=risk.message)
+            return None, None
+        request = self.open_request(entry, arguments, risk)
         answer = await self.approver(entry, arguments, risk)
+        return self._answer(request.id, answer), request.id
+
+    def _answer(self, request_id: str, answer: str | None) -> str | None:
+        status = self.approvals.get(request_id).status
+        if status != "pending":  # answered in the store meanwhile (another process): that answer holds
+            return {GRANTED_ONCE: "once", GRANTED_ALWAYS: "always", DENIED: "deny"}.get(status)
         if answer in ("once", "always"):
-            self.approvals.grant(request.id, always=answer == "always")
+            self.approvals.grant(request_id, always=answer == "always")
             return answer
-        self.approvals.deny(request.id)
+        if answer is None:
+            return None
+        self.approvals.deny(request_id)
         return "deny"
 
     async def hold(self, prepared: PreparedCall, risk: Risk) -> None:
         """Return when a person approves this call on the spot; otherwise stop the script here."""
         entry, arguments = prepared.entry, prepared.input
-        answer = await self.ask(entry, arguments, risk)
+        answer, asked = await self._ask(entry, arguments, risk)
         if answer in ("once", "always"):
             self.approvals.consume_once(entry, arguments)  # a no-op after an "always"
             return
         if answer == "deny":
             err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{entry.command}: the person declined this call")
-            raise StopScript(err, prepared.call, approval="denied")
+            raise StopScript(err, prepared.call, approval="denied", request_id=asked)
         request = self.open_request(entry, arguments, risk)
         err = ToolshellError(ErrorCode.NEEDS_APPROVAL, approval_message(entry, risk, request.id))
-        raise StopScript(err, prepared.call, approval="requested")
+        raise StopScript(err, prepared.call, approval="requested", request_id=request.id)
 
     def open_request(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> Any:
-        """A pending request a person answers later (`toolshell approvals grant …`)."""
+        """A pending request a person answers later (`toolshell approvals grant …`); the identical
+        pending one when there is one."""
         return self.approvals.request(entry, arguments, self.session_id, risk.why or "", message=risk.message)
+
+
+def store_waiter(config: ApprovalConfig, approvals: Approvals, session_id: str) -> Approver | None:
+    """The approver that waits for an answer in the approvals store (`[approval] wait_for = "store"`):
+    a person answers from `toolshell approvals grant`, or the web page, in another process."""
+    if config.wait_for != "store":
+        return None
+
+    async def wait(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+        request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message)
+        with anyio.move_on_after(config.wait_seconds):
+            while approvals.get(request.id).status == "pending":  # noqa: ASYNC110  (another process writes it)
+                await anyio.sleep(STORE_POLL_SECONDS)
+        return None  # the gate reads the store's answer
+
+    return wait
 
 
 def approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:
     why = risk.message or f"{entry.command} needs a person's approval ({risk.why})"
-    return f"{why} (approval request {request_id}; a person runs `toolshell approvals grant {request_id}`)"
+    grant = f"toolshell approvals grant {request_id}{PROCESS.cli_args()}"
+    return f"{why} (approval request {request_id}; a person runs `{grant}`)"

@@ -79,7 +79,7 @@ class Ledger:
     def stop(self, stop: StopScript) -> None:
         """The script ends at this call: nothing after it runs."""
         self.stopped = True
-        self.report.stop(str(stop.error.code), stop.call or {}, approval=stop.approval)
+        self.report.stop(str(stop.error.code), stop.call or {}, approval=stop.approval, request_id=stop.request_id)
 
     def shell_call(self, script: str, started_at: float, source: str, exit_code: int | None) -> None:
         """The shell call's own row: written when it starts (so a run that never ends still shows) and

@@ -105,6 +105,8 @@ class ServerConfig(_Model):
     """Let a session show one of this server's filtered-out tools with `tools runtime mcp action=enable
     server=S tool=T` (seed 001's runtime overlay). Off: the overlay never widens the `tools` filter."""
     enabled: bool = True
+    protocol: Literal["auto", "2025-11-25"] = "auto"
+    """"2025-11-25" forces the older handshake, for servers that ask with `ctx.elicit`/`elicit_url`."""
     oauth: OAuthConfig | None = None
     """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
     max_concurrent_calls: int = Field(default=8, ge=1)
@@ -206,6 +208,13 @@ class ApprovalConfig(_Model):
     require: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
     inline: bool = False
+    """Ask the person at the terminal on the spot. `toolshell serve` asks an upstream client that
+    declared elicitation unless this is set to false."""
+    wait_seconds: float = Field(default=900.0, gt=0)
+    """How long a call waits for a person's answer before the script stops with the report."""
+    wait_for: Literal["none", "store"] = "none"
+    """"store": with nobody to ask on the spot, a call waits (up to `wait_seconds`) for an answer
+    given in another process (`toolshell approvals grant`, the web page)."""
     rater: Literal["heuristic", "command", "none"] = "heuristic"
     rater_command: list[str] = Field(default_factory=list)
 

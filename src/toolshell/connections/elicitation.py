@@ -112,6 +112,8 @@ class ElicitationRouter:
         owners = self._owners()
         answerer = owners[0].answerer if owners else None
         if answerer is None:
+            why = "no session answers questions" if owners else "it cannot be tied to one session's call"
+            logger.info("declined a question from server %r: %s", self.server, why)
             return _decline()
         question = _Question(owners[0].session.session_id, owners, anyio.CancelScope())
         self._questions.append(question)

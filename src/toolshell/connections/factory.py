@@ -43,6 +43,8 @@ def make_connection(
         auth: Where OAuth tokens live and who answers a login (default: the default state dir, no one).
     """
     target = make_target(server, builtin, auth)
+    if server.protocol == "2025-11-25" and mode == "auto":
+        mode = "legacy"  # the older initialize handshake: servers that ask with `ctx.elicit` need it
     if clock is None:
         return ClientConnection(server, target, mode=mode)
     return ClientConnection(server, target, clock=clock, mode=mode)

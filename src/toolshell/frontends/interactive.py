@@ -20,16 +20,35 @@ An unfinished command (or a line ending in \\) continues on the next line; an em
 Exit with Ctrl-D or `exit`."""
 
 
-async def _read(prompt: str) -> str | None:
+async def _read(prompt: str, prefill: str = "") -> str | None:
+    """One line from the person; `prefill` is put on the line for editing (with readline)."""
+
     def read() -> str:
         sys.stderr.write(prompt)  # prompts go to stderr, so piped stdout holds only results
         sys.stderr.flush()
-        return input()
+        hook = _prefill_hook(prefill)
+        try:
+            return input()
+        finally:
+            if hook is not None:
+                hook.set_startup_hook(None)
 
     try:
         return await anyio.to_thread.run_sync(read)
     except EOFError:
         return None
+
+
+def _prefill_hook(prefill: str) -> Any:
+    """readline, with `prefill` inserted at the next prompt; None without readline or prefill."""
+    if not prefill:
+        return None
+    try:
+        import readline  # deliberate lazy import: not every platform has it
+    except ImportError:
+        return None
+    readline.set_startup_hook(lambda: readline.insert_text(prefill))
+    return readline
 
 
 _HEREDOC = re.compile(r"(?<!<)<<(?!<)-?\s*(?:'([^']+)'|\"([^\"]+)\"|\\?([A-Za-z_][A-Za-z0-9_]*))")
@@ -92,21 +111,24 @@ async def read_script() -> str | None:
 
 
 class TerminalAnswerer:
-    """Answers a server's elicitation at the terminal: shows the fields asked for, checks the answer."""
+    """Answers a server's elicitation at the terminal: shows the fields asked for (with their
+    choices and defaults), pre-fills the defaults, checks the answer."""
 
     async def elicit(self, server: str, params: Any) -> Any:
         import jsonschema
         import mcp_types as types
 
+        if getattr(params, "mode", "form") == "url":
+            return await _open_url(server, params)
         schema = getattr(params, "requested_schema", None) or {"type": "object", "properties": {}}
         fields = schema.get("properties") or {}
         click.echo(f"\n[{escape(server)}] asks: {escape_lines(str(getattr(params, 'message', '')))}", err=True)
         for name, prop in fields.items():
-            required = " (required)" if name in schema.get("required", []) else ""
-            line = f"  {name}: {prop.get('type', 'any')}{required}  {prop.get('description', '')}".rstrip()
-            click.echo(escape(line), err=True)
+            click.echo(escape(f"  {_field_line(name, prop, name in schema.get('required', []))}"), err=True)
+        defaults = {k: p["default"] for k, p in fields.items() if isinstance(p, dict) and "default" in p}
+        prefill = json.dumps(defaults, ensure_ascii=False) if defaults else ""
         for _ in range(3):
-            answer = await _read("answer as JSON (empty = decline): ")
+            answer = await (_read(_ANSWER, prefill) if prefill else _read(_ANSWER))
             if not answer:
                 return types.ElicitResult(action="decline")
             content = _as_content(answer, fields)
@@ -119,12 +141,48 @@ class TerminalAnswerer:
         return types.ElicitResult(action="decline")
 
 
+_ANSWER = "answer as JSON (empty = decline): "
+
+
+def _field_line(name: str, prop: Any, required: bool) -> str:
+    """`name: type (required)  description  one of: a, b  [default: x]`."""
+    prop = prop if isinstance(prop, dict) else {}
+    words = [f"{name}: {prop.get('type', 'any')}{' (required)' if required else ''}", prop.get("description", "")]
+    choices = _choices(prop)
+    if choices:
+        words.append("one of: " + ", ".join(f"{i}={c}" for i, c in enumerate(choices, 1)))
+    if "default" in prop:
+        words.append(f"[default: {json.dumps(prop['default'], ensure_ascii=False)}]")
+    return "  ".join(w for w in words if w)
+
+
+def _choices(prop: dict[str, Any]) -> list[Any]:
+    """The values a field takes: `enum`, or the `const`s of `oneOf` / `anyOf` (titled enums)."""
+    if isinstance(prop.get("enum"), list):
+        return list(prop["enum"])
+    options = prop.get("oneOf") or prop.get("anyOf") or []
+    return [o["const"] for o in options if isinstance(o, dict) and "const" in o]
+
+
+async def _open_url(server: str, params: Any) -> Any:
+    import mcp_types as types
+
+    click.echo(f"\n[{escape(server)}] asks you to open: {escape(str(params.url))}", err=True)
+    click.echo(f"  {escape_lines(str(params.message))}", err=True)
+    done = (await _read("opened it and finished there? [y/N]: ") or "").strip().lower()
+    return types.ElicitResult(action="accept" if done in ("y", "yes") else "decline")
+
+
 def _as_content(answer: str, fields: dict[str, Any]) -> Any:
-    """JSON as typed; a bare word answers the only field there is."""
+    """JSON as typed; a bare word (or a choice's number) answers the only field there is."""
+    name = next(iter(fields), "value") if len(fields) <= 1 else "value"
+    prop = fields.get(name)
+    choices = _choices(prop) if isinstance(prop, dict) else []
+    if answer.strip().isdigit() and 1 <= int(answer) <= len(choices):
+        return {name: choices[int(answer) - 1]}
     try:
         return json.loads(answer)
     except ValueError:
-        name = next(iter(fields), "value") if len(fields) <= 1 else "value"
         return {name: answer}
 
 

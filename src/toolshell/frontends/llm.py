@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from toolshell.command.render import render_result
 from toolshell.errors import ErrorCode, ToolshellError, error_line
-from toolshell.frontends.mcp_server import BASH_DESCRIPTION, BASH_SCHEMA
+from toolshell.frontends.bash_tool import BASH_SCHEMA, bash_description
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session
@@ -36,7 +36,8 @@ async def tool_definitions(
     host: Host, shape: Shape = "anthropic", session: Session | None = None
 ) -> list[dict[str, Any]]:
     """`bash` and the `keep_visible` tools in the shape an LLM API takes."""
-    defs = [_definition("bash", BASH_DESCRIPTION, BASH_SCHEMA, shape)]
+    servers = (await host.catalog(session)).servers
+    defs = [_definition("bash", bash_description(servers), BASH_SCHEMA, shape)]
     defs += [_definition(e.flat_name, e.description, e.input_schema, shape) for e in await visible_tools(host, session)]
     return defs
 

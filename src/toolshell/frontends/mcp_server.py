@@ -1,9 +1,12 @@
 """`toolshell serve`: an MCP server that exposes `bash` (plus any `keep_visible` tools).
 
 The agent host configures this one server instead of twenty. Each `bash` call is one shell call in
-a session of its own per upstream connection; the result is the JSON object of `RunResult`.
-Elicitation from a server during a script goes to the upstream client when it declared the
-elicitation capability, and is declined otherwise.
+a session of its own per upstream connection; the result is the JSON object of `RunResult`, as
+text and as `structuredContent`. When the upstream client declared elicitation, a call that needs
+approval and a server's own question are put to it (`frontends.upstream`): in `input_required`
+rounds for 2026-07-28 clients (the script waits, parked), as `elicitation/create` on the call's
+stream for older ones. A client without elicitation gets the stop report; servers' questions
+are declined.
 """
 
 from __future__ import annotations
@@ -11,52 +14,70 @@ from __future__ import annotations
 import json
 import sys
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
+from toolshell.calls.approval import name_process_options
 from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError, error_result
+from toolshell.frontends.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.upstream import (
+    Asker,
+    ParkedRun,
+    Parking,
+    StreamAsker,
+    UpstreamAnswerer,
+    can_ask,
+    speaks_rounds,
+    upstream_approver,
+)
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
+from toolshell.result import RunResult
 from toolshell.session import Session
+from toolshell.version import __version__
 
-BASH_DESCRIPTION = """Run a bash script in a sandboxed shell (no host files, network or environment).
-Inside it, `tools` calls every tool of every configured MCP server:
-  tools --help                      list servers and tools
-  tools <server> --help             one server's tools
-  tools <server> <tool> --help      a tool's input schema
-  tools search <words>              find tools
-  tools <server> <tool> k=v --flag '{"json": 1}'   call (stdin JSON works too)
-  tools plan <<'EOF' … EOF          what a script would call, with risk
-Filter results with jq and print only what you need. Errors are one JSON line on stderr, exit 1.
-Fan out with & and wait: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
-Pipes get whole results; output past the cap keeps head and tail and names a file holding all of it."""
-
-BASH_SCHEMA = {
-    "type": "object",
-    "properties": {"script": {"type": "string", "description": "The bash script to run."}},
-    "required": ["script"],
-    "additionalProperties": False,
-}
+_GONE = "this answer is for a bash call that is no longer waiting (it ended or timed out); run the script again"
 
 
-class UpstreamAnswerer:
-    """Asks the upstream MCP client (when it declared elicitation) on behalf of a server."""
+def _bash_result(result: RunResult) -> types.CallToolResult:
+    body = result.to_json()
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
+        structured_content=body,
+        is_error=not result.success,
+    )
 
-    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
-        self.ctx = ctx
 
-    async def elicit(self, server: str, params: Any) -> types.ElicitResult:
-        caps = self.ctx.session.client_capabilities
-        if caps is None or caps.elicitation is None:
-            return types.ElicitResult(action="decline")
-        message = f"[{server}] {getattr(params, 'message', '')}"
-        schema = getattr(params, "requested_schema", None) or {"type": "object", "properties": {}}
-        return await self.ctx.session.elicit_form(message, schema, related_request_id=self.ctx.request_id)
+def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
+    """A `keep_visible` tool as its server listed it: title, annotations and outputSchema kept."""
+    annotations = dict(entry.annotations)
+    if entry.title:
+        annotations.setdefault("title", entry.title)
+    return types.Tool(
+        name=flat,
+        title=entry.title,
+        description=entry.description,
+        input_schema=entry.input_schema,
+        output_schema=entry.output_schema,
+        annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
+    )
+
+
+@asynccontextmanager
+async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
+    """The lifespan: a task group where parked `bash` calls of 2026-07-28 clients run."""
+    async with anyio.create_task_group() as tg:
+        yield Parking(tg)
+        tg.cancel_scope.cancel()
 
 
 def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
@@ -66,6 +87,9 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     # a fresh shell: sharing one between clients that cannot be told apart would leak their files.
     sessions: OrderedDict[str, Session] = OrderedDict()
     visible = {e.flat_name: e for e in keep_visible}
+    approval = host.config.approval
+    # Under serve a client that declared elicitation is asked unless `[approval] inline = false`.
+    asks_upstream = approval.inline or "inline" not in approval.model_fields_set
 
     def session_for(ctx: ServerRequestContext[Any]) -> Session:
         key = _client_key(ctx)
@@ -81,37 +105,79 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
         return session
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        tools = [types.Tool(name="bash", description=BASH_DESCRIPTION, input_schema=BASH_SCHEMA)]
-        tools += [
-            types.Tool(name=flat, description=e.description, input_schema=e.input_schema) for flat, e in visible.items()
-        ]
-        return types.ListToolsResult(tools=tools)
+        bash = types.Tool(
+            name="bash",
+            title=BASH_TITLE,
+            description=bash_description((await host.catalog()).servers),
+            input_schema=BASH_SCHEMA,
+            output_schema=BASH_OUTPUT_SCHEMA,
+        )
+        return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
 
-    async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def run_bash(ctx: ServerRequestContext[Any], script: str, asker: Asker | None) -> types.CallToolResult:
         session = session_for(ctx)
+        approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
+        answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
+        try:
+            result = await session.run(script, answerer=answerer, approver=approver)
+        finally:
+            if _client_key(ctx) is None:
+                session.close()
+        return _bash_result(result)
+
+    async def park_bash(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, script: str
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """A 2026-07-28 client that can answer: the script runs parked, questions become rounds."""
+        parking: Parking = ctx.lifespan_context
+        if params.request_state is not None:
+            run = parking.take(params.request_state)
+            if run is None:
+                return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _GONE))
+            run.answer(params.input_responses)
+        else:
+            run = ParkedRun()
+            parking.park(run)
+
+            async def execute() -> None:
+                try:
+                    run.finish(await run_bash(ctx, script, run))
+                except Exception as exc:  # the boundary of a background run: its caller gets the error
+                    run.finish(error_result(ToolshellError(ErrorCode.UNAVAILABLE, f"bash failed: {exc}")))
+
+            parking.tg.start_soon(execute)
+        outcome = await run.next_round()
+        if isinstance(outcome, types.CallToolResult):
+            parking.done(run)
+        return outcome
+
+    async def call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         args = dict(params.arguments or {})
         if params.name == "bash":
             script = args.get("script")
             if not isinstance(script, str):
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "<bash script>"}'))
-            result = await session.run(script, answerer=UpstreamAnswerer(ctx))
-            if _client_key(ctx) is None:
-                session.close()
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=json.dumps(result.to_json(), ensure_ascii=False))],
-                is_error=not result.success,
-            )
+            if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
+                return await park_bash(ctx, params, script)
+            asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
+            return await run_bash(ctx, script, asker)
         entry = visible.get(params.name)
         if entry is None:
             unknown = f"no tool {params.name!r}; call `bash` and use `tools --help` inside it"
             return error_result(ToolshellError(ErrorCode.UNKNOWN_COMMAND, unknown))
         try:
-            direct: types.CallToolResult = await session.call_tool(entry.server, entry.name, args)
+            direct: types.CallToolResult = await session_for(ctx).call_tool(entry.server, entry.name, args)
             return direct
         except ToolshellError as e:
             return error_result(e)
 
-    return Server("toolshell", on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server(
+        "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, lifespan=_parking
+    )
+    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="toolshell"))
+    return server
 
 
 def is_loopback(host: str) -> bool:
@@ -140,9 +206,16 @@ def _client_key(ctx: ServerRequestContext[Any]) -> str | None:
     return f"http:{session_id}" if session_id else None
 
 
-async def serve(config: Config, state_dir: str | None, *, http: bool, host: str, port: int) -> None:
+async def serve(
+    config: Config, state_dir: str | None, *, http: bool, host: str, port: int, config_path: str | None = None
+) -> None:
+    name_process_options(config_path, state_dir)  # the grant hint names them
+    # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
+    # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
+    config = config.model_copy(update={"startup_wait_seconds": 0.0})
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as h:
-        server = build_server(h, await h.visible_tools())
+        visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
+        server = build_server(h, visible)
         if http:
             await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store))
         else:

@@ -360,6 +360,8 @@ def _plan(found: Scan, resolved: list[Any]) -> dict[str, Any]:
         row: dict[str, Any] = {"tool": command, "input": input, "risk": risk.level}
         if risk.why:
             row["why"] = risk.why
+        if risk.tool_risk:
+            row["tool_risk"] = risk.tool_risk  # the tool's own level, when its input is built at run time
         row["where"] = call.where
         if error and error[0]:
             row["error"] = error[0]  # what the call will fail with when it runs (a typo, bad input)

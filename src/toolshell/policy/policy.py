@@ -63,21 +63,16 @@ class Policy:
     async def assess(self, entry: ToolEntry, input: dict[str, Any] | None) -> Risk:
         """Judge a call without making it or using up a grant.
 
-        With `input=None` (built at run time) the answer is `checked_at_run_time` unless the tool is
-        `read_only` or `blocked` whatever its input: a one-off grant and a guard rule both depend on
-        the exact input, so nothing more can be said before it exists.
+        With `input=None` (built at run time) the answer is `checked_at_run_time`, with the tool's
+        own level in `tool_risk` (so the agent still learns a tool is read-only); only `blocked`,
+        which holds whatever the input, is said as is.
         """
         risk = await self._judge(entry, input)
         if input is None:
-            return (
-                risk
-                if risk.level in (READ_ONLY, BLOCKED)
-                else Risk(
-                    CHECKED_AT_RUN_TIME,
-                    None,
-                    f"{entry.command} gets its input while the script runs; it is checked then",
-                )
-            )
+            if risk.level == BLOCKED:
+                return risk
+            message = f"{entry.command} gets its input while the script runs; it is checked then"
+            return Risk(CHECKED_AT_RUN_TIME, None, message, tool_risk=risk.level)
         if risk.level == NEEDS_APPROVAL and (self.approvals.is_always(entry) or self.approvals.has_once(entry, input)):
             return _granted(entry)
         return risk

@@ -6,7 +6,7 @@ have changed; a script that only read leaves no report:
 
     {"done": [{"tool", "input", "ok", "result"}, …],   # every call that may have changed something
      "read_only_calls": 3,                              # read-only calls are only counted
-     "stopped": {"reason", "approval", "call", "before_start"?},
+     "stopped": {"reason", "approval", "call", "request_id"?, "before_start"?},
      "not_reached": "the stopped call and everything after it; write a new script for the rest"}
 """
 
@@ -52,7 +52,14 @@ class ScriptReport:
             return
         self.done.append({"tool": command, "input": input, "ok": ok, "result": _preview(result)})
 
-    def stop(self, reason: str, call: dict[str, Any], approval: str | None = None, before_start: bool = False) -> None:
+    def stop(
+        self,
+        reason: str,
+        call: dict[str, Any],
+        approval: str | None = None,
+        before_start: bool = False,
+        request_id: str | None = None,
+    ) -> None:
         """Record why the script stopped; the first stop wins (nothing after it ran).
 
         Args:
@@ -60,10 +67,13 @@ class ScriptReport:
             call: the call not made, `{"tool": "tools github delete-branch", "input": {...}}`.
             approval: `"requested"` when a person was asked; None otherwise (e.g. the call limit).
             before_start: True when the call was held before the script started.
+            request_id: the approval request a person answers (`toolshell approvals grant <id>`).
         """
         if self.stopped is not None:
             return
         self.stopped = {"reason": reason, "approval": approval, "call": call}
+        if request_id is not None:
+            self.stopped["request_id"] = request_id
         if before_start:
             self.stopped["before_start"] = True
 

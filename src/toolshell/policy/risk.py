@@ -58,6 +58,8 @@ class Risk:
     level: str
     why: str | None = None
     message: str = ""
+    tool_risk: str | None = None
+    """For `checked_at_run_time`: the tool's own level (e.g. `read_only`), whatever its input."""
 
     @property
     def asks(self) -> bool:

@@ -22,6 +22,8 @@ class ToolEntry:
     annotations: dict[str, Any] = field(default_factory=dict)
     output_schema: dict[str, Any] | None = None
     trusted: bool = True
+    title: str | None = None
+    """The tool's display title (`Tool.title`, else the annotations' `title`)."""
     hints: bool = True
     """Whether the tool's hints reach the model: built-in servers' do, and external servers' only when
     the config says `trusted = true` for them explicitly (a hint goes straight to the model)."""
@@ -57,7 +59,7 @@ class ServerInfo:
 def entry_from_tool(server: str | None, tool: Any, trusted: bool, hints: bool = True) -> ToolEntry:
     """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
-    annotations.pop("title", None)
+    annotation_title = annotations.pop("title", None)
     return ToolEntry(
         server=server,
         name=tool.name,
@@ -66,5 +68,6 @@ def entry_from_tool(server: str | None, tool: Any, trusted: bool, hints: bool = 
         annotations=annotations,
         output_schema=dict(tool.output_schema) if tool.output_schema else None,
         trusted=trusted,
+        title=getattr(tool, "title", None) or annotation_title,
         hints=hints,
     )

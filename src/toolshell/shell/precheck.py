@@ -78,7 +78,9 @@ class Precheck:
         for done in granted_once:  # the script does not run: nothing may use them
             approvals.consume_once(done.entry, done.input)
         approval = "denied" if answer == "deny" else "requested"
-        self.ledger.report.stop("needs_approval", prepared.call, approval=approval, before_start=True)
+        self.ledger.report.stop(
+            "needs_approval", prepared.call, approval=approval, before_start=True, request_id=request.id
+        )
         self.ledger.ended(prepared.entry, prepared.input, "needs_approval", None)
         return HeldBeforeStart(request.id, approval_message(prepared.entry, risk, request.id))
 

@@ -28,4 +28,8 @@ def serve(
 
     if use_http:
         bind = listen_address(bind, port, allow_remote=allow_remote, what="run scripts with your tools")
-    run_async(lambda: serve_mcp(load_config(config_path), state_dir, http=use_http, host=bind, port=port))
+    run_async(
+        lambda: serve_mcp(
+            load_config(config_path), state_dir, http=use_http, host=bind, port=port, config_path=config_path
+        )
+    )

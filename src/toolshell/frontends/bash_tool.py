@@ -1,0 +1,90 @@
+"""The `bash` tool as clients and LLM APIs see it: title, description, input and output schemas.
+
+Shared by `toolshell serve` and the LLM adapters (`frontends.llm`). The description names the live
+servers (name, tool count, a short description, `(not loaded)` for lazy ones) up to a bound that
+keeps the whole definition small, then says how many more there are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from toolshell.registry.entry import ServerInfo
+
+BASH_TITLE = "Sandboxed bash with every tool"
+
+BASH_USAGE = """Run a bash script in a sandboxed shell (no host files, network or environment).
+Inside it, `tools` calls every tool of every configured MCP server:
+  tools --help                      list servers and tools
+  tools <server> --help             one server's tools
+  tools <server> <tool> --help      a tool's input schema
+  tools search <words>              find tools
+  tools <server> <tool> k=v --flag '{"json": 1}'   call (stdin JSON works too)
+  tools plan <<'EOF' … EOF          what a script would call, with risk
+Filter results with jq and print only what you need. Errors are one JSON line on stderr, exit 1.
+Fan out with & and wait: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
+Pipes get whole results; output past the cap keeps head and tail and names a file holding all of it."""
+
+BASH_DESCRIPTION = BASH_USAGE
+"""The description without the server list (no host at hand)."""
+
+BASH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"script": {"type": "string", "description": "The bash script to run."}},
+    "required": ["script"],
+    "additionalProperties": False,
+}
+
+BASH_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "exit_code": {"type": "integer"},
+        "success": {"type": "boolean"},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "tools": {"type": "object", "description": "The stop report: what the script did through `tools`."},
+        "hints": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["exit_code", "success", "stdout", "stderr"],
+}
+"""The `toolshell run --json` object (`RunResult.to_json`)."""
+
+MAX_LISTED_SERVERS = 7
+"""Servers named in the description; past it, "and N more" (keeps `bash` under 600 tokens)."""
+SUMMARY_CHARS = 48
+
+
+def bash_description(servers: Sequence[ServerInfo] = ()) -> str:
+    """The description: usage, then the servers, at most `MAX_LISTED_SERVERS` of them."""
+    lines = [BASH_USAGE]
+    if servers:
+        lines.append("Servers:")
+        lines += [f"  {_server_line(s)}" for s in servers[:MAX_LISTED_SERVERS]]
+        if len(servers) > MAX_LISTED_SERVERS:
+            lines.append(f"  and {len(servers) - MAX_LISTED_SERVERS} more (tools --help)")
+    return "\n".join(lines)
+
+
+def _server_line(server: ServerInfo) -> str:
+    if not server.loaded:
+        count = "(not loaded)"
+    elif server.state != "ready":
+        count = f"({server.state})"
+    else:
+        count = f"({server.tool_count} tools)"
+    summary = " ".join(server.description.split())
+    if len(summary) > SUMMARY_CHARS:
+        summary = summary[: SUMMARY_CHARS - 1].rstrip() + "…"
+    name = server.name.replace("_", "-")  # as scripts write it: `tools text-metrics …`
+    return " ".join(w for w in (name, count, summary and f"– {summary}") if w)
+
+
+__all__ = [
+    "MAX_LISTED_SERVERS",
+    "BASH_DESCRIPTION",
+    "BASH_OUTPUT_SCHEMA",
+    "BASH_SCHEMA",
+    "BASH_TITLE",
+    "bash_description",
+]

@@ -1,0 +1,232 @@
+"""Asking the upstream MCP client of `toolshell serve`, in the form its protocol version speaks.
+
+Two kinds of question reach the person behind the client: an approval (a call that needs one) and
+a server's own question (elicitation). Both become one `ElicitRequestParams` and go through an
+`Asker`:
+
+- `StreamAsker` (clients before 2026-07-28): `elicitation/create` on the `bash` call's own stream.
+- `ParkedRun` (2026-07-28 clients): the `bash` call returns an `InputRequiredResult` with the
+  question while the script waits, parked; the client's retry (same call, with its answer and the
+  sealed `requestState`) hands the answer over and waits for the next round or the result.
+
+An asker that gets no answer within `[approval] wait_seconds` returns None: an approval then stays
+pending (the script stops with the report), a server's question is cancelled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import math
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolshell.calls.approval import Approver
+from toolshell.policy.risk import Risk
+from toolshell.registry.entry import ToolEntry
+
+logger = logging.getLogger(__name__)
+
+APPROVAL_CHOICES = ["once", "always", "deny"]
+MAX_PARKED = 64
+"""Parked runs kept per connection; the oldest is dropped past this (its script goes on unasked)."""
+
+
+class Asker(Protocol):
+    """Puts one question to the person behind the upstream client."""
+
+    async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        """The answer, or None when none came."""
+        ...
+
+
+def can_ask(ctx: ServerRequestContext[Any], mode: str = "form") -> bool:
+    """True when the client declared elicitation (of this mode: "form", or "url")."""
+    caps = ctx.session.client_capabilities
+    elicitation = caps.elicitation if caps is not None else None
+    if elicitation is None:
+        return False
+    if elicitation.form is None and elicitation.url is None:
+        return mode == "form"  # an empty `elicitation: {}` means form only (spec)
+    return (elicitation.url if mode == "url" else elicitation.form) is not None
+
+
+def speaks_rounds(ctx: ServerRequestContext[Any]) -> bool:
+    """True for a 2026-07-28 client: questions go in `input_required` rounds."""
+    return ctx.session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+class StreamAsker:
+    """Older clients: `elicitation/create`, related to the `bash` call (so it rides its stream)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self.ctx = ctx
+
+    async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        metadata = ServerMessageMetadata(related_request_id=self.ctx.request_id)
+        request = types.ElicitRequest(params=params)
+        return await self.ctx.session.send_request(request, types.ElicitResult, metadata=metadata)
+
+
+_keys = itertools.count(1)
+
+
+@dataclass(eq=False)
+class _Question:
+    params: types.ElicitRequestParams
+    key: str = field(default_factory=lambda: f"q{next(_keys)}")
+    answer: types.ElicitResult | None = None
+    answered: anyio.Event = field(default_factory=anyio.Event)
+
+
+class ParkedRun:
+    """One `bash` call of a 2026-07-28 client: the script runs in the background, and each
+    question it asks becomes one `input_required` round of the call."""
+
+    def __init__(self) -> None:
+        self.token = secrets.token_urlsafe(18)
+        self._send, self._events = anyio.create_memory_object_stream[Any](math.inf)
+        self._open: dict[str, _Question] = {}
+        self.finished = False
+
+    async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        question = _Question(params)
+        self._open[question.key] = question
+        self._send.send_nowait(question)
+        try:
+            await question.answered.wait()
+        finally:
+            self._open.pop(question.key, None)  # withdrawn when the wait is over (timeout, the call ended)
+        return question.answer
+
+    def finish(self, result: types.CallToolResult) -> None:
+        self.finished = True
+        self._send.send_nowait(result)
+
+    def answer(self, responses: dict[str, Any] | None) -> None:
+        """Hand the client's answers to the questions they answer (keys the client made up are ignored)."""
+        for key, response in (responses or {}).items():
+            question = self._open.get(key)
+            if question is not None and isinstance(response, types.ElicitResult) and not question.answered.is_set():
+                question.answer = response
+                question.answered.set()
+
+    async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
+        """The next question (again, if the client has not answered it yet) or the call's result."""
+        waiting = {k: q for k, q in self._open.items() if not q.answered.is_set()}
+        while not waiting:
+            item = await self._events.receive()
+            if isinstance(item, types.CallToolResult):
+                return item
+            if not item.answered.is_set() and item.key in self._open:
+                waiting = {item.key: item}
+        requests: dict[str, Any] = {k: types.ElicitRequest(params=q.params) for k, q in waiting.items()}
+        return types.InputRequiredResult(input_requests=requests, request_state=self.token)
+
+
+class Parking:
+    """The parked runs of one serving lifespan, and the task group their scripts run in."""
+
+    def __init__(self, tg: anyio.abc.TaskGroup) -> None:
+        self.tg = tg
+        self.runs: OrderedDict[str, ParkedRun] = OrderedDict()
+
+    def park(self, run: ParkedRun) -> None:
+        self.runs[run.token] = run
+        while len(self.runs) > MAX_PARKED:
+            self.runs.popitem(last=False)
+
+    def take(self, token: str) -> ParkedRun | None:
+        return self.runs.get(token)
+
+    def done(self, run: ParkedRun) -> None:
+        self.runs.pop(run.token, None)
+
+
+def approval_form(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> types.ElicitRequestFormParams:
+    """The question about one call: the tool, its exact input, its risk and why, and the choices."""
+    why = f" ({risk.why})" if risk.why else ""
+    message = (
+        f"toolshell: a script wants to run {entry.command} with input {json.dumps(arguments, ensure_ascii=False)}.\n"
+        f"Risk: {risk.level}{why}. {risk.message}\n"
+        "Allow it once, always (this tool while it stays the same), or deny?"
+    )
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "answer": {
+                "type": "string",
+                "title": "Allow this call?",
+                "enum": APPROVAL_CHOICES,
+            }
+        },
+        "required": ["answer"],
+    }
+    return types.ElicitRequestFormParams(message=message, requested_schema=schema)
+
+
+def upstream_approver(asker: Asker, wait_seconds: float) -> Approver:
+    """Asks the upstream client about a call: "once", "always", "deny", or None (no answer in time)."""
+
+    async def approve(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+        reply = None
+        with anyio.move_on_after(wait_seconds):
+            reply = await asker.ask(approval_form(entry, arguments, risk))
+        if reply is None or reply.action == "cancel":
+            return None
+        answer = (reply.content or {}).get("answer") if reply.action == "accept" else "deny"
+        return answer if answer in APPROVAL_CHOICES else "deny"
+
+    return approve
+
+
+class UpstreamAnswerer:
+    """Answers a server's question by asking the upstream client (the session's `Answerer`).
+
+    Args:
+        asker: how this client is asked; None when it declared no elicitation.
+        ctx: the `bash` call (for the client's declared modes).
+        wait_seconds: how long a question may wait for the person.
+    """
+
+    def __init__(self, asker: Asker | None, ctx: ServerRequestContext[Any], wait_seconds: float) -> None:
+        self.asker = asker
+        self.ctx = ctx
+        self.wait_seconds = wait_seconds
+
+    async def elicit(self, server: str, params: Any) -> types.ElicitResult:
+        mode = getattr(params, "mode", "form") or "form"
+        if self.asker is None or not can_ask(self.ctx, mode):
+            logger.info("declined a %s question from server %r: the upstream client cannot show it", mode, server)
+            return types.ElicitResult(action="decline")
+        labelled = params.model_copy(update={"message": f"[{server}] {params.message}", "meta": None})
+        reply = None
+        with anyio.move_on_after(self.wait_seconds):
+            reply = await self.asker.ask(labelled)
+        if reply is None:
+            logger.info("cancelled a question from server %r: no answer in %g s", server, self.wait_seconds)
+            return types.ElicitResult(action="cancel")
+        return reply
+
+
+__all__ = [
+    "Asker",
+    "ParkedRun",
+    "Parking",
+    "StreamAsker",
+    "UpstreamAnswerer",
+    "approval_form",
+    "can_ask",
+    "speaks_rounds",
+    "upstream_approver",
+]
