@@ -190,7 +190,9 @@ async def toolshell_concurrent(sessions: int) -> Round:
 # --- running and reporting -------------------------------------------------------------------------
 
 
-async def rounds_of(modes: dict[str, Callable[[], Awaitable[Round]]], rounds: int, label: str) -> dict[str, list[Round]]:
+async def rounds_of(
+    modes: dict[str, Callable[[], Awaitable[Round]]], rounds: int, label: str
+) -> dict[str, list[Round]]:
     """Run every mode once per round, rotating their order so none always runs first."""
     names = list(modes)
     out: dict[str, list[Round]] = {name: [] for name in names}
@@ -294,8 +296,9 @@ def table(s: dict[str, Any]) -> str:
     c = s["concurrent"]
     rows += [
         "",
-        f"{c['sessions']} sessions × {c['calls_per_session']} calls at once (in-process): raw {c['raw_calls_per_s']:.0f}"
-        f" calls/s, toolshell {c['toolshell_calls_per_s']:.0f} calls/s ({c['toolshell_throughput_vs_raw']:.2f}x of raw)",
+        f"{c['sessions']} sessions × {c['calls_per_session']} calls at once (in-process):"
+        f" raw {c['raw_calls_per_s']:.0f} calls/s, toolshell {c['toolshell_calls_per_s']:.0f} calls/s"
+        f" ({c['toolshell_throughput_vs_raw']:.2f}x of raw)",
         "",
         f"fixed: Host.open {s['fixed']['host_open_s'] * 1000:.0f} ms, first shell call"
         f" {s['fixed']['first_shell_call_s'] * 1000:.1f} ms, warm empty shell call"
