@@ -9,8 +9,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "toolshell"
 
@@ -144,7 +142,6 @@ def test_the_modules_import_each_other_without_cycles() -> None:
     assert cycles == []
 
 
-@pytest.mark.xfail(reason="TODO(lead): annotate the rest once the wave-2 branches are merged", strict=True)
 def test_every_function_local_import_is_a_deliberate_lazy_import_with_a_comment() -> None:
     undeclared = []
     for path, tree, lines in _sources().values():

@@ -12,9 +12,11 @@ from toolshell.safe_text import escape
 
 
 async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> None:
+    # lazy: only `toolshell servers` draws with rich
     from rich.console import Console
     from rich.status import Status
 
+    # lazy: only `toolshell servers` draws with rich
     from toolshell.host import Host
 
     console = Console(stderr=True)

@@ -67,6 +67,7 @@ def _heredoc_word(line: str) -> str | None:
 def _incomplete(script: str) -> bool:
     """Whether bash would ask for more (`for … do` without `done`, an open quote): tree-sitter-bash
     reports an error or a missing node at the very end of the text."""
+    # lazy: the interactive shell's own needs, loaded when it starts
     import tree_sitter
     import tree_sitter_bash
 
@@ -115,6 +116,7 @@ class TerminalAnswerer:
     choices and defaults), pre-fills the defaults, checks the answer."""
 
     async def elicit(self, server: str, params: Any) -> Any:
+        # lazy: the interactive shell's own needs, loaded when it starts
         import jsonschema
         import mcp_types as types
 
@@ -165,6 +167,7 @@ def _choices(prop: dict[str, Any]) -> list[Any]:
 
 
 async def _open_url(server: str, params: Any) -> Any:
+    # lazy: the interactive shell's own needs, loaded when it starts
     import mcp_types as types
 
     click.echo(f"\n[{escape(server)}] asks you to open: {escape(str(params.url))}", err=True)
@@ -194,9 +197,11 @@ async def ask_approval(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
 
 
 async def interactive(config: Config, state_dir: str | None, role: str | None = None) -> None:
+    # lazy: the interactive shell's own needs, loaded when it starts
     from toolshell.host import Host
 
     try:
+        # lazy: the interactive shell's own needs, loaded when it starts
         import readline  # noqa: F401  (history and line editing for input())
     except ImportError:
         pass

@@ -11,6 +11,7 @@ are declined.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 from collections import OrderedDict
@@ -182,8 +183,6 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
 
 def is_loopback(host: str) -> bool:
     """127.0.0.0/8, ::1 or localhost."""
-    import ipaddress
-
     if host == "localhost":
         return True
     try:
@@ -219,6 +218,7 @@ async def serve(
         if http:
             await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store))
         else:
+            # lazy: only the transport in use is imported
             from mcp.server.stdio import stdio_server
 
             async with stdio_server() as (read, write):
@@ -228,6 +228,7 @@ async def serve(
 async def _serve_http(server: Server[Any], host: str, port: int, events: EventLog | None = None) -> None:
     """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection).
     SSE events get ids kept in `events` (in memory by default), so a dropped stream can be resumed."""
+    # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
     from mcp.server.transport_security import TransportSecuritySettings

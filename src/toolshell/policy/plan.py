@@ -270,6 +270,7 @@ def _text(node: Node) -> str:
 def syntax_error(script: str) -> str | None:
     """What is wrong with a script's syntax, as bashkit's parser says it (with line and column); None
     when it parses."""
+    # lazy: bashkit's parser is needed only by plan and the syntax check
     from bashkit import BashError
 
     try:
@@ -290,6 +291,7 @@ def _first_error_line(node: Node) -> int:
 
 def _cross_check(script: str, found: Scan) -> None:
     """Read the script with bashkit's parser too; anything it sees that we did not hides calls."""
+    # lazy: bashkit's parser is needed only by plan and the syntax check
     from bashkit import BashError
 
     try:
@@ -313,6 +315,7 @@ _BASH: Any = None
 def _analyzer() -> Any:
     global _BASH
     if _BASH is None:
+        # lazy: bashkit's parser is needed only by plan and the syntax check
         from bashkit import Bash
 
         _BASH = Bash()  # analyze() runs nothing and changes no state, so one instance serves every scan
