@@ -1,7 +1,8 @@
 """The web page in a real headless browser: Debian's chromium driven by Playwright.
 
-A person opens the printed URL, sees a pending request appear, clicks "once", and the call goes
-on. The test also takes the README's screenshot (docs/images/web-page.png).
+A person opens the printed URL, sees a pending request appear, clicks "once", and the waiting
+`bash` call goes on: under `[approval] wait_for = "store"` the call waits, parked, for the answer
+given on the page. The test also takes the README's screenshot (docs/images/web-page.png).
 
 Set up with `bash scripts/install_browser.sh`; without chromium or Playwright the test is skipped.
 """
@@ -22,6 +23,7 @@ from toolshell.frontends.web import web_app
 from toolshell.frontends.web.serve import bind, url_for
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
+from toolshell.result import RunResult
 from toolshell.scripts.store import ScriptStore
 
 pytestmark = pytest.mark.anyio
@@ -43,12 +45,21 @@ CONFIG = """
 [tools_in_shell]
 manage_scripts = true
 
+[approval]
+wait_for = "store"   # the agent's call waits, parked, for the answer given on the page
+wait_seconds = 120
+
 [[triggers]]
 name = "nightly-cleanup"
 script = "cleanup-branches"
 schedule = "0 3 * * *"
 """
-WAIT_MS = 30_000
+WAIT_MS = 60_000
+BOUND_SECONDS = 120
+SCRIPT = (
+    "tools github list-pulls repo=acme/api > /dev/null; b=$(echo fix-x); tools github delete-branch branch=$b; "
+    "echo after the call"
+)
 
 playwright_api = pytest.importorskip(
     "playwright.async_api", reason="Playwright is not installed (scripts/install_browser.sh)"
@@ -68,9 +79,8 @@ async def _fill_history(host: Host) -> None:
     await host.session(session_id="agent-7f3a").run("tools github get-pull repo=acme/api number=7 | jq .title")
 
 
-async def test_a_person_sees_a_pending_request_appear_clicks_once_and_the_call_goes_on() -> None:
+async def test_a_person_sees_a_pending_request_appear_clicks_once_and_the_waiting_call_goes_on() -> None:
     calls: list[Any] = []
-    script = "tools github list-pulls repo=acme/api > /dev/null; b=$(echo fix-x); tools github delete-branch branch=$b"
     async with Host.open(load_text(CONFIG), servers={"github": make_github(calls)}) as host:
         await _fill_history(host)
         sock = bind("127.0.0.1", 0)
@@ -78,16 +88,23 @@ async def test_a_person_sees_a_pending_request_appear_clicks_once_and_the_call_g
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
             try:
-                await _drive_the_page(host, url_for("127.0.0.1", sock.getsockname()[1], TOKEN), script)
+                result = await _drive_the_page(host, url_for("127.0.0.1", sock.getsockname()[1], TOKEN), calls)
             finally:
                 server.should_exit = True
         sock.close()
-        again = await host.session(session_id="agent-7f3a").run(script)
-    assert (again.exit_code, again.tools and again.tools["done"][0]["result"]) == (0, "deleted fix-x")
+    assert (result.exit_code, result.stdout) == (0, "deleted fix-x\nafter the call\n")
     assert calls.count(("delete-branch", {"branch": "fix-x"})) == 1
 
 
-async def _drive_the_page(host: Host, url: str, script: str) -> None:
+async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
+    """Open the page, start the waiting `bash` run, answer it "once" on the page; the run's result."""
+    results: list[RunResult] = []
+    finished = anyio.Event()
+
+    async def run_the_script() -> None:  # the agent's `bash` call: it waits, parked, for the answer
+        results.append(await host.session(session_id="agent-7f3a").run(SCRIPT))
+        finished.set()
+
     async with playwright_api.async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
         try:
@@ -95,34 +112,48 @@ async def _drive_the_page(host: Host, url: str, script: str) -> None:
             await page.goto(url)
             assert "token=" not in page.url, "the token is taken out of the address bar"
             await page.wait_for_selector("#approvals-empty:visible", timeout=WAIT_MS)
-
-            stopped = await host.session(session_id="agent-7f3a").run(script)
-            assert stopped.tools is not None and stopped.tools["stopped"]["reason"] == "needs_approval"
-            [pending] = host.policy.approvals.list_pending()
-            card = f'[data-request-id="{pending.id}"]'
-            await page.wait_for_selector(card, timeout=WAIT_MS)  # it appears without a reload
-            text = await page.inner_text(card)
-            assert "tools github delete-branch" in text and '"branch": "fix-x"' in text and "destructive" in text
-            await page.wait_for_selector('.nested-call:has-text("stopped_for_approval")', timeout=WAIT_MS)
-            SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-            await page.screenshot(path=str(SCREENSHOT), full_page=True)
-
-            # What a server or script wrote is shown as text, with hidden characters made visible.
-            hostile = host.policy.approvals.request(
-                ToolEntry("github", "delete-branch", "", annotations={"destructiveHint": True}),
-                {"branch": "<img src=x onerror=alert(1)>\u202egnp.exe"},
-                "agent-evil",
-                "destructive",
-            )
-            shown = await page.wait_for_selector(f'[data-request-id="{hostile.id}"]', timeout=WAIT_MS)
-            assert shown is not None and await shown.query_selector("img") is None
-            assert "<img src=x onerror=alert(1)>\\u202egnp.exe" in await shown.inner_text()
-
-            await page.click(f"{card} button.once")
-            await page.wait_for_selector(card, state="detached", timeout=WAIT_MS)
-            await page.wait_for_selector('#grants-table:has-text("tools github delete-branch")', timeout=WAIT_MS)
+            with anyio.fail_after(BOUND_SECONDS):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run_the_script)
+                    request_id, hostile_id = await _answer_once(host, page, calls)
+                    await finished.wait()
+            await page.wait_for_selector(f'[data-request-id="{request_id}"]', state="detached", timeout=WAIT_MS)
+            ran = '.nested-call:has-text("delete-branch"):has-text("completed")'
+            await page.wait_for_selector(ran, timeout=WAIT_MS)  # the timeline shows the call that ran
         finally:
             await browser.close()
-    assert host.policy.approvals.get(pending.id).status == "granted_once"
-    assert [r.id for r in host.policy.approvals.list_pending()] == [hostile.id]
-    assert [(g["kind"], g["input"]) for g in host.policy.approvals.list_grants()] == [("once", {"branch": "fix-x"})]
+    [result] = results
+    assert host.policy.approvals.get(request_id).status == "granted_once"
+    assert host.policy.approvals.list_grants() == [], "the once grant is used up by the call it was for"
+    assert [r.id for r in host.policy.approvals.list_pending()] == [hostile_id]
+    return result
+
+
+async def _answer_once(host: Host, page: Any, calls: list[Any]) -> tuple[str, str]:
+    """While the run waits: the request appears without a reload, is shown safely, and "once" is clicked.
+
+    Returns the ids of that request and of a hostile one left pending."""
+    shown = await page.wait_for_selector("[data-request-id]", timeout=WAIT_MS)  # it appears without a reload
+    request_id = await shown.get_attribute("data-request-id")
+    card = f'[data-request-id="{request_id}"]'
+    text = await page.inner_text(card)
+    assert "tools github delete-branch" in text and '"branch": "fix-x"' in text and "destructive" in text
+    assert host.policy.approvals.get(request_id).status == "pending"
+    assert ("delete-branch", {"branch": "fix-x"}) not in calls, "the call waits for the person"
+    await page.wait_for_selector('#timeline-table td:text-is("running")', timeout=WAIT_MS)
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+    # What a server or script wrote is shown as text, with hidden characters made visible.
+    hostile = host.policy.approvals.request(
+        ToolEntry("github", "delete-branch", "", annotations={"destructiveHint": True}),
+        {"branch": "<img src=x onerror=alert(1)>\u202egnp.exe"},
+        "agent-evil",
+        "destructive",
+    )
+    evil = await page.wait_for_selector(f'[data-request-id="{hostile.id}"]', timeout=WAIT_MS)
+    assert evil is not None and await evil.query_selector("img") is None
+    assert "<img src=x onerror=alert(1)>\\u202egnp.exe" in await evil.inner_text()
+
+    await page.click(f"{card} button.once")
+    return request_id, hostile.id
