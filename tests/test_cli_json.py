@@ -158,3 +158,20 @@ def test_a_config_given_after_the_subcommand_is_the_one_loaded(command: list[str
     broken.write_text("[nonsense\n", encoding="utf-8")
     result: Any = CliRunner().invoke(main, [*command, "--config", str(broken)])
     assert result.exit_code == 2 and f"config error in {broken}" in result.stderr
+
+
+def test_the_grant_hint_of_a_stopped_run_names_the_options_the_run_was_started_with(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolshell.calls import approval
+
+    monkeypatch.setattr(approval, "PROCESS", approval.ProcessOptions())
+    config = tmp_path / "c.toml"
+    config.write_text('[approval]\nrequire = ["text_metrics:*"]\n')
+    state = tmp_path / "elsewhere"
+    result = CliRunner().invoke(
+        main, ["run", "--config", str(config), "--state-dir", str(state), "-c", "tools text-metrics text-length text=a"]
+    )
+    assert result.exit_code == 1
+    message = json.loads(result.stderr.splitlines()[0])["error"]["message"]
+    assert f"--config {config} --state-dir {state}`" in message

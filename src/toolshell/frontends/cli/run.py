@@ -34,8 +34,10 @@ def run(
 
     async def go() -> Any:
         # lazy: a command imports what it needs, so `toolshell --help` starts fast
+        from toolshell.calls.approval import name_process_options
         from toolshell.host import Host
 
+        name_process_options(config_path, state_dir)  # the grant hint names them
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
             return await host.session(source="cli", role=role).run(script)
 
@@ -79,8 +81,10 @@ def plan(
 def shell(config_path: str | None, state_dir: str | None, role: str | None) -> None:
     """An interactive prompt over one session."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.calls.approval import name_process_options
     from toolshell.frontends.interactive import interactive
 
+    name_process_options(config_path, state_dir)  # the grant hint names them
     run_async(lambda: interactive(load_config(config_path), state_dir, role))
 
 
