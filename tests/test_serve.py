@@ -131,3 +131,28 @@ async def test_one_upstream_client_keeps_one_shell_across_bash_calls() -> None:
         await client.call_tool("bash", {"script": "x=1; echo hi > f; cd /tmp"})
         again = await client.call_tool("bash", {"script": "echo x=$x; pwd; cat /home/user/f"})
     assert json.loads(again.content[0].text)["stdout"] == "x=1\n/tmp\nhi\n"
+
+
+async def test_http_serving_also_serves_the_web_page_under_ui_with_its_token(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    port = free_port()
+    async with Host.open() as host, anyio.create_task_group() as tg:
+        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, None, host)
+        async with httpx2.AsyncClient() as http:
+            with anyio.fail_after(10):
+                while True:
+                    try:
+                        await http.get(f"http://127.0.0.1:{port}/mcp")
+                        break
+                    except httpx2.TransportError:
+                        await anyio.sleep(0.05)
+            page_url = capsys.readouterr().err.split("the web page is on ")[1].strip()
+            without = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals")
+            page = await http.get(page_url, follow_redirects=True)
+            api = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals", cookies=page.cookies or http.cookies)
+        tg.cancel_scope.cancel()
+    assert page_url.startswith(f"http://127.0.0.1:{port}/ui")
+    assert without.status_code == 401
+    assert page.status_code == 200 and "<html" in page.text.lower()
+    assert api.status_code == 200 and api.json() == []

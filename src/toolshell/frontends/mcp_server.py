@@ -216,7 +216,7 @@ async def serve(
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible)
         if http:
-            await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store))
+            await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store), ui=h)
         else:
             # lazy: only the transport in use is imported
             from mcp.server.stdio import stdio_server
@@ -225,9 +225,12 @@ async def serve(
                 await server.run(read, write, server.create_initialization_options())
 
 
-async def _serve_http(server: Server[Any], host: str, port: int, events: EventLog | None = None) -> None:
+async def _serve_http(
+    server: Server[Any], host: str, port: int, events: EventLog | None = None, ui: Host | None = None
+) -> None:
     """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection).
-    SSE events get ids kept in `events` (in memory by default), so a dropped stream can be resumed."""
+    SSE events get ids kept in `events` (in memory by default), so a dropped stream can be resumed.
+    With `ui`, the web page of that host is served under `/ui/` too (its token URL goes to stderr)."""
     # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -243,6 +246,14 @@ async def _serve_http(server: Server[Any], host: str, port: int, events: EventLo
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
     )
-    app = Starlette(routes=[Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))], lifespan=lambda _: manager.run())
-    print(f"toolshell serving MCP on http://{host}:{port}/mcp", file=sys.stderr, flush=True)
+    routes: list[Any] = [Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))]
+    page = ""
+    if ui is not None:
+        from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
+
+        mount, url = ui_mount(ui, host, port)
+        routes.append(mount)
+        page = f"; the web page is on {url}"
+    app = Starlette(routes=routes, lifespan=lambda _: manager.run())
+    print(f"toolshell serving MCP on http://{host}:{port}/mcp{page}", file=sys.stderr, flush=True)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
