@@ -22,6 +22,7 @@ from mcp.server.mcpserver import MCPServer
 
 from toolshell.config import ServerConfig
 from toolshell.connections import stdio
+from toolshell.connections.bounded_http import Dropped, bound_client
 from toolshell.connections.bounded_stdio import Noise, bounded_stdio_client
 from toolshell.connections.http import StatusWatch, http_client
 from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
@@ -155,11 +156,17 @@ class HttpTarget:
         self._setup = auth
         self._auth: ToolshellOAuth | None = None
         self._oauth = oauth_settings(server) is not None
+        self._dropped = Dropped()
 
     def attempt(self) -> Attempt:
         self._watch = watch = StatusWatch(self._oauth)
-        url, headers = self._server.url or "", dict(self._server.headers)
-        return _PlainAttempt(lambda: _owned_http(url, http_client(headers, watch, self._oauth_auth(watch))))
+        url, headers, limit = self._server.url or "", dict(self._server.headers), self._server.max_message_bytes
+        return _PlainAttempt(lambda: _owned_http(url, self._client(headers, watch, limit), limit))
+
+    def _client(self, headers: dict[str, str], watch: StatusWatch, limit: int) -> httpx2.AsyncClient:
+        client = http_client(headers, watch, self._oauth_auth(watch))
+        bound_client(client, limit, self._dropped)
+        return client
 
     def _oauth_auth(self, watch: StatusWatch) -> httpx2.Auth | None:
         if self._auth is None and self._oauth:
@@ -187,13 +194,17 @@ class HttpTarget:
         return self._watch.error_status
 
     def notes(self) -> list[str]:
-        return []
+        return self._dropped.notes()
 
 
 @asynccontextmanager
-async def _owned_http(url: str, client: httpx2.AsyncClient) -> AsyncIterator[Any]:
-    """`streamable_http_client` plus closing the httpx client we gave it (it closes only its own)."""
-    async with client, streamable_http_client(url, http_client=client) as streams:
+async def _owned_http(url: str, client: httpx2.AsyncClient, limit: int) -> AsyncIterator[Any]:
+    """`streamable_http_client` plus closing the httpx client we gave it (it closes only its own).
+
+    Our transport (`bounded_http`) bounds events first; the SDK's own cap, at the same bound,
+    would otherwise end a stream at 1 MiB as a closed connection.
+    """
+    async with client, streamable_http_client(url, http_client=client, max_sse_event_size=limit) as streams:
         yield streams
 
 

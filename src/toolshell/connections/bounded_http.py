@@ -1,0 +1,185 @@
+"""`max_message_bytes` for Streamable HTTP servers, as an httpx transport under the SDK's client.
+
+The SDK reads a JSON answer whole (`response.aread()`), and an SSE event over its own 1 MiB cap
+ends the stream as "connection closed". This transport sits between the httpx client and the
+network and bounds what reaches the SDK without parsing MCP:
+
+- a JSON answer to a JSON-RPC request is refused from its `Content-Length`, or read only up to
+  the bound, and replaced by a JSON-RPC error for that request's `id` (which we sent, so we know it);
+- an SSE stream is passed on event by event (its bytes unchanged); an event over the bound is
+  never held whole: on a POST's stream it fails that POST's request at once and ends the stream,
+  on the GET stream it is dropped and counted.
+
+Either way the connection goes on. Memory stays within the bound plus one network chunk, plus
+what the SDK makes of an answer that fits. Bounded requests ask for no content-encoding, so the
+bytes counted are the bytes the SDK decodes.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx2
+import mcp_types as types
+
+RequestId = int | str
+_BLANK_LINE = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)")
+"""The end of an SSE event: an empty line, with any of the three line endings."""
+_BOUNDARY_MAX = 4
+
+
+@dataclass
+class Dropped:
+    """Server-sent events over the bound on the GET stream, which no request was waiting for."""
+
+    events: int = 0
+
+    def notes(self) -> list[str]:
+        return [f"skipped server-sent events: {self.events} over max_message_bytes"] if self.events else []
+
+
+def too_big(size: int | None, limit: int) -> str:
+    """The same words as the stdio bound's, so both kinds of server fail alike."""
+    said = f"{size:,} bytes" if size is not None else f"more than {limit:,} bytes"
+    return (
+        f"its answer was {said}, over max_message_bytes = {limit:,}; ask for less "
+        "(a smaller page, a filter) or raise max_message_bytes for this server"
+    )
+
+
+def _error_json(request_id: RequestId, message: str) -> bytes:
+    error = types.JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=types.INTERNAL_ERROR, message=message)
+    )
+    return error.model_dump_json(by_alias=True, exclude_unset=True).encode()
+
+
+def _request_id(request: httpx2.Request) -> RequestId | None:
+    """The `id` of the JSON-RPC request this POST carries (our own small body), if it is one."""
+    if request.method != "POST":
+        return None
+    try:
+        body = json.loads(request.content)
+    except (httpx2.RequestNotRead, ValueError):
+        return None
+    if not isinstance(body, dict) or "method" not in body:
+        return None
+    rid = body.get("id")
+    return rid if isinstance(rid, int | str) and not isinstance(rid, bool) else None
+
+
+def _media_type(response: httpx2.Response) -> str:
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """Wraps the client's transport; bounds JSON-RPC answers and server-sent events."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int, dropped: Dropped) -> None:
+        self._inner = inner
+        self._limit = limit
+        self._dropped = dropped
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        rid = _request_id(request)
+        if rid is not None or request.method == "GET":
+            request.headers["Accept-Encoding"] = "identity"
+        response = await self._inner.handle_async_request(request)
+        media = _media_type(response)
+        if media == "application/json" and rid is not None:
+            return await self._bounded_json(response, rid)
+        if media == "text/event-stream":
+            events = _BoundedEvents(response, self._limit, rid, self._dropped)
+            return httpx2.Response(
+                response.status_code, headers=response.headers, stream=events, extensions=response.extensions
+            )
+        return response
+
+    async def _bounded_json(self, response: httpx2.Response, rid: RequestId) -> httpx2.Response:
+        length = response.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self._limit:
+            await response.aclose()  # never read: the size is known up front
+            return self._refusal(response, rid, int(length))
+        body = bytearray()
+        try:
+            async for chunk in response.aiter_raw():
+                body += chunk
+                if len(body) > self._limit:
+                    return self._refusal(response, rid, None)
+        finally:
+            await response.aclose()
+        return httpx2.Response(
+            response.status_code, headers=response.headers, content=bytes(body), extensions=response.extensions
+        )
+
+    def _refusal(self, response: httpx2.Response, rid: RequestId, size: int | None) -> httpx2.Response:
+        """A JSON-RPC error for the request, in place of its oversized answer."""
+        headers = {k: v for k, v in response.headers.items() if k.lower() == "mcp-session-id"}
+        headers["content-type"] = "application/json"
+        return httpx2.Response(200, headers=headers, content=_error_json(rid, too_big(size, self._limit)))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _BoundedEvents(httpx2.AsyncByteStream):
+    """An SSE body re-chunked into whole events no larger than the bound (bytes unchanged)."""
+
+    def __init__(self, response: httpx2.Response, limit: int, request_id: RequestId | None, dropped: Dropped) -> None:
+        self._response = response
+        self._limit = limit
+        self._request_id = request_id
+        self._dropped = dropped
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        buf = bytearray()
+        skipping = False  # inside an oversized event on the GET stream: drop up to its end
+        async for chunk in self._response.aiter_raw():
+            scan = max(0, len(buf) - _BOUNDARY_MAX)
+            buf += chunk
+            while (end := _BLANK_LINE.search(buf, scan)) is not None:
+                event = bytes(buf[: end.end()])
+                del buf[: end.end()]
+                scan = 0
+                if skipping:
+                    skipping = False
+                elif len(event) <= self._limit:
+                    yield event
+                elif (refusal := self._oversized(len(event))) is not None:
+                    yield refusal
+                    return
+            if not skipping and len(buf) > self._limit:
+                if (refusal := self._oversized(None)) is not None:
+                    yield refusal
+                    return
+                skipping = True
+            if skipping:
+                del buf[:-_BOUNDARY_MAX]  # keep only what may start the blank line that ends it
+        if buf and not skipping:
+            yield bytes(buf)
+
+    def _oversized(self, size: int | None) -> bytes | None:
+        """The event that fails this stream's request, or None (counted) on the GET stream."""
+        if self._request_id is None:
+            self._dropped.events += 1
+            return None
+        return b"event: message\ndata: " + _error_json(self._request_id, too_big(size, self._limit)) + b"\n\n"
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+
+def bound_client(client: httpx2.AsyncClient, limit: int, dropped: Dropped) -> None:
+    """Put the bound under every transport the client may use (its own, and any proxy mounts).
+
+    Wrapping after construction keeps httpx's choice of transports (proxies from the
+    environment included), which passing `transport=` would turn off.
+    """
+    client._transport = BoundedTransport(client._transport, limit, dropped)
+    client._mounts = {
+        pattern: None if mount is None else BoundedTransport(mount, limit, dropped)
+        for pattern, mount in client._mounts.items()
+    }
