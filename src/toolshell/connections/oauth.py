@@ -3,7 +3,8 @@
 The SDK does the protocol: discovery of protected-resource and authorization-server metadata with
 the spec's fallbacks, dynamic registration or a client ID metadata document, PKCE, scope
 selection, step-up on `insufficient_scope` (one re-authorization per request), refresh, and client
-credentials. What we add around its flow (`ToolshellOAuth._auth_flow`):
+credentials; and cross-app access (SEP-990), whose SDK provider stands apart (`oauth_assertion`).
+What we add around its flow (`ToolshellOAuth._auth_flow`):
 
 - a login only starts where a person can answer (`toolshell auth login`, or `login = "on_call"`);
   elsewhere the 401/403 goes back to the transport, and the connection reports
