@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.client import oauth_settings, script
+from conformance.client import ID_JAG_COMMAND, oauth_settings, script
 from conformance.run import EXPECTED, SERVER_SCENARIOS, Outcome, compare, list_scenarios, load_expected
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,4 +64,12 @@ def test_the_adapter_maps_a_scenarios_client_onto_the_servers_oauth_settings() -
         "client_secret_env": "CONFORMANCE_CLIENT_SECRET",
         "grant": "client_credentials",
         "token_endpoint_auth_method": "client_secret_basic",
+    }
+    xaa = {"client_id": "c1", "client_secret": "s3cret", "idp_id_token": "ey..", "issuer": "http://as.test"}
+    assert oauth_settings("auth/cross-app-access-complete-flow", xaa) == {
+        "client_id": "c1",
+        "client_secret_env": "CONFORMANCE_CLIENT_SECRET",
+        "grant": "identity_assertion",
+        "issuer": "http://as.test",
+        "assertion_command": ID_JAG_COMMAND,
     }

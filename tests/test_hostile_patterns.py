@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client
 
-from _net_support import free_port
+from _net_support import free_port, wait_until_serving
 from toolshell.errors import ToolshellError
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.linear_regex import pattern_notes
@@ -48,16 +47,6 @@ def serving(tmp_path: Path) -> Iterator[str]:
             proc.wait(10)
 
 
-async def _up(url: str) -> None:
-    async with httpx2.AsyncClient() as http:
-        while True:
-            try:
-                await http.get(url)
-                return
-            except httpx2.TransportError:
-                await anyio.sleep(0.05)
-
-
 async def _bash(url: str, script: str, out: dict[str, Any], key: str, started: anyio.Event | None = None) -> None:
     async with Client(url) as client:
         if started is not None:
@@ -70,7 +59,7 @@ async def _bash(url: str, script: str, out: dict[str, Any], key: str, started: a
 async def test_a_catastrophic_pattern_is_answered_and_another_sessions_call_meanwhile_completes(serving: str) -> None:
     out: dict[str, Any] = {}
     with anyio.fail_after(30):  # a safety net only: a backtracking engine needs years for this input
-        await _up(serving)
+        await wait_until_serving(serving, 30)
         async with anyio.create_task_group() as tg:
             second = anyio.Event()
             tg.start_soon(_bash, serving, "tools evil echo text=meanwhile", out, "other", second)

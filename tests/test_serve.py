@@ -9,7 +9,7 @@ import httpx2
 import pytest
 from mcp import Client
 
-from _net_support import free_port
+from _net_support import free_port, wait_until_serving
 from toolshell.config import Config
 from toolshell.frontends.mcp_server import _serve_http, build_server
 from toolshell.host import Host
@@ -58,14 +58,8 @@ async def test_http_serving_binds_loopback_and_rejects_a_foreign_host_header() -
     async with Host.open() as host, anyio.create_task_group() as tg:
         tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
         url = f"http://127.0.0.1:{port}/mcp"
+        await wait_until_serving(url)
         async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(10):
-                while True:
-                    try:
-                        await http.get(url)
-                        break
-                    except httpx2.TransportError:
-                        await anyio.sleep(0.05)
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
             headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
             evil = await http.post(url, json=body, headers={**headers, "Host": "evil.example"})
@@ -139,14 +133,8 @@ async def test_http_serving_also_serves_the_web_page_under_ui_with_its_token(
     port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:
         tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, None, host)
+        await wait_until_serving(f"http://127.0.0.1:{port}/mcp")
         async with httpx2.AsyncClient() as http:
-            with anyio.fail_after(10):
-                while True:
-                    try:
-                        await http.get(f"http://127.0.0.1:{port}/mcp")
-                        break
-                    except httpx2.TransportError:
-                        await anyio.sleep(0.05)
             page_url = capsys.readouterr().err.split("the web page is on ")[1].strip()
             without = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals")
             page = await http.get(page_url, follow_redirects=True)

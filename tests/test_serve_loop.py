@@ -14,12 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 
-from _net_support import free_port
+from _net_support import free_port, wait_until_serving
 from toolshell.frontends.mcp_server import _serve_http, build_server
 from toolshell.host import Host
 
@@ -81,22 +80,11 @@ async def served(tmp_path: Path, transport: str, mode: str, person: Person | Non
     async with Host.open(config, state_dir=state) as host, anyio.create_task_group() as tg:
         tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
         url = f"http://127.0.0.1:{port}/mcp"
-        await _wait_until_up(url)
+        await wait_until_serving(url)
         with anyio.fail_after(60):
             async with Client(url, mode=mode, elicitation_callback=callback) as client:  # type: ignore[arg-type]
                 yield client
         tg.cancel_scope.cancel()
-
-
-async def _wait_until_up(url: str) -> None:
-    async with httpx2.AsyncClient() as http:
-        with anyio.fail_after(10):
-            while True:
-                try:
-                    await http.get(url)
-                    return
-                except httpx2.TransportError:
-                    await anyio.sleep(0.05)
 
 
 def _body(result: Any) -> dict[str, Any]:

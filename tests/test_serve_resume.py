@@ -13,7 +13,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import EventMessage
 
-from _net_support import free_port
+from _net_support import free_port, wait_until_serving
 from toolshell.frontends.event_store import EVENT_STORES, EventLog, MemoryEventStore, SessionEvents, open_event_log
 from toolshell.frontends.mcp_server import _serve_http, build_server
 from toolshell.host import Host
@@ -114,15 +114,6 @@ async def _resume(http: httpx2.AsyncClient, url: str, session: str, last_event_i
     return None
 
 
-async def _wait_until_serving(http: httpx2.AsyncClient, url: str) -> None:
-    while True:
-        try:
-            await http.get(url)
-            return
-        except httpx2.TransportError:
-            await anyio.sleep(0.05)
-
-
 @pytest.mark.parametrize("kind", EVENT_STORES)
 async def test_a_dropped_bash_stream_resumed_with_last_event_id_delivers_the_whole_result(kind: str, tmp_path) -> None:
     opened, port = anyio.Event(), free_port()
@@ -132,7 +123,7 @@ async def test_a_dropped_bash_stream_resumed_with_last_event_id_delivers_the_who
         async with Host.open(servers={"gate": _gate(opened)}) as host, anyio.create_task_group() as tg:
             tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, log)
             async with httpx2.AsyncClient(timeout=20) as http:
-                await _wait_until_serving(http, url)
+                await wait_until_serving(url)
                 session = await _open_session(http, url)
                 priming = await _call_and_drop(http, url, session)
                 opened.set()  # the script finishes while no client is connected
@@ -156,7 +147,7 @@ async def test_another_sessions_last_event_id_replays_nothing() -> None:
         async with Host.open(servers={"gate": _gate(opened)}) as host, anyio.create_task_group() as tg:
             tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, log)
             async with httpx2.AsyncClient(timeout=20) as http:
-                await _wait_until_serving(http, url)
+                await wait_until_serving(url)
                 owner, other = await _open_session(http, url), await _open_session(http, url)
                 priming = await _call_and_drop(http, url, owner)
                 opened.set()

@@ -156,7 +156,7 @@ async def test_the_bash_description_names_the_servers_with_their_tool_counts() -
     async with Host.open(servers={"github": make_github()}) as host, Client(build_server(host, [])) as client:
         [bash] = (await client.list_tools()).tools
     assert "github (6 tools)" in (bash.description or "")
-    assert "text-metrics (1 tools)" in (bash.description or "")
+    assert "text-metrics (1 tool)" in (bash.description or "")
 
 
 def test_the_whole_bash_definition_stays_under_600_tokens_with_many_servers() -> None:

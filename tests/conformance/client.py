@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as types
+from mcp.client.auth.utils import (
+    build_protected_resource_metadata_discovery_urls,
+    create_oauth_metadata_request,
+    handle_protected_resource_response,
+)
 
 from toolshell import Config, Host
 
@@ -34,6 +40,14 @@ CLIENT_METADATA_URL = "https://conformance-test.local/client-metadata.json"
 SECRET_ENV = "CONFORMANCE_CLIENT_SECRET"
 KEY_ENV = "CONFORMANCE_CLIENT_KEY"
 BROWSER = f"{shlex.quote(sys.executable)} {shlex.quote(str(Path(__file__).with_name('browser.py')))} %s"
+ID_JAG_COMMAND = [sys.executable, str(Path(__file__).with_name("id_jag.py"))]
+"""Leg 1 of cross-app access for the suite's IdP: the `assertion_command` of an `identity_assertion` grant."""
+IDP_ENV = {
+    "idp_id_token": "CONFORMANCE_IDP_ID_TOKEN",
+    "idp_token_endpoint": "CONFORMANCE_IDP_TOKEN_ENDPOINT",
+    "idp_client_id": "CONFORMANCE_IDP_CLIENT_ID",
+}
+"""What `id_jag.py` reads from its environment, by the context key it comes from."""
 
 
 class AcceptDefaults:
@@ -70,7 +84,23 @@ def oauth_settings(scenario: str, context: dict[str, Any]) -> dict[str, Any] | N
         settings.pop("client_metadata_url", None)
     if context.get("name") == "auth/client-credentials-basic":
         settings.update(grant="client_credentials", token_endpoint_auth_method="client_secret_basic")
+    if "idp_id_token" in context:  # cross-app access (SEP-990): an ID-JAG from the IdP, for the issuer found
+        settings.update(grant="identity_assertion", issuer=context["issuer"], assertion_command=ID_JAG_COMMAND)
+        del settings["login"]
     return settings
+
+
+async def authorization_server(url: str) -> str:
+    """The issuer the server's protected-resource metadata names: the configured `issuer` a person
+    would be given for cross-app access, which the SDK takes as configuration, never discovery."""
+    async with httpx2.AsyncClient(timeout=30) as http:
+        for candidate in build_protected_resource_metadata_discovery_urls(None, url):
+            metadata = await handle_protected_resource_response(
+                await http.send(create_oauth_metadata_request(candidate))
+            )
+            if metadata is not None:
+                return str(metadata.authorization_servers[0]).rstrip("/")
+    raise SystemExit(f"no protected-resource metadata for {url}")
 
 
 def config(url: str, scenario: str, context: dict[str, Any]) -> Config:
@@ -95,6 +125,8 @@ def script(tools: list[str]) -> str:
 
 
 async def run(url: str, scenario: str, context: dict[str, Any], state: str) -> int:
+    if "idp_id_token" in context:
+        context = {**context, "issuer": await authorization_server(url)}
     async with Host.open(config(url, scenario, context), state_dir=state) as host:
         session = host.session(answerer=AcceptDefaults())
         entries = [e for e in await host.list_tools(session) if e.server == SERVER]
@@ -115,6 +147,7 @@ def main(argv: list[str]) -> int:
         os.environ[SECRET_ENV] = context["client_secret"]
     if "private_key_pem" in context:
         os.environ[KEY_ENV] = context["private_key_pem"]
+    os.environ.update({env: context[key] for key, env in IDP_ENV.items() if key in context})
     with tempfile.TemporaryDirectory() as state:
         os.environ["TOOLSHELL_STATE_DIR"] = state  # tokens and state of one run, never the user's
         return anyio.run(run, argv[-1], scenario, context, state)

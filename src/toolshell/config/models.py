@@ -36,7 +36,7 @@ class OAuthConfig(_Model):
     """`[mcp.servers.oauth]`: how toolshell logs in to an `http` server (docs/configuration.md)."""
 
     enabled: bool = True
-    grant: Literal["authorization_code", "client_credentials"] = "authorization_code"
+    grant: Literal["authorization_code", "client_credentials", "identity_assertion"] = "authorization_code"
     client_id: str | None = None
     """A client registered beforehand; without one, the client ID metadata document or dynamic registration."""
     client_secret_env: str | None = None
@@ -50,6 +50,8 @@ class OAuthConfig(_Model):
     scopes: list[str] = Field(default_factory=list)
     issuer: str | None = None
     """The authorization server a configured client belongs to; its secret is sent nowhere else."""
+    assertion_command: list[str] = Field(default_factory=list)
+    """For `identity_assertion`: the program (and arguments) that prints an ID-JAG (SEP-990)."""
     redirect_port: int | None = Field(default=None, ge=1, le=65535)
     login: Literal["explicit", "on_call"] = "explicit"
     """`explicit`: only `toolshell auth login` opens a browser; `on_call`: a call that needs a login starts one."""
@@ -77,6 +79,13 @@ class OAuthConfig(_Model):
         credential = self.private_key_env if jwt else self.client_secret_env
         if self.grant == "client_credentials" and not (self.client_id and credential):
             raise ValueError('grant = "client_credentials" needs client_id and client_secret_env (or private_key_env)')
+        assertion = self.grant == "identity_assertion"
+        if assertion and not (self.client_id and self.client_secret_env and self.issuer and self.assertion_command):
+            raise ValueError(
+                'grant = "identity_assertion" needs client_id, client_secret_env, issuer and assertion_command'
+            )
+        if assertion and self.token_endpoint_auth_method not in (None, "client_secret_basic", "client_secret_post"):
+            raise ValueError('grant = "identity_assertion" takes client_secret_basic or client_secret_post')
         return self
 
 

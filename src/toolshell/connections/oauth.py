@@ -3,7 +3,8 @@
 The SDK does the protocol: discovery of protected-resource and authorization-server metadata with
 the spec's fallbacks, dynamic registration or a client ID metadata document, PKCE, scope
 selection, step-up on `insufficient_scope` (one re-authorization per request), refresh, and client
-credentials. What we add around its flow (`ToolshellOAuth._auth_flow`):
+credentials; and cross-app access (SEP-990), whose SDK provider stands apart (`oauth_assertion`).
+What we add around its flow (`ToolshellOAuth._auth_flow`):
 
 - a login only starts where a person can answer (`toolshell auth login`, or `login = "on_call"`);
   elsewhere the 401/403 goes back to the transport, and the connection reports
@@ -41,6 +42,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 from toolshell.config.models import OAuthConfig, ServerConfig
+from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
 from toolshell.connections.oauth_tokens import TokenFile
 from toolshell.errors import ErrorCode, ToolshellError
@@ -85,7 +87,7 @@ def token_file(server: ServerConfig, tokens_dir: Path) -> TokenFile:
     return TokenFile(tokens_dir, server.name, server.url or "")
 
 
-def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | None:
+def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | AssertionAuth | None:
     """The httpx auth for `server`'s requests, or None when it does not use OAuth."""
     settings = oauth_settings(server)
     if settings is None:
@@ -98,6 +100,8 @@ def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | None:
     secret = _from_env(server.name, settings.client_secret_env, "client secret")
     if settings.grant == "client_credentials":
         return MachineAuth(server.url or "", file, settings, secret or "")
+    if settings.grant == "identity_assertion":
+        return AssertionAuth(server.name, server.url or "", file, settings, secret or "")
     person = setup.logging_in or settings.login == "on_call"
     ui = (setup.ui or LoginUI(timeout_seconds=settings.login_timeout_seconds)) if person else None
     return CodeAuth(server.name, server.url or "", file, settings, secret, ui)

@@ -26,6 +26,7 @@ from toolshell.connections.bounded_http import Dropped, bound_client
 from toolshell.connections.bounded_stdio import Noise, bounded_stdio_client
 from toolshell.connections.http import StatusWatch, http_client
 from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
+from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.errors import ErrorCode, ToolshellError
 
 BuiltinFactory = Callable[[], "Server[Any] | MCPServer"]
@@ -154,7 +155,7 @@ class HttpTarget:
         self._server = server
         self._watch = StatusWatch()
         self._setup = auth
-        self._auth: ToolshellOAuth | None = None
+        self._auth: ToolshellOAuth | AssertionAuth | None = None
         self._oauth = oauth_settings(server) is not None
         self._dropped = Dropped()
 

@@ -72,7 +72,7 @@ def _server_line(server: ServerInfo) -> str:
     elif server.state != "ready":
         count = f"({server.state})"
     else:
-        count = f"({server.tool_count} tools)"
+        count = f"({server.tool_count} tool{'' if server.tool_count == 1 else 's'})"
     summary = " ".join(server.description.split())
     if len(summary) > SUMMARY_CHARS:
         summary = summary[: SUMMARY_CHARS - 1].rstrip() + "…"
