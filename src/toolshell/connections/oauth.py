@@ -337,7 +337,20 @@ class CodeAuth(ToolshellOAuth):
         return await self._loopback.receive(self._url, self._ui, self._server)
 
 
-class MachineAuth(ToolshellOAuth, ClientCredentialsOAuthProvider):
+class _MachineFlow(ToolshellOAuth):
+    """What the machine-to-machine grants share: no person, so the SDK may always fetch a token,
+    and the client is the one the SDK provider was built with."""
+
+    _fixed_client_info: OAuthClientInformationFull  # set by the SDK provider's __init__
+
+    def _may_authorize(self) -> bool:
+        return True
+
+    def _fixed_client(self) -> OAuthClientInformationFull | None:
+        return self._fixed_client_info
+
+
+class MachineAuth(_MachineFlow, ClientCredentialsOAuthProvider):
     """Client credentials: no person, so the SDK may always fetch a token itself."""
 
     def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, secret: str) -> None:
@@ -361,14 +374,8 @@ class MachineAuth(ToolshellOAuth, ClientCredentialsOAuthProvider):
         self._file = file
         self._wanted = list(settings.scopes)
 
-    def _may_authorize(self) -> bool:
-        return True
 
-    def _fixed_client(self) -> OAuthClientInformationFull | None:
-        return self._fixed_client_info
-
-
-class SignedMachineAuth(ToolshellOAuth, PrivateKeyJWTOAuthProvider):
+class SignedMachineAuth(_MachineFlow, PrivateKeyJWTOAuthProvider):
     """Client credentials with `private_key_jwt`: each token request carries an assertion signed here."""
 
     def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, key: str) -> None:
@@ -389,9 +396,3 @@ class SignedMachineAuth(ToolshellOAuth, PrivateKeyJWTOAuthProvider):
             )
         self._file = file
         self._wanted = list(settings.scopes)
-
-    def _may_authorize(self) -> bool:
-        return True
-
-    def _fixed_client(self) -> OAuthClientInformationFull | None:
-        return self._fixed_client_info

@@ -101,7 +101,23 @@ class _PlainAttempt:
         return None
 
 
-class BuiltinTarget:
+class _NoHttp:
+    """The `Target` answers of a server reached without HTTP: no status, no challenge, no login."""
+
+    def http_status(self) -> int | None:
+        return None
+
+    def auth_challenge(self) -> str | None:
+        return None
+
+    def uses_oauth(self) -> bool:
+        return False
+
+    def clear_refusal(self) -> None:
+        return None
+
+
+class BuiltinTarget(_NoHttp):
     """An in-process `Server` / `MCPServer`, built fresh by the host's factory on every start."""
 
     kind = "builtin"
@@ -125,18 +141,6 @@ class BuiltinTarget:
         return []
 
     def last_words(self) -> str | None:
-        return None
-
-    def http_status(self) -> int | None:
-        return None
-
-    def auth_challenge(self) -> str | None:
-        return None
-
-    def uses_oauth(self) -> bool:
-        return False
-
-    def clear_refusal(self) -> None:
         return None
 
     def notes(self) -> list[str]:
@@ -209,7 +213,7 @@ async def _owned_http(url: str, client: httpx2.AsyncClient, limit: int) -> Async
         yield streams
 
 
-class StdioTarget:
+class StdioTarget(_NoHttp):
     """A subprocess speaking MCP on stdin/stdout; its stderr is kept, its process tree ended."""
 
     kind = "stdio"
@@ -232,18 +236,6 @@ class StdioTarget:
     def last_words(self) -> str | None:
         tail = self.stderr_tail()
         return tail[-1] if tail else None
-
-    def http_status(self) -> int | None:
-        return None
-
-    def auth_challenge(self) -> str | None:
-        return None
-
-    def uses_oauth(self) -> bool:
-        return False
-
-    def clear_refusal(self) -> None:
-        return None
 
     def notes(self) -> list[str]:
         return self._noise.notes()
