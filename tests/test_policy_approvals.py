@@ -38,6 +38,7 @@ def test_a_request_is_pending_until_answered() -> None:
         "why": "destructive",
         "message": "may delete data",
         "session_id": "s1",
+        "caller": None,
         "status": "pending",
     }
     assert approvals.list_pending() == [req]

@@ -81,6 +81,7 @@ def test_sqlite_rows_carry_every_event_field():
         "started_at": T0 + 60,
         "duration_ms": 20.0,
         "source": "trigger",
+        "caller": None,
         "calls": [
             {
                 "id": "n4",

@@ -367,10 +367,17 @@ class Host:
         answerer: Any = None,
         source: Source = "agent",
         workdir: str | None = None,
+        caller: str | None = None,
     ) -> Session:
         """A new agent session (its own sandboxed shell). See `Session` for the arguments."""
         session = Session(
-            self._services, session_id=session_id, role=role, answerer=answerer, source=source, workdir=workdir
+            self._services,
+            session_id=session_id,
+            role=role,
+            answerer=answerer,
+            source=source,
+            workdir=workdir,
+            caller=caller,
         )
         self._sessions[session.id] = session
         return session

@@ -78,6 +78,9 @@ class Session:
         answerer: who answers the servers' questions for this session.
         source: who runs it, for the timeline: agent, cli, trigger or script.
         workdir: the working directory servers are told about (default: the process's).
+        caller: who is calling (the identity `toolshell serve` authenticated); recorded on every
+            shell call and approval request, and what per-caller state is keyed by. None: this
+            machine's user (the CLI, the Python API).
     """
 
     def __init__(
@@ -89,8 +92,10 @@ class Session:
         answerer: Answerer | None = None,
         source: Source = "agent",
         workdir: str | None = None,
+        caller: str | None = None,
     ) -> None:
         self.services = services
+        self.caller = caller
         config = services.config
         self.id = session_id or uuid.uuid4().hex[:16]
         self.role = role if role is not None else config.role
@@ -178,12 +183,17 @@ class Session:
     async def _run(self, script: str) -> RunResult:
         services, config = self.services, self.services.config
         ledger = Ledger(
-            uuid.uuid4().hex[:16], self.id, config.tools_in_shell.call_limit, services.sink, services.redact
+            uuid.uuid4().hex[:16],
+            self.id,
+            config.tools_in_shell.call_limit,
+            services.sink,
+            services.redact,
+            caller=self.caller,
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
-        gate = ApprovalGate(services.policy.approvals, self.id, self._approver())
+        gate = ApprovalGate(services.policy.approvals, self.id, self._approver(), caller=self.caller)
         precheck = Precheck(view, services.policy, gate, ledger)
         held = await precheck.hold_before_start(script)
         if held is not None:
@@ -242,7 +252,7 @@ class Session:
             return self._run_approver
         if self.approver is not None and approval.inline:
             return self.approver
-        return store_waiter(approval, self.services.policy.approvals, self.id)
+        return store_waiter(approval, self.services.policy.approvals, self.id, caller=self.caller)
 
     def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
         """The exit code and stderr of a finished run, with bashkit's own notes made readable."""

@@ -60,12 +60,16 @@ class ApprovalGate:
         approvals: where requests and grants are kept.
         session_id: the session the requests are for.
         approver: who answers on the spot, or None (nobody: the script stops with the report).
+        caller: who makes the calls (`Session.caller`), recorded on every request.
     """
 
-    def __init__(self, approvals: Approvals, session_id: str, approver: Approver | None) -> None:
+    def __init__(
+        self, approvals: Approvals, session_id: str, approver: Approver | None, caller: str | None = None
+    ) -> None:
         self.approvals = approvals
         self.session_id = session_id
         self.approver = approver
+        self.caller = caller
 
     async def ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
         """Ask on the spot: "once", "always" or "deny" (recorded as the request's answer); None if
@@ -109,17 +113,21 @@ class ApprovalGate:
     def open_request(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> Any:
         """A pending request a person answers later (`toolshell approvals grant …`); the identical
         pending one when there is one."""
-        return self.approvals.request(entry, arguments, self.session_id, risk.why or "", message=risk.message)
+        return self.approvals.request(
+            entry, arguments, self.session_id, risk.why or "", message=risk.message, caller=self.caller
+        )
 
 
-def store_waiter(config: ApprovalConfig, approvals: Approvals, session_id: str) -> Approver | None:
+def store_waiter(
+    config: ApprovalConfig, approvals: Approvals, session_id: str, caller: str | None = None
+) -> Approver | None:
     """The approver that waits for an answer in the approvals store (`[approval] wait_for = "store"`):
     a person answers from `toolshell approvals grant`, or the web page, in another process."""
     if config.wait_for != "store":
         return None
 
     async def wait(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
-        request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message)
+        request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message, caller=caller)
         with anyio.move_on_after(config.wait_seconds):
             while approvals.get(request.id).status == "pending":  # noqa: ASYNC110  (another process writes it)
                 await anyio.sleep(STORE_POLL_SECONDS)

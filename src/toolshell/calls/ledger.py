@@ -31,12 +31,21 @@ class Ledger:
         session_id: the session it runs in.
         call_limit: the most `tools` calls it may make (`[tools_in_shell] call_limit`).
         sink: where timeline events go.
+        redact: takes the config's secrets out of the previews.
+        caller: who made the shell call (`Session.caller`), recorded on its row.
     """
 
     def __init__(
-        self, shell_call_id: str, session_id: str, call_limit: int, sink: EventSink, redact: Redactor | None = None
+        self,
+        shell_call_id: str,
+        session_id: str,
+        call_limit: int,
+        sink: EventSink,
+        redact: Redactor | None = None,
+        caller: str | None = None,
     ) -> None:
         self.shell_call_id = shell_call_id
+        self.caller = caller
         self.session_id = session_id
         self.call_limit = call_limit
         self.sink = sink
@@ -93,6 +102,7 @@ class Ledger:
                 started_at=started_at,
                 duration_ms=None if exit_code is None else (time.time() - started_at) * 1000,
                 source=source,  # type: ignore[arg-type]  # one of agent/cli/trigger/script
+                caller=self.caller,
             )
         )
 

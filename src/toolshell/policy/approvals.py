@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS approval_requests (
     fingerprint TEXT NOT NULL,
     status TEXT NOT NULL,           -- pending | granted_once | granted_always | denied
     created_at REAL NOT NULL,
-    decided_at REAL
+    decided_at REAL,
+    caller TEXT                     -- who made the call (`Session.caller`); NULL: this machine's user
 );
 CREATE INDEX IF NOT EXISTS approval_requests_open ON approval_requests (status, server, tool, input);
 CREATE TABLE IF NOT EXISTS approval_grants (
@@ -70,6 +71,8 @@ class ApprovalRequest:
     created_at: float
     message: str = ""
     """The `Risk.message` the card shows, e.g. "… may delete or overwrite data …"."""
+    caller: str | None = None
+    """Who made the call: the identity `toolshell serve` authenticated, or None (this machine's user)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -79,6 +82,7 @@ class ApprovalRequest:
             "why": self.why,
             "message": self.message,
             "session_id": self.session_id,
+            "caller": self.caller,
             "status": self.status,
         }
 
@@ -95,6 +99,7 @@ def _request_from(row: Any) -> ApprovalRequest:
         status=row["status"],
         created_at=row["created_at"],
         message=row["message"],
+        caller=row["caller"],
     )
 
 
@@ -104,9 +109,16 @@ class Approvals:
     def __init__(self, store: Store) -> None:
         self.store = store
         store.ensure(_SCHEMA)
+        store.ensure_column("approval_requests", "caller", "TEXT")  # a state made before callers were recorded
 
     def request(
-        self, entry: ToolEntry, input: dict[str, Any], session_id: str, why: str | None, message: str = ""
+        self,
+        entry: ToolEntry,
+        input: dict[str, Any],
+        session_id: str,
+        why: str | None,
+        message: str = "",
+        caller: str | None = None,
     ) -> ApprovalRequest:
         """Open a request for this call, or return the identical one still open (same tool, input, session).
 
@@ -116,6 +128,7 @@ class Approvals:
             session_id: the session whose script stopped.
             why: the `Risk.why` the card shows.
             message: the `Risk.message`, shown to the person with the request.
+            caller: who made the call (`Session.caller`), recorded with the request.
         """
         key = (server_key(entry), entry.name, canonical_json(input), session_id)
         rows = self.store.query(
@@ -127,8 +140,20 @@ class Approvals:
         rid = "apr_" + secrets.token_hex(6)
         self.store.execute(
             "INSERT INTO approval_requests (id, server, tool, command, input, session_id, why, message, "
-            "fingerprint, status, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (rid, *key[:2], entry.command, key[2], session_id, why, message, fingerprint(entry), PENDING, time.time()),
+            "fingerprint, status, created_at, caller) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                rid,
+                *key[:2],
+                entry.command,
+                key[2],
+                session_id,
+                why,
+                message,
+                fingerprint(entry),
+                PENDING,
+                time.time(),
+                caller,
+            ),
         )
         return self.get(rid)
 

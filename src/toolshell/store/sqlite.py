@@ -57,6 +57,17 @@ class Store:
             self._db.executescript(schema)
             self._ensured.add(schema)
 
+    def ensure_column(self, table: str, column: str, declaration: str) -> None:
+        """Add a column a newer version of a table has to a table an older version created."""
+        key = f"{table}.{column}"
+        if key in self._ensured:
+            return
+        with self._lock:
+            names = {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+            if column not in names:
+                self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+            self._ensured.add(key)
+
     def execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         with self._lock:
             return self._db.execute(sql, tuple(params))

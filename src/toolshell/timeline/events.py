@@ -122,6 +122,8 @@ class ShellCall:
     started_at: float
     duration_ms: float | None
     source: Source
+    caller: str | None = None
+    """Who made the call: the identity `toolshell serve` authenticated, or None (this machine's user)."""
     type: str = field(default="shell.call", init=False)
 
     def to_dict(self) -> dict[str, Any]:

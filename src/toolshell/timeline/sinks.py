@@ -24,7 +24,8 @@ CREATE TABLE IF NOT EXISTS shell_calls (
     exit_code INTEGER,
     started_at REAL NOT NULL,
     duration_ms REAL,
-    source TEXT NOT NULL
+    source TEXT NOT NULL,
+    caller TEXT
 );
 CREATE INDEX IF NOT EXISTS shell_calls_session ON shell_calls (session_id, started_at);
 CREATE TABLE IF NOT EXISTS nested_calls (
@@ -42,7 +43,7 @@ CREATE TABLE IF NOT EXISTS nested_calls (
 CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, started_at);
 """
 
-_SHELL_COLUMNS = ("id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source")
+_SHELL_COLUMNS = ("id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller")
 _NESTED_COLUMNS = (
     "id", "shell_call_id", "session_id", "command", "input_preview", "outcome", "error_code", "duration_ms",
     "started_at",
@@ -99,7 +100,7 @@ class SqliteSink:
     """
 
     def __init__(self, store: Store, batch: int = 64) -> None:
-        store.ensure(SCHEMA)
+        _ensure(store)
         self._store = store
         self._batch = batch
         self._pending: list[dict[str, Any]] = []
@@ -120,6 +121,11 @@ class SqliteSink:
         rows = [[values[c] for c in _NESTED_COLUMNS] for values in self._pending]
         self._pending = []
         self._store.executemany(_upsert_sql("nested_calls", _NESTED_COLUMNS), rows)
+
+
+def _ensure(store: Store) -> None:
+    store.ensure(SCHEMA)
+    store.ensure_column("shell_calls", "caller", "TEXT")  # a state made before callers were recorded
 
 
 def _upsert_sql(table: str, columns: Sequence[str]) -> str:
@@ -143,7 +149,7 @@ def query(store: Store, session_id: str | None = None, limit: int = 50) -> list[
         session_id: Only this session's shell calls; all sessions when None.
         limit: At most this many shell calls.
     """
-    store.ensure(SCHEMA)
+    _ensure(store)
     where, params = ("WHERE session_id = ?", [session_id]) if session_id is not None else ("", [])
     shells = store.query(
         f"SELECT {', '.join(_SHELL_COLUMNS)} FROM shell_calls {where} ORDER BY started_at DESC, seq DESC LIMIT ?",
