@@ -125,5 +125,6 @@ def test_shell_call_event_has_its_type_and_every_field_in_its_dict():
         "started_at": 2.0,
         "duration_ms": 3.5,
         "source": "cli",
+        "caller": None,
         "type": "shell.call",
     }
