@@ -29,15 +29,13 @@ from toolshell.builtin import as_factory, resolve_builtin
 from toolshell.builtin.web_fetch import create as create_web_fetch
 from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
-from toolshell.calls.pipeline import Pipeline
-from toolshell.calls.prepare import prepare_input, resolve
 from toolshell.calls.view import CatalogView
 from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import ConnState, ServerStatus, SessionContext
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.connections.oauth import AuthSetup
-from toolshell.errors import ErrorCode, StopScript, ToolshellError, single_error
+from toolshell.errors import ErrorCode, ToolshellError, single_error
 from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import Rater
@@ -122,7 +120,6 @@ class Host:
             load_server=self.load_server,
             target=self.connections.target,
             end=self._end_session,
-            call_tool=lambda server, tool, arguments, session: self.call_tool(server, tool, arguments, session=session),
             visible_tools=self.visible_tools,
         )
 
@@ -336,26 +333,21 @@ class Host:
     async def call_tool(
         self, server: str | None, tool: str, arguments: dict[str, Any] | None = None, *, session: Session | None = None
     ) -> types.CallToolResult:
-        """Call one tool directly, through the same validation, policy and guardrails as a script.
+        """Call one tool directly, by the shell's rules (see `Session.call_tool`): in `session`, or
+        in a new session of its own.
 
         Raises:
             ToolshellError: `unknown_command`, `invalid_input`, `denied`, `needs_approval`, `unavailable`...
         """
-        session = session or self.session()
-        words = [server, tool] if server else [tool]
-        view = CatalogView(await self.catalog(session), self.load_server, lambda: self.catalog(session))
-        await view.ensure_loaded(words)
-        entry, _ = resolve(view.catalog, words)
-        prepared = prepare_input(entry, arguments or {})
-        ledger = Ledger(uuid.uuid4().hex[:16], session.id, call_limit=1, sink=MemorySink())
-        gate = ApprovalGate(self.policy.approvals, session.id, approver=None)
-        pipeline = Pipeline(ledger, self.policy, gate, self.connections.target(session))
+        if session is not None:
+            result: types.CallToolResult = await session.call_tool(server, tool, arguments or {})
+            return result
+        own = self.session()
         try:
-            sent = await pipeline.send(prepared)
-        except StopScript as stop:  # nobody to ask on a direct call: the request waits for a person
-            raise stop.error from None
-        result: types.CallToolResult = sent.result
-        return result
+            result = await own.call_tool(server, tool, arguments or {})
+            return result
+        finally:
+            own.close()
 
     # --- sessions ----------------------------------------------------------------------------
 

@@ -53,6 +53,14 @@ def redact_json(value: Any, redact: Redactor) -> Any:
     return value
 
 
+def redact_result(result: Any, redact: Redactor) -> Any:
+    """A copy of a `CallToolResult` with the secrets taken out of every block and its structured content."""
+    if not redact:
+        return result
+    body = redact_json(result.model_dump(by_alias=True, mode="json", exclude_none=True), redact)
+    return type(result).model_validate(body)
+
+
 _process_secrets: set[str] = set()
 _process_redactor = Redactor()
 

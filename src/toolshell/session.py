@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import shlex
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -23,12 +24,13 @@ from toolshell.builtin.hints import HintAccumulator
 from toolshell.calls.approval import ApprovalGate, Approver, store_waiter
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import CallTarget, Pipeline
+from toolshell.calls.prepare import prepare_input, resolve
 from toolshell.calls.view import CatalogView
 from toolshell.config import Config
 from toolshell.connections.base import Answerer, SessionContext
-from toolshell.errors import error_line
+from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line
 from toolshell.policy.policy import Policy
-from toolshell.redact import Redactor, redact_json
+from toolshell.redact import Redactor, redact_json, redact_result
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
@@ -62,8 +64,6 @@ class SessionServices:
     """Makes this session's calls on the connections."""
     end: Callable[[str], None]
     """Forget what the host keeps for a session id (open questions, runtime switches)."""
-    call_tool: Callable[[str | None, str, dict[str, Any], Session], Awaitable[Any]]
-    """A direct call (not from a script), through the same pipeline: `Host.call_tool`."""
     visible_tools: Callable[[Session], Awaitable[list[ToolEntry]]]
     """The `keep_visible` tools: `Host.visible_tools`."""
 
@@ -146,8 +146,53 @@ class Session:
         return self._context.context_epoch
 
     async def call_tool(self, server: str | None, tool: str, arguments: dict[str, Any]) -> Any:
-        """Call one tool directly (a `keep_visible` tool, an LLM's direct call): see `Host.call_tool`."""
-        return await self.services.call_tool(server, tool, arguments, self)
+        """Call one tool directly (a `keep_visible` tool, an LLM's direct call), by the shell's rules.
+
+        The call goes through the same pipeline as a script's (validation, guards, policy,
+        approvals), is one shell call of one `tools` call in the timeline, and its result and errors
+        have the config's secrets taken out, as a script's output does. A call that needs approval
+        is not made: nobody can be asked on a direct call, so the request waits for a person.
+
+        Raises:
+            ToolshellError: `unknown_command`, `invalid_input`, `denied`, `needs_approval`, `unavailable`...
+        """
+        services = self.services
+        words = [server, tool] if server else [tool]
+        ledger = Ledger(uuid.uuid4().hex[:16], self.id, 1, services.sink, services.redact, caller=self.caller)
+        script = shlex.join(["tools", *words])
+        started, exit_code = time.time(), 1
+        ledger.shell_call(script, started, self.source, None)
+        try:
+            result = await self._call_directly(ledger, words, arguments)
+            exit_code = 1 if result.is_error else 0
+            return redact_result(result, services.redact)
+        except ToolshellError as err:
+            err.message = services.redact(err.message)
+            raise
+        finally:
+            ledger.shell_call(script, started, self.source, exit_code)
+
+    async def _call_directly(self, ledger: Ledger, words: list[str], arguments: dict[str, Any]) -> Any:
+        services = self.services
+        view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
+        await view.ensure_loaded(words)
+        entry, _ = resolve(view.catalog, words)
+        gate = ApprovalGate(services.policy.approvals, self.id, approver=None, caller=self.caller)
+        pipeline = Pipeline(ledger, services.policy, gate, services.target(self))
+        started = time.perf_counter()
+        prepared = None
+        try:
+            prepared = prepare_input(entry, arguments)
+            sent = await pipeline.send(prepared)
+        except StopScript as stop:  # nobody to ask on a direct call: the request waits for a person
+            ledger.ended(entry, arguments if prepared is None else prepared.input, str(stop.error.code), None)
+            raise stop.error from None
+        except ToolshellError as err:
+            ledger.ended(entry, arguments if prepared is None else prepared.input, str(err.code), started)
+            raise
+        if sent.result.is_error:
+            ledger.ended(entry, sent.prepared.input, str(ErrorCode.TOOL_ERROR), started)
+        return sent.result
 
     async def visible_tools(self) -> list[ToolEntry]:
         """The `keep_visible` tools this session can call directly."""
