@@ -20,6 +20,9 @@ fi
 ruff check src tests benchmarks
 ruff format --check src tests benchmarks
 mypy --strict src
+# A real PostgreSQL for the store test-suite (both engines), on a Unix socket, stopped on exit.
+eval "$(bash scripts/postgres.sh start)"
+trap 'bash scripts/postgres.sh stop "$TOOLSHELL_TEST_POSTGRES_DIR"' EXIT
 set +e
 python -m pytest "$@"
 code=$?

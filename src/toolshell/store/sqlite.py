@@ -16,17 +16,45 @@ import os
 import sqlite3
 import stat
 import threading
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.store.dialect import ddl, split_statements
 
 _CHOOSE_DIR = "choose a writable state directory with --state-dir or TOOLSHELL_STATE_DIR"
 
 
+_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS toolshell_migrations (
+    component TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (component, version)
+)
+"""
+
+
+class _Tx:
+    """The statements of one open transaction (the store's lock is held)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
+        return self._db.execute(sql, tuple(params))
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
+        return self._db.execute(sql, tuple(params)).fetchall()
+
+
 class Store:
     """`Store(path)` for a file, `Store(":memory:")` for tests."""
+
+    engine = "sqlite"
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         """Open (creating if needed) the database at `path`.
@@ -48,6 +76,7 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._lock = threading.Lock()
         self._ensured: set[str] = set()
+        self._migrated: set[tuple[str, int]] = set()
 
     def ensure(self, schema: str) -> None:
         """Run `CREATE TABLE IF NOT EXISTS ...` statements once per store."""
@@ -67,6 +96,41 @@ class Store:
             if column not in names:
                 self._db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
             self._ensured.add(key)
+
+    def migrate(self, component: str, steps: Sequence[str]) -> None:
+        """Apply the steps of `component` not applied yet, in order; `BEGIN IMMEDIATE` takes the
+        file's write lock, so processes opening one file at once apply each step once."""
+        if (component, len(steps)) in self._migrated:
+            return
+        with self.transaction() as tx:
+            tx.execute(_MIGRATIONS)
+            applied = {
+                r["version"]
+                for r in tx.query("SELECT version FROM toolshell_migrations WHERE component=?", (component,))
+            }
+            for version, step in enumerate(steps, start=1):
+                if version in applied:
+                    continue
+                for statement in split_statements(ddl(self.engine, step)):
+                    tx.execute(statement)
+                tx.execute(
+                    "INSERT INTO toolshell_migrations (component, version, applied_at) VALUES (?, ?, ?)",
+                    (component, version, time.time()),
+                )
+        self._migrated.add((component, len(steps)))
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Tx]:
+        """Statements that commit together when the block ends, or roll back when it raises."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield _Tx(self._db)
+                self._db.execute("COMMIT")
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         with self._lock:

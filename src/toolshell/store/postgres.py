@@ -1,0 +1,185 @@
+"""The shared engine: every piece of state in one PostgreSQL database (`[state] url`).
+
+Many processes, on one host or many, point at the same database and act as one: a migration step
+runs once, under an advisory lock; a conditional update decides a race for all of them. Statements
+go through a small `psycopg_pool` pool; each runs in its own transaction unless it is inside
+`transaction()`. Connections are made with autocommit off and `dict_row` rows.
+
+Calls are synchronous and short (a Unix socket or a LAN round trip), the way the SQLite engine's
+are; the waits across processes (`LISTEN`) use a connection of their own.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.store.dialect import ddl, numbered_placeholders, split_statements
+
+_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS toolshell_migrations (
+    component TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    applied_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (component, version)
+)
+"""
+
+
+@dataclass(frozen=True)
+class Done:
+    """What a statement did."""
+
+    rowcount: int
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+class _Tx:
+    """The statements of one open transaction on one connection."""
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> Done:
+        with self._conn.cursor() as cur:
+            cur.execute(_sql(sql, params), tuple(params))
+            rows = list(cur.fetchall()) if cur.description is not None else []
+            return Done(cur.rowcount, rows)
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        with self._conn.cursor() as cur:
+            cur.execute(_sql(sql, params), tuple(params))
+            return list(cur.fetchall())
+
+
+class PostgresStore:
+    """`PostgresStore("postgresql://user@host/db")`: the store on a PostgreSQL server.
+
+    Raises:
+        ToolshellError: `unavailable` when psycopg is not installed or the server cannot be reached;
+            the message names the URL's host (never its password) and the fix.
+    """
+
+    engine = "postgresql"
+
+    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 10.0) -> None:
+        try:
+            # lazy: only a shared store needs psycopg, an optional extra (`toolshell[postgres]`)
+            import psycopg
+            from psycopg.rows import dict_row
+            from psycopg_pool import ConnectionPool
+        except ImportError:
+            raise ToolshellError(
+                ErrorCode.UNAVAILABLE,
+                "a postgresql:// state URL needs psycopg; install it with: pip install 'toolshell[postgres]'",
+            ) from None
+        self.url = url
+        self._errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+        self._pool = ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            kwargs={"row_factory": dict_row, "autocommit": False},
+            open=False,
+        )
+        try:
+            self._pool.open(wait=True, timeout=timeout)
+        except Exception as exc:  # psycopg_pool.PoolTimeout, psycopg.OperationalError
+            self._pool.close()
+            raise _unreachable(url, exc) from None
+        self._lock = threading.Lock()
+        self._migrated: set[tuple[str, int]] = set()
+
+    def migrate(self, component: str, steps: Sequence[str]) -> None:
+        """Apply the steps of `component` not applied yet, each in one transaction, under an advisory
+        lock taken for that component, so processes starting at once apply each step once."""
+        if (component, len(steps)) in self._migrated:
+            return
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key("toolshell_migrations"),))
+            conn.execute(_MIGRATIONS)
+        with self._transaction() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(component),))
+            cur = conn.execute("SELECT version FROM toolshell_migrations WHERE component = %s", (component,))
+            applied = {row["version"] for row in cur.fetchall()}
+            for version, step in enumerate(steps, start=1):
+                if version in applied:
+                    continue
+                for statement in split_statements(ddl(self.engine, step)):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO toolshell_migrations (component, version, applied_at) VALUES (%s, %s, %s)",
+                    (component, version, time.time()),
+                )
+        self._migrated.add((component, len(steps)))
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> Done:
+        with self.transaction() as tx:
+            return tx.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        batch = [tuple(r) for r in rows]
+        if not batch:
+            return
+        with self._transaction() as conn, conn.cursor() as cur:
+            cur.executemany(numbered_placeholders(sql), batch)
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
+        with self.transaction() as tx:
+            return tx.query(sql, params)
+
+    @contextmanager
+    def transaction(self) -> Iterator[_Tx]:
+        """Statements that commit together when the block ends, or roll back when it raises."""
+        with self._transaction() as conn:
+            yield _Tx(conn)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except self._errors as exc:
+            if _is_connection_loss(exc):
+                raise _unreachable(self.url, exc) from None
+            raise
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+def _sql(sql: str, params: Iterable[Any]) -> str:
+    return numbered_placeholders(sql)  # parameters are always passed, so `%` is always psycopg's
+
+
+def _lock_key(name: str) -> int:
+    """A stable 32-bit key for `pg_advisory_xact_lock` (the same in every process)."""
+    return zlib.crc32(f"toolshell:{name}".encode())
+
+
+def _is_connection_loss(exc: BaseException) -> bool:
+    return type(exc).__name__ in ("OperationalError", "InterfaceError")
+
+
+def _unreachable(url: str, exc: BaseException) -> ToolshellError:
+    # lazy: conninfo parsing is psycopg's; it is installed when this engine runs
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        info = conninfo_to_dict(url)
+        where = f"{info.get('host', 'localhost')}/{info.get('dbname', '')}"
+    except Exception:  # an unparsable URL: say so without quoting it (it may hold a password)
+        where = "the configured server"
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ToolshellError(
+        ErrorCode.UNAVAILABLE,
+        f"cannot reach the PostgreSQL state store at {where}: {first}; check [state] url or TOOLSHELL_STATE_URL",
+        retryable=True,
+    )

@@ -1,0 +1,64 @@
+"""The store interface every piece of state is kept through, whatever engine holds it.
+
+Two engines implement it: `store.sqlite.Store` (a file in the state directory, the embedded
+default) and `store.postgres.PostgresStore` (shared by every process and host pointed at it). A
+feature creates its tables with numbered `migrate` steps and reads and writes with the portable SQL
+of `store.dialect`; `transaction()` makes several statements one atomic step (a conditional
+`UPDATE … WHERE state = 'pending'` plus the rows it implies). Callers never ask which engine it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+
+class Row(Protocol):
+    """One result row: columns by name."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+    def keys(self) -> Iterable[str]: ...
+
+
+class Executed(Protocol):
+    """What a statement did: the rows it touched, and `RETURNING` rows if it asked for them."""
+
+    @property
+    def rowcount(self) -> int: ...
+
+
+class Transaction(Protocol):
+    """Statements that commit together, or not at all."""
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> Executed: ...
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Row]: ...
+
+
+class StateStore(Protocol):
+    """Where toolshell keeps what outlives a process."""
+
+    engine: str
+    """"sqlite" or "postgresql": for diagnostics and `store.dialect`, never for a caller's branch."""
+
+    def migrate(self, component: str, steps: Sequence[str]) -> None:
+        """Apply the steps of `component` not applied yet, in order, each once across every process."""
+        ...
+
+    def execute(self, sql: str, params: Iterable[Any] = ()) -> Executed: ...
+
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None: ...
+
+    def query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Row]: ...
+
+    def transaction(self) -> AbstractContextManager[Transaction]: ...
+
+    def close(self) -> None: ...
+
+
+def rows_as_dicts(rows: Iterable[Row]) -> Iterator[dict[str, Any]]:
+    """Rows as plain dicts (for JSON), whichever engine returned them."""
+    for row in rows:
+        yield {k: row[k] for k in row.keys()}

@@ -1,0 +1,191 @@
+# ruff: noqa: F811  (the engine fixtures are imported from _store_support and named as parameters)
+"""The store contract, run on both engines (SQLite and a real PostgreSQL), the way database drivers
+test every dialect: numbered migrations applied once, portable SQL, atomic transitions."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
+from toolshell.errors import ToolshellError
+from toolshell.store.engines import open_store
+from toolshell.store.protocol import StateStore, rows_as_dicts
+
+both_engines = pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+
+NOTES_V1 = """
+CREATE TABLE notes (id {serial}, body TEXT NOT NULL, score DOUBLE PRECISION);  -- the first shape
+CREATE INDEX notes_body ON notes (body);
+"""
+NOTES_V2 = "ALTER TABLE notes ADD COLUMN state TEXT NOT NULL DEFAULT 'active'"
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[StateStore]:
+    opened = open_store(store_url)
+    yield opened
+    opened.close()
+
+
+def _in_threads(count: int, work: Callable[[int], Any]) -> list[Any]:
+    results: list[Any] = [None] * count
+    start = threading.Barrier(count)
+
+    def run(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = work(i)
+        except BaseException as exc:  # re-raised below, in the test's thread
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results
+
+
+@both_engines
+def test_migration_steps_apply_in_order_once_and_a_later_step_keeps_the_rows(store: StateStore) -> None:
+    store.migrate("notes", [NOTES_V1])
+    store.execute("INSERT INTO notes (body, score) VALUES (?, ?)", ("kept", 1.5))
+    store.migrate("notes", [NOTES_V1])  # nothing new: a no-op
+    store.migrate("notes", [NOTES_V1, NOTES_V2])
+    rows = list(rows_as_dicts(store.query("SELECT id, body, score, state FROM notes")))
+    versions = store.query("SELECT version FROM toolshell_migrations WHERE component = ? ORDER BY version", ("notes",))
+    assert rows == [{"id": 1, "body": "kept", "score": 1.5, "state": "active"}]
+    assert [r["version"] for r in versions] == [1, 2]
+
+
+@both_engines
+def test_processes_migrating_at_once_apply_each_step_once(store_url: str) -> None:
+    steps = [NOTES_V1, "INSERT INTO notes (body) VALUES ('seeded once')"]
+
+    def migrate(_: int) -> None:
+        other = open_store(store_url)
+        try:
+            other.migrate("notes", steps)
+        finally:
+            other.close()
+
+    _in_threads(4, migrate)
+    check = open_store(store_url)
+    try:
+        assert [r["body"] for r in check.query("SELECT body FROM notes")] == ["seeded once"]
+    finally:
+        check.close()
+
+
+@both_engines
+def test_a_serial_key_numbers_rows_and_returning_gives_the_new_one(store: StateStore) -> None:
+    store.migrate("notes", [NOTES_V1])
+    ids = [store.query("INSERT INTO notes (body) VALUES (?) RETURNING id", (f"n{i}",))[0]["id"] for i in range(3)]
+    assert ids == [1, 2, 3]
+
+
+@both_engines
+def test_question_marks_and_percent_signs_in_quoted_text_are_data(store: StateStore) -> None:
+    store.migrate("notes", [NOTES_V1])
+    store.execute("INSERT INTO notes (body) VALUES ('what? 100%')")
+    store.execute("INSERT INTO notes (body) VALUES (?)", ("a ? b % c",))
+    rows = store.query("SELECT body FROM notes WHERE body LIKE '%?%' AND body <> ? ORDER BY id", ("none",))
+    assert [r["body"] for r in rows] == ["what? 100%", "a ? b % c"]
+
+
+@both_engines
+def test_a_transaction_that_raises_writes_nothing(store: StateStore) -> None:
+    store.migrate("notes", [NOTES_V1])
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.execute("INSERT INTO notes (body) VALUES (?)", ("lost",))
+        assert [r["body"] for r in tx.query("SELECT body FROM notes")] == ["lost"], "seen inside"
+        raise RuntimeError("abort")
+    assert store.query("SELECT body FROM notes") == []
+
+
+@both_engines
+def test_an_upsert_on_conflict_updates_the_row(store: StateStore) -> None:
+    store.migrate("kv", ["CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)"])
+    upsert = "INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+    store.execute(upsert, ("a", "1"))
+    store.execute(upsert, ("a", "2"))
+    store.executemany(upsert, [("b", "3"), ("a", "4")])
+    assert list(rows_as_dicts(store.query("SELECT key, value FROM kv ORDER BY key"))) == [
+        {"key": "a", "value": "4"},
+        {"key": "b", "value": "3"},
+    ]
+
+
+@both_engines
+def test_a_conditional_update_is_won_by_exactly_one_of_several_processes(store_url: str) -> None:
+    setup = open_store(store_url)
+    setup.migrate("grants", ["CREATE TABLE grants (id {serial}, state TEXT NOT NULL)"])
+    stores = [open_store(store_url) for _ in range(3)]
+    try:
+        for _ in range(20):
+            gid = setup.query("INSERT INTO grants (state) VALUES ('active') RETURNING id")[0]["id"]
+            won = _in_threads(
+                3,
+                lambda i, gid=gid: (
+                    stores[i]
+                    .execute("UPDATE grants SET state = 'used' WHERE id = ? AND state = 'active'", (gid,))
+                    .rowcount
+                ),
+            )
+            assert sorted(won) == [0, 0, 1]
+    finally:
+        for s in [setup, *stores]:
+            s.close()
+
+
+@both_engines
+def test_a_transition_in_a_transaction_is_decided_once_across_processes(store_url: str) -> None:
+    """The shape of "answer a request": flip its status only if still pending, and write the grant
+    in the same transaction; two answerers at once give one grant."""
+    setup = open_store(store_url)
+    setup.migrate(
+        "answers",
+        [
+            "CREATE TABLE requests (id TEXT PRIMARY KEY, status TEXT NOT NULL);"
+            "CREATE TABLE answers (id {serial}, request_id TEXT NOT NULL)"
+        ],
+    )
+    stores = [open_store(store_url) for _ in range(2)]
+
+    def answer(i: int, rid: str) -> bool:
+        with stores[i].transaction() as tx:
+            flipped = tx.execute("UPDATE requests SET status = 'granted' WHERE id = ? AND status = 'pending'", (rid,))
+            if flipped.rowcount != 1:
+                return False
+            tx.execute("INSERT INTO answers (request_id) VALUES (?)", (rid,))
+            return True
+
+    try:
+        for n in range(20):
+            rid = f"r{n}"
+            setup.execute("INSERT INTO requests (id, status) VALUES (?, 'pending')", (rid,))
+            assert sorted(_in_threads(2, lambda i, rid=rid: answer(i, rid))) == [False, True]
+        assert setup.query("SELECT COUNT(*) AS n FROM answers")[0]["n"] == 20
+    finally:
+        for s in [setup, *stores]:
+            s.close()
+
+
+def test_a_url_of_another_scheme_is_refused_naming_the_two_forms() -> None:
+    with pytest.raises(ToolshellError) as err:
+        open_store("mysql://root:hunter2@db/state")
+    assert "postgresql://user@host/db" in err.value.message and "hunter2" not in err.value.message
+
+
+def test_an_unreachable_postgresql_is_unavailable_without_its_password(tmp_path: Any) -> None:
+    with pytest.raises(ToolshellError) as err:
+        open_store(f"postgresql://app:hunter2@/state?host={tmp_path}&connect_timeout=2")
+    assert err.value.code == "unavailable" and err.value.retryable
+    assert "hunter2" not in err.value.message and "TOOLSHELL_STATE_URL" in err.value.message
