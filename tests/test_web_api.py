@@ -25,6 +25,7 @@ from toolshell.frontends.cli import main as cli_main
 from toolshell.frontends.web import web_app
 from toolshell.frontends.web.serve import ui_mount, url_for
 from toolshell.host import Host
+from toolshell.registry.entry import ToolEntry
 
 pytestmark = pytest.mark.anyio
 
@@ -238,6 +239,71 @@ async def test_deny_answers_the_request_and_a_second_answer_or_an_unknown_id_is_
     assert wrong.status_code == 400 and "'yes'" in wrong.json()["error"]["message"]
     assert not_json.status_code == 415
     assert (deep.status_code, huge.status_code) == (400, 413)
+
+
+# --- bodies that are not valid Unicode --------------------------------------------------------------
+
+SURROGATE = (
+    "holds a lone UTF-16 surrogate (like \\ud800), which is not text; send valid Unicode: "
+    "the character itself in UTF-8, or both halves of its surrogate pair"
+)
+BODY_ENDPOINTS = {  # every endpoint that reads a body: (method, path, a body with a lone surrogate)
+    ("POST", "/api/approvals/{id}"): b'{"answer": "once", "note": "\\ud800"}',
+    ("POST", "/api/grants/revoke"): b'{"tool": "tools github delete-branch\\udfff"}',
+    ("PUT", "/api/scripts/{name}"): b'{"body": "echo hi", "description": "Say \\ud83d hi"}',
+    ("POST", "/api/scripts/{name}/run"): b'{"who": {"names": ["Ada", "\\ud800"]}}',
+}
+WHERE = {
+    "/api/approvals/{id}": "the value at /note",
+    "/api/grants/revoke": "the value at /tool",
+    "/api/scripts/{name}": "the value at /description",
+    "/api/scripts/{name}/run": "the value at /who/names/1",
+}
+
+
+def test_every_endpoint_that_reads_a_body_is_covered_by_the_unicode_tests() -> None:
+    from toolshell.frontends.web.api import Api
+
+    routes = {(m, r.path) for r in Api.__new__(Api).routes() for m in (r.methods or ()) if m not in ("GET", "HEAD")}
+    assert routes - {("DELETE", "/api/scripts/{name}")} == set(BODY_ENDPOINTS)
+
+
+@pytest.mark.parametrize(("method", "route"), list(BODY_ENDPOINTS))
+async def test_a_body_with_a_lone_surrogate_is_a_400_naming_where_and_nothing_changes(method: str, route: str) -> None:
+    calls: list[Any] = []
+    async with _page(load_text(MANAGE + TRIGGERS), calls) as (host, client):
+        approvals, entry = host.policy.approvals, ToolEntry("github", "delete-branch")
+        approvals.grant(approvals.request(entry, {"branch": "a"}, "s", "destructive").id, always=True)
+        other = approvals.request(entry, {"branch": "b"}, "s", "destructive")
+        await client.put("/api/scripts/greet", headers=AUTH, json={"body": "jq -r .who", "description": "Greet"})
+        path = route.replace("{id}", other.id).replace("{name}", "greet")
+        headers = {**AUTH, "Content-Type": "application/json"}
+        response = await client.request(method, path, headers=headers, content=BODY_ENDPOINTS[(method, route)])
+        after = (
+            approvals.get(other.id).status,
+            len(approvals.list_grants()),
+            (await client.get("/api/scripts/greet", headers=AUTH)).json()["description"],
+            len((await client.get("/api/scripts/greet", headers=AUTH)).json()["runs"]),
+        )
+    assert response.status_code == 400
+    assert response.json() == {
+        "error": {"code": "invalid_input", "message": f"{WHERE[route]} {SURROGATE}", "retryable": False}
+    }
+    assert after == ("pending", 1, "Greet", 0), "the refused body changed nothing"
+
+
+async def test_a_key_with_a_lone_surrogate_or_a_nan_is_a_400_too() -> None:
+    async with _page(load_text(MANAGE)) as (_, client):
+        headers = {**AUTH, "Content-Type": "application/json"}
+        await client.put("/api/scripts/greet", headers=AUTH, json={"body": "jq -r .who"})
+        key = await client.post("/api/scripts/greet/run", headers=headers, content=b'{"a": {"\\ud800": 1}}')
+        nan = await client.post("/api/scripts/greet/run", headers=headers, content=b'{"who": NaN}')
+        big = await client.post("/api/scripts/greet/run", headers=headers, content=b'{"who": -Infinity}')
+        paired = await client.post("/api/scripts/greet/run", headers=headers, content=b'{"who": "\\ud83d\\ude00"}')
+    assert (key.status_code, key.json()["error"]["message"]) == (400, f"a key in /a {SURROGATE}")
+    assert [r.status_code for r in (nan, big)] == [400, 400]
+    assert nan.json()["error"]["message"] == 'the body must be a JSON object, e.g. {"repo": "acme/api"}'
+    assert (paired.status_code, paired.json()["stdout"]) == (200, "\U0001f600\n"), "a surrogate pair is fine"
 
 
 # --- timeline and servers --------------------------------------------------------------------------
