@@ -125,6 +125,9 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
             await page.wait_for_selector(f'[data-request-id="{request_id}"]', state="detached", timeout=WAIT_MS)
             ran = '.nested-call:has-text("delete-branch"):has-text("completed")'
             await page.wait_for_selector(ran, timeout=WAIT_MS)  # the timeline shows the call that ran
+            await page.reload()  # the token survives a reload in the tab's sessionStorage, not in a cookie
+            await page.wait_for_selector(f'[data-request-id="{hostile_id}"]', timeout=WAIT_MS)
+            assert "token=" not in page.url and await page.context.cookies() == []
         finally:
             await browser.close()
     [result] = results
