@@ -137,10 +137,11 @@ async def test_http_serving_also_serves_the_web_page_under_ui_with_its_token(
         async with httpx2.AsyncClient() as http:
             page_url = capsys.readouterr().err.split("the web page is on ")[1].strip()
             without = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals")
-            page = await http.get(page_url, follow_redirects=True)
-            api = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals", cookies=page.cookies or http.cookies)
+            page = await http.get(page_url)
+            token = {"X-Toolshell-Token": page_url.partition("#token=")[2]}
+            api = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals", headers=token)
         tg.cancel_scope.cancel()
-    assert page_url.startswith(f"http://127.0.0.1:{port}/ui")
+    assert page_url.startswith(f"http://127.0.0.1:{port}/ui/#token=")
     assert without.status_code == 401
     assert page.status_code == 200 and "<html" in page.text.lower()
     assert api.status_code == 200 and api.json() == []

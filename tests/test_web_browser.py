@@ -2,7 +2,9 @@
 
 A person opens the printed URL, sees a pending request appear, clicks "once", and the waiting
 `bash` call goes on: under `[approval] wait_for = "store"` the call waits, parked, for the answer
-given on the page. The test also takes the README's screenshot (docs/images/web-page.png).
+given on the page. The page takes its token from the URL's fragment and sends it in a header;
+no cookie is ever set. What a server wrote is shown escaped by the same rule as the CLI
+(`toolshell.safe_text`). The test also takes the README's screenshot (docs/images/web-page.png).
 
 Set up with `bash scripts/install_browser.sh`; without chromium or Playwright the test is skipped.
 """
@@ -24,6 +26,7 @@ from toolshell.frontends.web.serve import bind, url_for
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
+from toolshell.safe_text import HIDDEN, LAYOUT, escape_lines
 from toolshell.scripts.store import ScriptStore
 
 pytestmark = pytest.mark.anyio
@@ -110,8 +113,10 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
         try:
             page = await browser.new_page(viewport={"width": 1280, "height": 900})
             await page.goto(url)
-            assert "token=" not in page.url, "the token is taken out of the address bar"
             await page.wait_for_selector("#approvals-empty:visible", timeout=WAIT_MS)
+            assert "token=" not in page.url, "the token is taken out of the address bar"
+            assert await page.context.cookies() == [], "no cookie: another port of 127.0.0.1 would get it"
+            await _escapes_as_python_does(page)
             with anyio.fail_after(BOUND_SECONDS):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(run_the_script)
@@ -120,6 +125,9 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
             await page.wait_for_selector(f'[data-request-id="{request_id}"]', state="detached", timeout=WAIT_MS)
             ran = '.nested-call:has-text("delete-branch"):has-text("completed")'
             await page.wait_for_selector(ran, timeout=WAIT_MS)  # the timeline shows the call that ran
+            await page.reload()  # the token survives a reload in the tab's sessionStorage, not in a cookie
+            await page.wait_for_selector(f'[data-request-id="{hostile_id}"]', timeout=WAIT_MS)
+            assert "token=" not in page.url and await page.context.cookies() == []
         finally:
             await browser.close()
     [result] = results
@@ -127,6 +135,19 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
     assert host.policy.approvals.list_grants() == [], "the once grant is used up by the call it was for"
     assert [r.id for r in host.policy.approvals.list_pending()] == [hostile_id]
     return result
+
+
+async def _escapes_as_python_does(page: Any) -> None:
+    """The page's escaper, fed every character `safe_text` hides (and tab and newline, which both
+    keep as layout), spells them exactly as `safe_text.escape_lines` does: one rule, not two."""
+    sample = "".join(
+        chr(c) + "a"
+        for first, last in HIDDEN
+        for c in range(first, last + 1)
+        if not 0xD800 <= c <= 0xDFFF  # lone surrogates cannot cross into the page as a string
+    )
+    assert {0x09, 0x0A} == LAYOUT and "\t" in sample
+    assert await page.evaluate("text => safe(text)", sample) == escape_lines(sample)
 
 
 async def _answer_once(host: Host, page: Any, calls: list[Any]) -> tuple[str, str]:
@@ -146,14 +167,19 @@ async def _answer_once(host: Host, page: Any, calls: list[Any]) -> tuple[str, st
 
     # What a server or script wrote is shown as text, with hidden characters made visible.
     hostile = host.policy.approvals.request(
-        ToolEntry("github", "delete-branch", "", annotations={"destructiveHint": True}),
-        {"branch": "<img src=x onerror=alert(1)>\u202egnp.exe"},
+        ToolEntry("github", "delete\u200bbranch", "", annotations={"destructiveHint": True}),
+        {"branch": "<img src=x onerror=alert(1)>\u202egnp.exe\u2028main"},
         "agent-evil",
         "destructive",
+        "deletes\u200b the \u202ebranch",
     )
     evil = await page.wait_for_selector(f'[data-request-id="{hostile.id}"]', timeout=WAIT_MS)
     assert evil is not None and await evil.query_selector("img") is None
-    assert "<img src=x onerror=alert(1)>\\u202egnp.exe" in await evil.inner_text()
+    shown = await evil.inner_text()
+    assert "tools github delete\\u200bbranch" in shown
+    assert "<img src=x onerror=alert(1)>\\u202egnp.exe\\u2028main" in shown
+    assert "deletes\\u200b the \\u202ebranch" in shown
+    assert not {"\u200b", "\u202e", "\u2028"} & set(shown)
 
     await page.click(f"{card} button.once")
     return request_id, hostile.id

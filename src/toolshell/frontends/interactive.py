@@ -137,7 +137,7 @@ class TerminalAnswerer:
             try:
                 jsonschema.validate(content, schema)
             except jsonschema.ValidationError as e:
-                click.echo(f"  that does not fit: {e.message}", err=True)
+                click.echo(f"  that does not fit: {escape(e.message)}", err=True)
                 continue
             return types.ElicitResult(action="accept", content=content)
         return types.ElicitResult(action="decline")

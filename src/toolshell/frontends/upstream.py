@@ -11,6 +11,10 @@ a server's own question (elicitation). Both become one `ElicitRequestParams` and
 
 An asker that gets no answer within `[approval] wait_seconds` returns None: an approval then stays
 pending (the script stops with the report), a server's question is cancelled.
+
+What the person reads (the message, the input shown, the titles of a server's form) passes through
+`safe_text`, as on the terminal and the page: a client may render bidi overrides, zero-width
+characters or U+2028 as they are. The values a form sends back (`enum`, `const`, `default`) are kept.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolshell.calls.approval import Approver
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
+from toolshell.safe_text import escape, escape_lines
 
 logger = logging.getLogger(__name__)
 
@@ -155,10 +160,11 @@ class Parking:
 
 def approval_form(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> types.ElicitRequestFormParams:
     """The question about one call: the tool, its exact input, its risk and why, and the choices."""
-    why = f" ({risk.why})" if risk.why else ""
+    why = f" ({escape(risk.why)})" if risk.why else ""
+    shown = escape(json.dumps(arguments, ensure_ascii=False))
     message = (
-        f"toolshell: a script wants to run {entry.command} with input {json.dumps(arguments, ensure_ascii=False)}.\n"
-        f"Risk: {risk.level}{why}. {risk.message}\n"
+        f"toolshell: a script wants to run {escape(entry.command)} with input {shown}.\n"
+        f"Risk: {escape(risk.level)}{why}. {escape(risk.message)}\n"
         "Allow it once, always (this tool while it stays the same), or deny?"
     )
     schema: dict[str, Any] = {
@@ -209,7 +215,7 @@ class UpstreamAnswerer:
         if self.asker is None or not can_ask(self.ctx, mode):
             logger.info("declined a %s question from server %r: the upstream client cannot show it", mode, server)
             return types.ElicitResult(action="decline")
-        labelled = params.model_copy(update={"message": f"[{server}] {params.message}", "meta": None})
+        labelled = params.model_copy(update=_shown(server, params))
         reply = None
         with anyio.move_on_after(self.wait_seconds):
             reply = await self.asker.ask(labelled)
@@ -217,6 +223,55 @@ class UpstreamAnswerer:
             logger.info("cancelled a question from server %r: no answer in %g s", server, self.wait_seconds)
             return types.ElicitResult(action="cancel")
         return reply
+
+
+def _shown(server: str, params: Any) -> dict[str, Any]:
+    """A server's question as the person is to read it: labelled with the server, text escaped."""
+    update: dict[str, Any] = {"message": f"[{escape(server)}] {escape_lines(str(params.message))}", "meta": None}
+    schema = getattr(params, "requested_schema", None)
+    if isinstance(schema, dict):
+        update["requested_schema"] = _escaped_schema(schema)
+    return update
+
+
+_SHOWN = ("title", "description")
+_CHOICES = ("oneOf", "anyOf")
+
+
+def _escaped_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The form's schema with what is shown escaped: titles, descriptions, `enumNames` and the
+    titles of `oneOf`/`anyOf` choices (the flat form elicitation allows; values stay as sent)."""
+    out = _escaped_texts(schema)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        out["properties"] = {name: _escaped_field(prop) for name, prop in properties.items()}
+    return out
+
+
+def _escaped_field(prop: Any) -> Any:
+    if not isinstance(prop, dict):
+        return prop
+    out = _escaped_texts(prop)
+    if isinstance(prop.get("enumNames"), list):
+        out["enumNames"] = [escape(n) if isinstance(n, str) else n for n in prop["enumNames"]]
+    for key in _CHOICES:
+        if isinstance(prop.get(key), list):
+            out[key] = [_escaped_texts(c) if isinstance(c, dict) else c for c in prop[key]]
+    items = prop.get("items")
+    if isinstance(items, dict):
+        out["items"] = {
+            **items,
+            **{
+                k: [_escaped_texts(c) if isinstance(c, dict) else c for c in items[k]]
+                for k in _CHOICES
+                if isinstance(items.get(k), list)
+            },
+        }
+    return out
+
+
+def _escaped_texts(node: dict[str, Any]) -> dict[str, Any]:
+    return {k: escape_lines(v) if k in _SHOWN and isinstance(v, str) else v for k, v in node.items()}
 
 
 __all__ = [

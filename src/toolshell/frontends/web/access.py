@@ -5,13 +5,15 @@ Checks in order, each refusing with the JSON error shape of a `tools` error line
    `evil.example` that resolves to 127.0.0.1 sends `Host: evil.example`).
 2. Origin, when a browser sends one: it must be this page's own origin (a page elsewhere, even on
    another loopback port, must not drive it).
-3. The token: `Authorization: Bearer …`, `X-Toolshell-Token`, the cookie set on first load, or the
-   `token` query parameter of the printed URL. Compared in constant time; never logged.
-4. A request that changes something (not GET/HEAD) must carry the token in a header: a cookie is
-   sent by the browser on a cross-site form post too, a header is not.
+3. The token, for everything but the page itself (`/` and `/static/…`, which hold no data and no
+   secret): only in a header, `Authorization: Bearer …` or `X-Toolshell-Token`, compared in
+   constant time, never logged. Never a cookie: cookies are not scoped by port, so any other app
+   on 127.0.0.1 would receive it. Never the query string, which servers and proxies log. The
+   printed URL carries the token in its fragment (`#token=…`), which the browser never sends; the
+   page reads it from there, keeps it in `sessionStorage` and sends it as a header.
 
 Every answer forbids framing (a framed page could be clicked into "always") and caching, and sends
-no Referer (the printed URL holds the token).
+no Referer.
 """
 
 from __future__ import annotations
@@ -22,15 +24,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from starlette.datastructures import Headers, QueryParams
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolshell.errors import ErrorCode, ToolshellError
 
-COOKIE = "toolshell_token"
 TOKEN_HEADER = "x-toolshell-token"
-READ_METHODS = frozenset({"GET", "HEAD"})
+PAGE_METHODS = frozenset({"GET", "HEAD"})
 _HEADERS = [
     (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
     (b"x-frame-options", b"DENY"),
@@ -53,21 +54,26 @@ class Access:
     token: str
     hosts: Collection[str] = ()
 
-    def refusal(self, method: str, headers: Headers, query: QueryParams) -> tuple[int, ToolshellError] | None:
-        """Why this request is refused (status, error), or None when it may go on."""
+    def refusal(self, method: str, path: str, headers: Headers) -> tuple[int, ToolshellError] | None:
+        """Why this request is refused (status, error), or None when it may go on.
+
+        Args:
+            method: The HTTP method.
+            path: The path inside the app (without the prefix it is mounted under).
+            headers: The request's headers.
+        """
         host = headers.get("host", "")
         if not self._host_ok(_host_name(host)):
             return 403, _denied(f"host {host!r} is not served here; open the URL toolshell web printed")
         origin = headers.get("origin")
         if origin is not None and origin.strip().lower() != f"http://{host}".lower():
             return 403, _denied(f"origin {origin!r} is not this page; only the page itself may call its API")
-        in_header = self._header_token(headers)
-        if not (in_header or self._matches(headers_cookie(headers)) or self._matches(query.get("token"))):
+        if method in PAGE_METHODS and is_page(path):
+            return None
+        if not self._header_token(headers):
             return 401, _denied(
                 "this page needs its token: open the URL toolshell web printed, or send 'Authorization: Bearer <token>'"
             )
-        if method not in READ_METHODS and not in_header:
-            return 403, _denied(f"a {method} needs the token in 'Authorization: Bearer …' or 'X-Toolshell-Token'")
         return None
 
     def _header_token(self, headers: Headers) -> bool:
@@ -82,12 +88,9 @@ class Access:
         return "*" in self.hosts or name in {h.lower() for h in self.hosts} or is_loopback_name(name)
 
 
-def headers_cookie(headers: Headers) -> str | None:
-    for part in headers.get("cookie", "").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == COOKIE:
-            return value
-    return None
+def is_page(path: str) -> bool:
+    """The page and its static files: the same for everyone, so served without the token."""
+    return path in ("", "/") or path.startswith("/static/")
 
 
 def is_loopback_name(name: str) -> bool:
@@ -104,6 +107,13 @@ def _host_name(header: str) -> str:
     if header.startswith("["):
         return header[1:].partition("]")[0].lower()
     return (header.rsplit(":", 1)[0] if header.count(":") == 1 else header).lower()
+
+
+def _inner_path(scope: Scope) -> str:
+    """The path inside this app: under `serve --http` it is mounted at `/ui`, its `root_path`."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _denied(message: str) -> ToolshellError:
@@ -127,9 +137,7 @@ class AccessMiddleware:
                 message["headers"] = [*message.get("headers", []), *_HEADERS]
             await send(message)
 
-        refused = self.access.refusal(
-            scope["method"], Headers(scope=scope), QueryParams(scope.get("query_string", b""))
-        )
+        refused = self.access.refusal(scope["method"], _inner_path(scope), Headers(scope=scope))
         if refused is not None:
             status, error = refused
             extra: dict[str, Any] = {"www-authenticate": "Bearer"} if status == 401 else {}

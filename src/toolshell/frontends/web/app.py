@@ -1,23 +1,26 @@
 """The ASGI app of `toolshell web`: the page, its static files (shipped in the package, no CDN), and
-the JSON API, all behind `AccessMiddleware`."""
+the JSON API, all behind `AccessMiddleware`.
+
+The page holds no secret: the token stays in the URL's fragment until the page's script takes it.
+It does hold the escaping rule, `safe_text.HIDDEN`, so the page shows text exactly as the CLI does.
+"""
 
 from __future__ import annotations
 
-import html
 from collections.abc import Collection
 from importlib.resources import files
-from urllib.parse import urlencode
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from toolshell.frontends.web.access import COOKIE, Access, AccessMiddleware
+from toolshell.frontends.web.access import Access, AccessMiddleware
 from toolshell.frontends.web.api import Api
 from toolshell.host import Host
+from toolshell.safe_text import ranges_text
 
 STATIC = files("toolshell.frontends.web") / "static"
 
@@ -30,16 +33,9 @@ def web_app(host: Host, token: str, *, hosts: Collection[str] = ()) -> Starlette
         token: The secret every request must carry (see `access`).
         hosts: Host names accepted besides loopback ones; `"*"` for any.
     """
-    page = (STATIC / "index.html").read_text(encoding="utf-8").replace("{{token}}", html.escape(token))
+    page = (STATIC / "index.html").read_text(encoding="utf-8").replace("{{hidden}}", ranges_text())
 
     async def index(request: Request) -> Response:
-        if "token" in request.query_params:
-            # First load: keep the token in a cookie and take it out of the address bar and history.
-            rest = {k: v for k, v in request.query_params.items() if k != "token"}
-            target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
-            response: Response = RedirectResponse(target, 303)
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
-            return response
         return HTMLResponse(page)
 
     routes = [

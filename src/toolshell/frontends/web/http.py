@@ -1,4 +1,10 @@
-"""What every API endpoint shares: errors as JSON with an HTTP status, and reading a JSON body."""
+"""What every API endpoint shares: errors as JSON with an HTTP status, and reading a JSON body.
+
+Every endpoint that takes a body reads it with `json_body`, so every one refuses the same bad
+bodies the same way: too large, not JSON, not an object, a number JSON does not have (`NaN`,
+`Infinity`), or a string with a lone UTF-16 surrogate (`"\ud800"`), which Python parses but no
+store, log or answer can encode.
+"""
 
 from __future__ import annotations
 
@@ -63,9 +69,48 @@ async def json_body(request: Request, *, required: bool = True, example: str = "
     if media_type != "application/json":
         raise ApiError(415, ErrorCode.INVALID_INPUT, "send the body with the header 'Content-Type: application/json'")
     try:
-        value = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # nesting past the parser's depth too
+        value = json.loads(body, parse_constant=_not_json)
+    except (ValueError, RecursionError):  # JSONDecodeError, bad UTF-8, NaN; nesting past the parser's depth
         value = None
     if not isinstance(value, dict):
         raise ApiError(400, ErrorCode.INVALID_INPUT, f"the body must be a JSON object, e.g. {example}")
+    where = _lone_surrogate(value)
+    if where is not None:
+        raise ApiError(
+            400,
+            ErrorCode.INVALID_INPUT,
+            f"{where} holds a lone UTF-16 surrogate (like \\ud800), which is not text; send valid Unicode: "
+            "the character itself in UTF-8, or both halves of its surrogate pair",
+        )
     return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _lone_surrogate(body: dict[str, Any]) -> str | None:
+    """Which string of a parsed body holds a lone surrogate (`the value at /items/2`, `a key in
+    /user`), or None. Walks with a list, not recursion: the parser allows deeper nesting than a
+    recursive walk has stack for."""
+    todo: list[tuple[str, Any]] = [("", body)]
+    while todo:
+        path, item = todo.pop()
+        if isinstance(item, str) and not _encodes(item):
+            return f"the value at {path}"
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if not _encodes(key):
+                    return f"a key in {path or 'the body'}"
+                todo.append((f"{path}/{json.dumps(key)[1:-1]}", child))
+        elif isinstance(item, list):
+            todo.extend((f"{path}/{i}", child) for i, child in enumerate(item))
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

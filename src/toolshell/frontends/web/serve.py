@@ -45,10 +45,13 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def url_for(host: str, port: int, token: str, prefix: str = "") -> str:
-    """The URL to print: `http://127.0.0.1:8766/?token=…` (a wildcard bind is shown as 127.0.0.1)."""
+    """The URL to print: `http://127.0.0.1:8766/#token=…` (a wildcard bind is shown as 127.0.0.1).
+
+    The token is in the fragment, which a browser never sends: it reaches no server log, no proxy
+    and no Referer; the page's script reads it and sends it in a header."""
     shown = "127.0.0.1" if host in _WILDCARDS else host
     shown = f"[{shown}]" if ":" in shown else shown
-    return f"http://{shown}:{port}{prefix}/?token={token}"
+    return f"http://{shown}:{port}{prefix}/#token={token}"
 
 
 def ui_mount(opened: Host, host: str, port: int) -> tuple[Mount, str]:

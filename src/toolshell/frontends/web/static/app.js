@@ -1,16 +1,49 @@
 // The toolshell page: polls the JSON API and redraws. Everything a server or script wrote is shown
-// as text (never as HTML), with control and bidi characters made visible. URLs are relative, so the
-// page also works mounted under a prefix (`/ui/`).
+// as text (never as HTML), with hidden characters made visible by the server's own rule. URLs are
+// relative, so the page also works mounted under a prefix (`/ui/`).
+//
+// The token comes in the URL's fragment (`#token=…`, never sent to a server), is taken out of the
+// address bar at once, kept in this tab's sessionStorage (which no other port's page can read, unlike
+// a cookie) and sent as a header on every API request.
 "use strict";
 
-const TOKEN = document.querySelector('meta[name="toolshell-token"]').content;
+const TOKEN = takeToken();
 const POLL_MS = 1500;
 const MARKS = { completed: "✓", failed: "✗", refused: "⊘", stopped_for_approval: "‖" };
-const HIDDEN_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const HIDDEN_CHARS = hiddenChars(document.querySelector('meta[name="toolshell-hidden"]').content);
+
+function takeToken() {
+  const given = new URLSearchParams(location.hash.slice(1)).get("token");
+  if (given) history.replaceState(null, "", location.pathname + location.search);
+  try {
+    if (given) sessionStorage.setItem("toolshell-token", given);
+    return given || sessionStorage.getItem("toolshell-token") || "";
+  } catch {
+    return given || "";  // storage turned off: the token lives in memory until the tab is reloaded
+  }
+}
+
+// The characters toolshell.safe_text escapes, from the ranges the server put in the page ("0-8,b-1f,…"),
+// minus tab and newline, which are layout here (as in safe_text.escape_lines).
+function hiddenChars(ranges) {
+  const parts = ranges.split(",").map((range) => {
+    const [first, last] = range.split("-");
+    return `\\u{${first}}-\\u{${last}}`;
+  });
+  return new RegExp(`(?![\\t\\n])[${parts.join("")}]`, "gu");
+}
+
+// Spelled the way Python spells them: \x1b, \u202e, \U000e0041.
+function spell(c) {
+  const code = c.codePointAt(0);
+  if (code < 0x100) return "\\x" + code.toString(16).padStart(2, "0");
+  if (code < 0x10000) return "\\u" + code.toString(16).padStart(4, "0");
+  return "\\U" + code.toString(16).padStart(8, "0");
+}
 
 function safe(value) {
   const text = typeof value === "string" ? value : JSON.stringify(value);
-  return (text ?? "").replace(HIDDEN_CHARS, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  return (text ?? "").replace(HIDDEN_CHARS, spell);
 }
 
 function el(tag, props = {}, ...children) {
@@ -27,7 +60,7 @@ function el(tag, props = {}, ...children) {
 async function api(path, options = {}) {
   const headers = { "X-Toolshell-Token": TOKEN };
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
-  const response = await fetch(path, { ...options, headers, credentials: "same-origin" });
+  const response = await fetch(path, { ...options, headers, credentials: "omit" });
   const data = await response.json();
   if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
   return data;
