@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolshell.config.names import check_name, fold
 from toolshell.errors import ErrorCode, ToolshellError
-from toolshell.store.sqlite import Store
+from toolshell.store.protocol import StateStore
 
 if TYPE_CHECKING:
     from jsonschema.protocols import Validator
@@ -29,8 +29,8 @@ CREATE TABLE IF NOT EXISTS saved_scripts (
     description TEXT NOT NULL,
     input_schema TEXT NOT NULL,
     body TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    updated_at REAL NOT NULL
+    created_at DOUBLE PRECISION NOT NULL,
+    updated_at DOUBLE PRECISION NOT NULL
 );
 """
 
@@ -84,8 +84,8 @@ class ScriptStore:
         clock: Unix seconds now; tests pass a fixed one.
     """
 
-    def __init__(self, store: Store, clock: Callable[[], float] = time.time) -> None:
-        store.ensure(SCHEMA)
+    def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
+        store.migrate("saved_scripts", [SCHEMA])
         self._store = store
         self._clock = clock
         self._validators: dict[str, Validator] = {}
@@ -114,7 +114,8 @@ class ScriptStore:
         previous = self.get(name)
         created = previous.created_at if previous else now
         self._store.execute(
-            f"INSERT OR REPLACE INTO saved_scripts (key, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO saved_scripts (key, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")),
             [fold(name), name, description.strip(), _canonical(schema), body, created, now],
         )
         return SavedScript(name, description.strip(), schema, body, created, now)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from mcp.server.streamable_http import EventId
 
-from toolshell.store.sqlite import Store
+from toolshell.store.protocol import StateStore
 
 MAX_EVENTS = 10_000
 """Events kept by default; the oldest are dropped past this (a resume from them replays nothing)."""
@@ -29,7 +29,7 @@ class StoredEvent:
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS serve_events (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {serial},
     stream TEXT NOT NULL,
     body TEXT,
     size INTEGER NOT NULL
@@ -39,22 +39,23 @@ CREATE INDEX IF NOT EXISTS serve_events_stream ON serve_events (stream, seq);
 
 
 class StateEventStore:
-    """An `EventLog` in a `Store` (the state database, or `Store(":memory:")` in tests)."""
+    """An `EventLog` in a `StateStore` (SQLite or PostgreSQL: every worker reads the same events)."""
 
-    def __init__(self, store: Store, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
+    def __init__(self, store: StateStore, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
         if max_events < 1 or max_bytes < 1:
             raise ValueError("an event store needs room for at least one event and one byte")
         self.store = store
         self.max_events = max_events
         self.max_bytes = max_bytes
-        store.ensure(SCHEMA)
+        store.migrate("serve_events", [SCHEMA])
 
     def append(self, stream: str, body: str | None) -> EventId:
         size = len(body.encode()) if body else 0
-        cursor = self.store.execute(
-            "INSERT INTO serve_events (stream, body, size) VALUES (?, ?, ?)", (stream, body, size)
+        seq = int(
+            self.store.query(
+                "INSERT INTO serve_events (stream, body, size) VALUES (?, ?, ?) RETURNING seq", (stream, body, size)
+            )[0]["seq"]
         )
-        seq = int(cursor.lastrowid or 0)
         self._trim(seq)
         return str(seq)
 
@@ -62,7 +63,7 @@ class StateEventStore:
         """Keep the newest rows that fit both bounds (always at least the one just added)."""
         self.store.execute("DELETE FROM serve_events WHERE seq <= ?", (newest - self.max_events,))
         rows = self.store.query(
-            "SELECT seq FROM (SELECT seq, SUM(size) OVER (ORDER BY seq DESC) AS total FROM serve_events) "
+            "SELECT seq FROM (SELECT seq, SUM(size) OVER (ORDER BY seq DESC) AS total FROM serve_events) AS running "
             "WHERE total > ? AND seq < ? ORDER BY seq DESC LIMIT 1",
             (self.max_bytes, newest),
         )

@@ -120,6 +120,11 @@ class PostgresStore:
                 )
         self._migrated.add((component, len(steps)))
 
+    def ensure_column(self, table: str, column: str, declaration: str) -> None:
+        """Add a column a newer version of a table has to a table an older version created."""
+        with self._transaction() as conn:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {declaration}")
+
     def execute(self, sql: str, params: Iterable[Any] = ()) -> Done:
         with self.transaction() as tx:
             return tx.execute(sql, params)

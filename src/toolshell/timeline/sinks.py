@@ -12,24 +12,24 @@ from datetime import datetime, tzinfo
 from typing import Any, Protocol, TypeVar
 
 from toolshell.safe_text import escape
-from toolshell.store.sqlite import Store
+from toolshell.store.protocol import StateStore
 from toolshell.timeline.events import Event, NestedCall, ShellCall
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS shell_calls (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {serial},
     id TEXT NOT NULL UNIQUE,
     session_id TEXT NOT NULL,
     script_preview TEXT NOT NULL,
     exit_code INTEGER,
-    started_at REAL NOT NULL,
-    duration_ms REAL,
+    started_at DOUBLE PRECISION NOT NULL,
+    duration_ms DOUBLE PRECISION,
     source TEXT NOT NULL,
     caller TEXT
 );
 CREATE INDEX IF NOT EXISTS shell_calls_session ON shell_calls (session_id, started_at);
 CREATE TABLE IF NOT EXISTS nested_calls (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    seq {serial},
     id TEXT NOT NULL UNIQUE,
     shell_call_id TEXT NOT NULL,
     session_id TEXT NOT NULL,
@@ -37,8 +37,8 @@ CREATE TABLE IF NOT EXISTS nested_calls (
     input_preview TEXT NOT NULL,
     outcome TEXT NOT NULL,
     error_code TEXT,
-    duration_ms REAL NOT NULL,
-    started_at REAL NOT NULL
+    duration_ms DOUBLE PRECISION NOT NULL,
+    started_at DOUBLE PRECISION NOT NULL
 );
 CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, started_at);
 """
@@ -99,7 +99,7 @@ class SqliteSink:
     A shell call's own row is written at once, so a run that dies still shows up.
     """
 
-    def __init__(self, store: Store, batch: int = 64) -> None:
+    def __init__(self, store: StateStore, batch: int = 64) -> None:
         _ensure(store)
         self._store = store
         self._batch = batch
@@ -123,8 +123,8 @@ class SqliteSink:
         self._store.executemany(_upsert_sql("nested_calls", _NESTED_COLUMNS), rows)
 
 
-def _ensure(store: Store) -> None:
-    store.ensure(SCHEMA)
+def _ensure(store: StateStore) -> None:
+    store.migrate("timeline", [SCHEMA])
     store.ensure_column("shell_calls", "caller", "TEXT")  # a state made before callers were recorded
 
 
@@ -141,7 +141,7 @@ def _values(columns: Sequence[str], event: Event) -> list[Any]:
     return [values[c] for c in columns]
 
 
-def query(store: Store, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+def query(store: StateStore, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
     """The latest shell calls, newest first, each with its nested calls in the order they ran.
 
     Args:
