@@ -33,7 +33,7 @@ LAYERS: list[list[str]] = [
     ["toolshell.calls"],
     ["toolshell.shell"],
     ["toolshell.session"],
-    ["toolshell.routing", "toolshell.host"],
+    ["toolshell.routing", "toolshell.host", "toolshell.shells"],
     ["toolshell.frontends"],
     ["toolshell"],
 ]

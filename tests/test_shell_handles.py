@@ -36,7 +36,7 @@ async def test_a_shell_saved_by_one_process_comes_back_whole_in_another(store_ur
     handle = handles.new("token:alice")
     first = bashkit.Bash()
     await first.execute("echo kept > state.txt; X=7; greet(){ echo hi $1; }; mkdir -p sub; cd sub")
-    assert handles.save(handle, "token:alice", first.snapshot_keyed(KEY))
+    assert handles.save(handle, "token:alice", first.snapshot_keyed(KEY), 0) == 1
 
     elsewhere = open_store(store_url)  # another worker on the same store
     try:
@@ -83,9 +83,18 @@ async def test_a_snapshot_past_max_bytes_is_not_kept_and_says_so(store: StateSto
     handle = handles.new(None)
     shell = bashkit.Bash()
     await shell.execute("echo data > f")
-    assert handles.save(handle, None, shell.snapshot_keyed(KEY)) is False
+    assert handles.save(handle, None, shell.snapshot_keyed(KEY), 0) is None
     kept = handles.find(handle, None)
     assert kept is not None and kept.snapshot is None
+
+
+async def test_of_two_calls_that_started_from_one_version_the_first_saved_wins(store: StateStore) -> None:
+    handles = _handles(store)
+    handle = handles.new("token:alice")
+    assert handles.save(handle, "token:alice", b"first", 0) == 1
+    assert handles.save(handle, "token:alice", b"second", 0) is None, "it started from a state since replaced"
+    kept = handles.find(handle, "token:alice")
+    assert kept is not None and (kept.snapshot, kept.version) == (b"first", 1)
 
 
 async def test_a_snapshot_changed_in_the_store_is_refused_when_restored(store: StateStore) -> None:
@@ -95,7 +104,7 @@ async def test_a_snapshot_changed_in_the_store_is_refused_when_restored(store: S
     await shell.execute("echo secret-plan > plan.txt")
     snapshot = bytearray(shell.snapshot_keyed(KEY))
     snapshot[-1] ^= 1
-    handles.save(handle, "token:alice", bytes(snapshot))
+    handles.save(handle, "token:alice", bytes(snapshot), 0)
     kept = handles.find(handle, "token:alice")
     assert kept is not None and kept.snapshot is not None
     with pytest.raises(Exception, match="HMAC mismatch"):

@@ -19,6 +19,10 @@ class RunResult:
     stderr: str
     tools: dict[str, Any] | None = None
     hints: list[str] = field(default_factory=list)
+    shell: str | None = None
+    """The handle of the shell it ran in (`toolshell serve`): pass it back to keep that shell."""
+    shell_note: str | None = None
+    """Why the shell was not what the call asked for (gone, or its state not kept)."""
 
     @property
     def success(self) -> bool:
@@ -35,4 +39,8 @@ class RunResult:
             out["tools"] = self.tools
         if self.hints:
             out["hints"] = self.hints
+        if self.shell is not None:
+            out["shell"] = self.shell
+        if self.shell_note is not None:
+            out["shell_note"] = self.shell_note
         return out

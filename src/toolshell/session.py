@@ -13,7 +13,7 @@ import os
 import shlex
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -197,6 +197,29 @@ class Session:
     async def visible_tools(self) -> list[ToolEntry]:
         """The `keep_visible` tools this session can call directly."""
         return await self.services.visible_tools(self)
+
+    def snapshot(self, key: bytes) -> bytes:
+        """The shell's state (files, working directory, variables, functions), sealed with `key`."""
+        sealed: bytes = self.bash.snapshot_keyed(key)
+        return sealed
+
+    def restore(self, snapshot: bytes, keys: Sequence[bytes]) -> None:
+        """Take the shell's state from a snapshot sealed with one of `keys` (the ring, newest first).
+
+        Raises:
+            ToolshellError: `unavailable` when no key opens it (changed, or sealed with a dropped key).
+        """
+        for key in keys:
+            try:
+                self.bash.restore_snapshot_keyed(snapshot, key)
+                return
+            except Exception:  # bashkit.BashError: HMAC mismatch for this key; the next may open it
+                continue
+        raise ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            "the saved shell could not be opened with the state keys (it was changed, or sealed with a key "
+            "no longer in the ring); start a new shell",
+        )
 
     def close(self) -> None:
         """End the session: its open elicitation questions are answered `cancel`, its switches dropped."""

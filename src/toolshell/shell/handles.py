@@ -30,6 +30,7 @@ MIGRATIONS = [
         caller TEXT NOT NULL,
         snapshot {blob},
         size BIGINT NOT NULL DEFAULT 0,
+        version BIGINT NOT NULL DEFAULT 0,
         created_at DOUBLE PRECISION NOT NULL,
         used_at DOUBLE PRECISION NOT NULL
     );
@@ -48,7 +49,9 @@ class Kept:
 
     handle: str
     snapshot: bytes | None
-    """None for a shell made but never saved (its first call is running)."""
+    """None for a shell made but never saved (its first call is running), or one too big to keep."""
+    version: int
+    """How many times it was saved: a process holding an older copy restores this one."""
 
 
 class ShellHandles:
@@ -90,23 +93,32 @@ class ShellHandles:
         if not handle.startswith(PREFIX) or len(handle) > 100:
             return None
         rows = self.store.query(
-            "SELECT handle, snapshot, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
+            "SELECT handle, snapshot, version, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
             (handle, caller or ANONYMOUS),
         )
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
             return None
         snapshot = rows[0]["snapshot"]
-        return Kept(handle, None if snapshot is None else bytes(snapshot))
+        return Kept(handle, None if snapshot is None else bytes(snapshot), int(rows[0]["version"]))
 
-    def save(self, handle: str, caller: str | None, snapshot: bytes) -> bool:
-        """Keep the shell's state after a call; False (nothing kept, the handle still counts as
-        used) when the snapshot is past `max_bytes` or the handle is gone."""
+    def save(self, handle: str, caller: str | None, snapshot: bytes, version: int) -> int | None:
+        """Keep the shell's state after a call that started from `version`; the new version, or
+        None when nothing was kept: the snapshot is past `max_bytes` (the shell starts empty next
+        time), the handle is gone, or another call saved this shell meanwhile (its state wins)."""
         fits = len(snapshot) <= self.max_bytes
         done = self.store.execute(
-            "UPDATE shell_handles SET snapshot = ?, size = ?, used_at = ? WHERE handle = ? AND caller = ?",
-            (snapshot if fits else None, len(snapshot) if fits else 0, time.time(), handle, caller or ANONYMOUS),
+            "UPDATE shell_handles SET snapshot = ?, size = ?, used_at = ?, version = version + 1 "
+            "WHERE handle = ? AND caller = ? AND version = ?",
+            (
+                snapshot if fits else None,
+                len(snapshot) if fits else 0,
+                time.time(),
+                handle,
+                caller or ANONYMOUS,
+                version,
+            ),
         )
-        return fits and done.rowcount == 1
+        return version + 1 if fits and done.rowcount == 1 else None
 
     def drop_expired(self) -> int:
         """Forget every shell idle past `idle_seconds`; how many went."""

@@ -1,0 +1,88 @@
+"""The key ring that seals what one process hands another: shell snapshots (bashkit's HMAC) and
+the SDK's `requestState`.
+
+Every worker on one store must hold the same ring. It comes from an environment variable
+(`TOOLSHELL_STATE_KEYS`, or the one `[serve] state_keys_env` names): base64url keys of at least 32
+bytes, comma-separated, newest first. The first seals; every one opens, so rotation is: put a new
+key first, and drop the old one once nothing sealed with it is alive (an idle shell's lifetime).
+Without it, a process on the local SQLite store uses one key generated once in
+`<state-dir>/state-key` (0600); a process on a shared store refuses to start, since a key of its
+own would make every other worker's state unreadable.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import secrets
+import stat
+from pathlib import Path
+
+from toolshell.errors import ErrorCode, ToolshellError
+
+DEFAULT_ENV = "TOOLSHELL_STATE_KEYS"
+MIN_BYTES = 32
+KEY_FILE = "state-key"
+
+
+def new_key() -> str:
+    """A fresh key as the ring spells it (what `toolshell serve --new-state-key` prints)."""
+    return base64.urlsafe_b64encode(secrets.token_bytes(MIN_BYTES)).decode().rstrip("=")
+
+
+def key_ring(value: str | None, state_dir: Path, *, shared: bool, env_name: str = DEFAULT_ENV) -> list[bytes]:
+    """The ring: from `value` (the environment variable's text), else the state dir's key file.
+
+    Raises:
+        ToolshellError: `invalid_input` for a malformed ring, or none on a shared store.
+    """
+    if value:
+        return [_decode(part.strip(), env_name) for part in value.split(",") if part.strip()]
+    if shared:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"a shared state store needs one key ring for every worker: set {env_name} to the same value "
+            f"everywhere (make one with: python -c 'import secrets,base64;"
+            f"print(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())')",
+        )
+    return [_local_key(state_dir / KEY_FILE)]
+
+
+def _decode(text: str, env_name: str) -> bytes:
+    try:
+        key = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        key = b""
+    if len(key) < MIN_BYTES:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"{env_name} holds a key that is not base64url of at least {MIN_BYTES} bytes; "
+            "each comma-separated key must be, e.g. the output of toolshell's new_key()",
+        )
+    return key
+
+
+def _local_key(path: Path) -> bytes:
+    """The state dir's own key, made on first use; refused if anyone else could read or write it."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        # Written whole under a temporary name, then linked into place: a process starting at the
+        # same moment either finds no file or the whole key, and one link wins.
+        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(new_key() + "\n")
+        try:
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            temporary.unlink()
+    info = path.stat()
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"the key file {path} can be read or written by other users; check it, then run: chmod 600 {path}",
+        )
+    return _decode(path.read_text().strip(), str(path))
