@@ -2,39 +2,52 @@
 
 A `bash` call may pass the handle of the shell it wants (`shell`); its result names the handle of
 the shell it ran in. After each call the shell's state (files, working directory, variables,
-functions: bashkit's snapshot) is saved under its handle, and the next call restores it in
-whichever process gets it. So a client keeps its shell across processes and machines that share
-a store, with no affinity.
+functions) is saved under its handle as a bashkit commit: content-addressed objects, so a call
+that changed one small file stores a few hundred bytes however large the shell is. The next call
+checks that commit out in whichever process gets it, so a client keeps its shell across
+processes and machines that share a store, with no affinity.
 
 - A handle is `sh_` + 32 random bytes (256 bits, URL-safe), unguessable.
 - It belongs to the caller that made it: another caller's handle is unknown to you.
 - It expires after `idle_seconds` without a call; each caller keeps at most `max_per_caller`
   shells (the one idle longest goes first), so one client never evicts another's shell.
-- A snapshot is HMAC-sealed (bashkit's keyed snapshots) with the store's key, so state read back
-  from a shared database cannot be forged by whoever can write a row; past `max_bytes` it is not
-  kept, and the result says so.
+- The commit id and every object are HMAC-sealed with the state key, so state read back from a
+  shared database cannot be forged by whoever can write a row.
+- The objects a shell keeps are bounded by `max_bytes`; the objects no longer reachable are
+  dropped when the kept bytes pass twice what the shell holds (a full commit replaces them).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from toolshell.store.protocol import StateStore
+from toolshell.store.protocol import StateStore, Transaction
 
 MIGRATIONS = [
     """
     CREATE TABLE shell_handles (
         handle TEXT PRIMARY KEY,
         caller TEXT NOT NULL,
-        snapshot {blob},
-        size BIGINT NOT NULL DEFAULT 0,
+        tip TEXT,
+        tip_mac TEXT,
+        stored BIGINT NOT NULL DEFAULT 0,
         version BIGINT NOT NULL DEFAULT 0,
         created_at DOUBLE PRECISION NOT NULL,
         used_at DOUBLE PRECISION NOT NULL
     );
     CREATE INDEX shell_handles_caller ON shell_handles (caller, used_at);
+    CREATE TABLE shell_objects (
+        handle TEXT NOT NULL,
+        id TEXT NOT NULL,
+        data {blob} NOT NULL,
+        mac TEXT NOT NULL,
+        PRIMARY KEY (handle, id)
+    );
     """
 ]
 
@@ -43,25 +56,31 @@ ANONYMOUS = ""
 """The caller key of calls with no identity (stdio, the CLI, the Python API): this machine's user."""
 
 
+class Forged(Exception):
+    """A kept shell whose seal does not match: changed in the store, or sealed with another key."""
+
+
 @dataclass(frozen=True)
 class Kept:
-    """A shell's saved state, as the store has it."""
+    """A shell as the store has it."""
 
     handle: str
-    snapshot: bytes | None
-    """None for a shell made but never saved (its first call is running), or one too big to keep."""
+    tip: str | None
+    """The commit to check out; None for a shell never saved (or not kept)."""
     version: int
-    """How many times it was saved: a process holding an older copy restores this one."""
+    """How many times it was saved: a process holding an older copy checks this one out."""
+    stored: int
+    """Bytes of objects kept for it."""
 
 
 class ShellHandles:
-    """The handles and snapshots of shells, in a `StateStore`.
+    """The handles and commits of shells, in a `StateStore`.
 
     Args:
         store: where they are kept (SQLite or PostgreSQL).
         idle_seconds: a handle unused this long is gone (`[serve] shell_idle_seconds`).
         max_per_caller: shells one caller may keep (`[serve] max_shells_per_caller`).
-        max_bytes: the largest snapshot kept (`[serve] max_shell_bytes`).
+        max_bytes: the most bytes of objects one shell may keep (`[serve] max_shell_bytes`).
     """
 
     def __init__(self, store: StateStore, *, idle_seconds: float, max_per_caller: int, max_bytes: int) -> None:
@@ -85,43 +104,107 @@ class ShellHandles:
                 "SELECT handle FROM shell_handles WHERE caller = ? ORDER BY used_at DESC, created_at DESC", (who,)
             )
             for row in kept[self.max_per_caller :]:
-                tx.execute("DELETE FROM shell_handles WHERE handle = ?", (row["handle"],))
+                _drop(tx, row["handle"])
         return handle
 
-    def find(self, handle: str, caller: str | None) -> Kept | None:
-        """The caller's shell with this handle, or None: unknown, another caller's, or expired."""
+    def find(self, handle: str, caller: str | None, keys: list[bytes]) -> Kept | None:
+        """The caller's shell with this handle, or None: unknown, another caller's, or expired.
+
+        Raises:
+            Forged: its commit id's seal matches no key.
+        """
         if not handle.startswith(PREFIX) or len(handle) > 100:
             return None
         rows = self.store.query(
-            "SELECT handle, snapshot, version, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
+            "SELECT tip, tip_mac, version, stored, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
             (handle, caller or ANONYMOUS),
         )
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
             return None
-        snapshot = rows[0]["snapshot"]
-        return Kept(handle, None if snapshot is None else bytes(snapshot), int(rows[0]["version"]))
+        row = rows[0]
+        tip = row["tip"]
+        if tip is not None and not _opens(keys, f"{handle}:tip:{tip}".encode(), row["tip_mac"]):
+            raise Forged(handle)
+        return Kept(handle, tip, int(row["version"]), int(row["stored"]))
 
-    def save(self, handle: str, caller: str | None, snapshot: bytes, version: int) -> int | None:
-        """Keep the shell's state after a call that started from `version`; the new version, or
-        None when nothing was kept: the snapshot is past `max_bytes` (the shell starts empty next
-        time), the handle is gone, or another call saved this shell meanwhile (its state wins)."""
-        fits = len(snapshot) <= self.max_bytes
-        done = self.store.execute(
-            "UPDATE shell_handles SET snapshot = ?, size = ?, used_at = ?, version = version + 1 "
-            "WHERE handle = ? AND caller = ? AND version = ?",
-            (
-                snapshot if fits else None,
-                len(snapshot) if fits else 0,
-                time.time(),
-                handle,
-                caller or ANONYMOUS,
-                version,
-            ),
-        )
-        return version + 1 if fits and done.rowcount == 1 else None
+    def objects(self, handle: str, keys: list[bytes]) -> dict[str, bytes]:
+        """Every object kept for the shell, each checked against its seal.
+
+        Raises:
+            Forged: an object's seal matches no key.
+        """
+        found: dict[str, bytes] = {}
+        for row in self.store.query("SELECT id, data, mac FROM shell_objects WHERE handle = ?", (handle,)):
+            data = bytes(row["data"])
+            if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
+                raise Forged(handle)
+            found[row["id"]] = data
+        return found
+
+    def save(
+        self,
+        handle: str,
+        caller: str | None,
+        version: int,
+        tip: str | None,
+        objects: Mapping[str, bytes],
+        key: bytes,
+        *,
+        replace: bool = False,
+    ) -> int | None:
+        """Keep the shell as commit `tip` after a call that started from `version`, adding `objects`
+        (or, with `replace`, keeping only them). The new version, or None when another call saved
+        this shell meanwhile (its state wins) or the handle is gone. `tip` None keeps nothing."""
+        added = sum(len(d) for d in objects.values())
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE shell_handles SET tip = ?, tip_mac = ?, stored = "
+                + ("?" if replace or tip is None else "stored + ?")
+                + ", used_at = ?, version = version + 1 WHERE handle = ? AND caller = ? AND version = ?",
+                (
+                    tip,
+                    None if tip is None else _seal(key, f"{handle}:tip:{tip}".encode()),
+                    added if tip is not None else 0,
+                    time.time(),
+                    handle,
+                    caller or ANONYMOUS,
+                    version,
+                ),
+            )
+            if done.rowcount != 1:
+                return None
+            if replace or tip is None:
+                tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
+            for oid, data in objects.items():
+                tx.execute(
+                    "INSERT INTO shell_objects (handle, id, data, mac) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (handle, id) DO NOTHING",
+                    (handle, oid, data, _seal(key, _object_text(handle, oid, data))),
+                )
+        return version + 1
 
     def drop_expired(self) -> int:
         """Forget every shell idle past `idle_seconds`; how many went."""
-        return self.store.execute(
-            "DELETE FROM shell_handles WHERE used_at < ?", (time.time() - self.idle_seconds,)
-        ).rowcount
+        cutoff = time.time() - self.idle_seconds
+        with self.store.transaction() as tx:
+            gone = tx.query("SELECT handle FROM shell_handles WHERE used_at < ?", (cutoff,))
+            for row in gone:
+                _drop(tx, row["handle"])
+        return len(gone)
+
+
+def _drop(tx: Transaction, handle: str) -> None:
+    tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
+    tx.execute("DELETE FROM shell_handles WHERE handle = ?", (handle,))
+
+
+def _object_text(handle: str, oid: str, data: bytes) -> bytes:
+    return f"{handle}:object:{oid}:".encode() + data
+
+
+def _seal(key: bytes, text: bytes) -> str:
+    return hmac.new(key, text, hashlib.sha256).hexdigest()
+
+
+def _opens(keys: list[bytes], text: bytes, mac: str | None) -> bool:
+    return mac is not None and any(hmac.compare_digest(_seal(k, text), mac) for k in keys)
