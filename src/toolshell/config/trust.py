@@ -58,6 +58,17 @@ def as_found(path: Path) -> Path:
     return absolute.parent.resolve() / absolute.name
 
 
+def _key(path: Path) -> str:
+    """How a path is written in the database: as text, or for a name that is not UTF-8 (SQLite text
+    must be) its bytes in hex after `fs:`, which no absolute path starts with."""
+    text = str(path)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "fs:" + os.fsencode(text).hex()
+    return text
+
+
 def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
@@ -82,7 +93,7 @@ def trust(path: Path, database: Path) -> str:
             "INSERT INTO config_trust (path, sha256, trusted_at, directory) VALUES (?, ?, ?, ?) "
             "ON CONFLICT(path) DO UPDATE SET sha256 = excluded.sha256, trusted_at = excluded.trusted_at, "
             "directory = excluded.directory",
-            (str(found), digest, time.time(), str(found.parent)),
+            (_key(found), digest, time.time(), _key(found.parent)),
         )
     finally:
         store.close()
@@ -96,15 +107,14 @@ def trust_state(path: Path, database: Path) -> TrustState:
         return TrustState("untrusted", found.parent)
     store = _open(database)
     try:
-        rows = store.query("SELECT sha256, directory FROM config_trust WHERE path = ?", (str(found),))
+        rows = store.query("SELECT sha256, directory FROM config_trust WHERE path = ?", (_key(found),))
     finally:
         store.close()
     if not rows:
         return TrustState("untrusted", found.parent)
-    directory = Path(rows[0]["directory"] or found.parent)  # older records: the file's own directory
-    if directory != found.parent:
+    if (rows[0]["directory"] or _key(found.parent)) != _key(found.parent):  # older records: no directory
         return TrustState("untrusted", found.parent)
-    return TrustState("trusted" if rows[0]["sha256"] == _digest(found) else "changed", directory)
+    return TrustState("trusted" if rows[0]["sha256"] == _digest(found) else "changed", found.parent)
 
 
 def ignored_note(path: Path, state: str) -> str:
