@@ -9,8 +9,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from tests._cli_support import toolshell
-
+from _cli_support import toolshell
 from toolshell.config import load_text
 from toolshell.config.loading import rebase
 

@@ -54,12 +54,16 @@ def setup_logging(debug: bool = False) -> None:
     """Route every logger through one stderr handler; `debug`: DEBUG level, tracebacks kept.
 
     Called once per process by the `toolshell` command (before any subcommand, `serve` included);
-    calling it again replaces the setup rather than adding a second handler.
+    calling it again replaces the setup rather than adding a second handler. Like
+    `logging.basicConfig`, it leaves a logging setup someone else made (an embedding program, a
+    test runner) as it is.
     """
     global _debug
     _debug = debug
-    _handler.setFormatter(logging.Formatter("toolshell: %(levelname)s %(name)s: %(message)s") if debug else _OneLine())
     root = logging.getLogger()
+    if any(handler is not _handler for handler in root.handlers):
+        return
+    _handler.setFormatter(logging.Formatter("toolshell: %(levelname)s %(name)s: %(message)s") if debug else _OneLine())
     if _handler not in root.handlers:
         root.addHandler(_handler)
     root.setLevel(logging.DEBUG if debug else logging.WARNING)
