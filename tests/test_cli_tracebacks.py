@@ -79,6 +79,13 @@ def test_a_script_on_stdin_that_is_not_utf8_is_refused(args: list[str]) -> None:
     )
 
 
+def test_a_saved_scripts_input_on_stdin_that_is_not_utf8_is_refused() -> None:
+    ran = toolshell("scripts", "count", "-", stdin=b'{"text": "caf\xe9"}')
+    assert _one_error(ran, 1) == (
+        "Error: the input on stdin is not UTF-8 text (byte 0xe9 at character 13); write it as UTF-8"
+    )
+
+
 def test_a_script_file_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
     (tmp_path / "s.sh").write_bytes(b"echo \xff\n")
     ran = toolshell("run", "s.sh", cwd=tmp_path)

@@ -164,14 +164,14 @@ def script_text(command: str | None, file: str | None) -> str:
     return _decode(data, f"the script in {file}")
 
 
-def read_stdin(what: str) -> str:
+def read_stdin(what: str, *, script: bool = True) -> str:
     """All of stdin as UTF-8 text, whatever the locale says; other bytes are one clear error."""
-    return _decode(sys.stdin.buffer.read(), what)
+    return _decode(sys.stdin.buffer.read(), what, script=script)
 
 
-def _decode(data: bytes, what: str) -> str:
+def _decode(data: bytes, what: str, *, script: bool = True) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         at = len(data[: e.start].decode("utf-8"))  # valid up to the bad byte
-        raise click.ClickException(bad_byte(what, at, data[e.start], script=True)) from None
+        raise click.ClickException(bad_byte(what, at, data[e.start], script=script)) from None

@@ -114,7 +114,8 @@ def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args:
         return
     words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
     if not sys.stdin.isatty():
-        piped = read_stdin("the script on stdin")
+        saving = args[:1] == ("save",)
+        piped = read_stdin("the script on stdin" if saving else "the input on stdin", script=saving)
         if piped:
             words += _heredoc(piped)
     ctx = click.get_current_context()
