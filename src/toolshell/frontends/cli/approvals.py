@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import group_paths, guard, load_config, paths
+from toolshell.frontends.cli.options import UTF8, group_paths, guard, load_config, paths
 from toolshell.safe_text import escape
 
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
@@ -54,7 +54,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
 
 @approvals.command("grant")
 @group_paths
-@click.argument("request_id")
+@click.argument("request_id", type=UTF8)
 @click.option("--always", is_flag=True, help="Allow this tool from now on (until it changes).")
 @click.pass_context
 def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
@@ -85,7 +85,7 @@ def approvals_grants(ctx: click.Context, as_json: bool) -> None:
 
 @approvals.command("revoke")
 @group_paths
-@click.argument("tool", nargs=-1, required=True)
+@click.argument("tool", nargs=-1, required=True, type=UTF8)
 @click.pass_context
 def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
     """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch`."""
@@ -95,7 +95,7 @@ def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
 
 @approvals.command("deny")
 @group_paths
-@click.argument("request_id")
+@click.argument("request_id", type=UTF8)
 @click.pass_context
 def approvals_deny(ctx: click.Context, request_id: str) -> None:
     """Deny a request."""
