@@ -266,13 +266,13 @@ class Approvals:
 
     def list_grants(self, current: Mapping[str, ServerIdentity] | None = None) -> list[dict[str, Any]]:
         """The grants not used up or withdrawn, oldest first: `{"kind", "command", "input",
-        "created_at", "server", "program", "status"}`.
+        "created_at", "server", "program", "status", "note"}`.
 
         `program` is the command line, URL or module the grant was given for (secrets masked).
         `status` says whether it applies: `in_force`; `other_program` (the config's server of that
-        name runs another program now, `current_program`: the grant does not apply to it);
-        `not_configured`; `unknown` (made before grants recorded the program: it applies to none;
-        grant again).
+        name runs another program now: the grant does not apply to it); `not_configured`;
+        `unknown` (made before grants recorded the program: it applies to none; grant again).
+        `note` says the same for people (None when in force).
 
         Args:
             current: the configured servers' identities by name, to tell which grants apply;
@@ -336,11 +336,13 @@ def _grant_json(row: Any, current: Mapping[str, ServerIdentity] | None) -> dict[
     server: str | None = row["server"] or None
     now = current.get(server) if current is not None and server is not None else None
     if row["server_id"] is None:
-        status = IDENTITY_UNKNOWN
+        status, note = IDENTITY_UNKNOWN, "server identity unknown (granted before grants recorded it): grant again"
     elif current is None or server is None or (now is not None and now.id == row["server_id"]):
-        status = IN_FORCE
+        status, note = IN_FORCE, None
+    elif now is None:
+        status, note = NOT_CONFIGURED, f"not in force: no server {server} is configured"
     else:
-        status = NOT_CONFIGURED if now is None else OTHER_PROGRAM
+        status, note = OTHER_PROGRAM, f"not in force: {server} now runs {now.label}, another program"
     return {
         "kind": row["kind"],
         "command": ToolEntry(server, row["tool"]).command,
@@ -349,5 +351,5 @@ def _grant_json(row: Any, current: Mapping[str, ServerIdentity] | None) -> dict[
         "server": server,
         "program": row["server_label"] or None,
         "status": status,
-        "current_program": now.label if status == OTHER_PROGRAM and now is not None else None,
+        "note": note,
     }

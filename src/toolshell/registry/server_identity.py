@@ -37,11 +37,12 @@ def server_identity(server: ServerConfig, redact: Redactor) -> ServerIdentity:
     """
     if server.type == "stdio":
         described: dict[str, object] = {"command": server.command, "args": server.args, "cwd": server.cwd}
-        label = shlex.join([server.command or "", *server.args]) + (f" (in {server.cwd})" if server.cwd else "")
+        words = [redact(w) for w in [server.command or "", *server.args]]  # masked before quoting
+        label = shlex.join(words) + (f" (in {redact(server.cwd)})" if server.cwd else "")
     elif server.type == "http":
-        described, label = {"url": server.url}, server.url or ""
+        described, label = {"url": server.url}, redact(server.url or "")
     else:
         described = {"name": server.name, "module": server.module}
         label = f"built-in {server.module or server.name}"
     text = json.dumps({"type": server.type, **described}, sort_keys=True, separators=(",", ":"))
-    return ServerIdentity("sha256:" + hashlib.sha256(text.encode()).hexdigest(), redact(label))
+    return ServerIdentity("sha256:" + hashlib.sha256(text.encode()).hexdigest(), label)
