@@ -7,6 +7,8 @@ report). Two answers given at the same moment make one grant; the other is refus
 
 from __future__ import annotations
 
+import itertools
+import os
 import sys
 import threading
 from collections.abc import Callable
@@ -21,6 +23,7 @@ from toolshell.config import Config
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
 from toolshell.policy.approvals import ApprovalRequest, Approvals
+from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.store.sqlite import Store
@@ -104,9 +107,46 @@ async def test_a_grant_from_the_cli_runs_one_of_three_identical_calls(tmp_path: 
     assert results[0].tools is not None and results[0].tools["stopped"]["approval"] == "denied"
 
 
-def _env() -> dict[str, str]:
-    import os  # lazy: only the subprocess test needs the environment
+async def test_an_inline_once_answer_runs_one_of_three_identical_calls_and_a_later_no_holds() -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    asked: list[str] = []
+    all_asking = anyio.Event()
+    answers = itertools.chain(["once"], itertools.repeat("deny"))  # the person says yes once, then no
 
+    async def approver(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str:
+        asked.append(entry.command)
+        if len(asked) == 3:
+            all_asking.set()
+        with anyio.fail_after(10):
+            await all_asking.wait()  # the three calls ask at once, so they share the one request
+        return next(answers)
+
+    config = Config.model_validate({"approval": {"inline": True}})
+    async with Host.open(config, servers={"github": make_github(calls)}) as host:
+        session = host.session()
+        session.approver = approver
+        result = await session.run(THREE_AT_ONCE)
+    assert calls == [("delete-branch", {"branch": "x"})], "one yes, one execution"
+    assert result.tools is not None and result.tools["stopped"]["approval"] == "denied"
+    assert len(asked) >= 4, "a call whose yes another call used up is asked again"
+
+
+async def test_a_once_grant_given_earlier_runs_one_of_three_identical_calls_and_the_others_stop_with_the_report(
+    tmp_path: Path,
+) -> None:
+    calls: list[tuple[str, dict[str, Any]]] = []
+    async with Host.open(state_dir=tmp_path, servers={"github": make_github(calls)}) as host:
+        session = host.session()
+        first = await session.run("w=x; tools github delete-branch branch=$w")
+        assert first.tools is not None
+        host.policy.approvals.grant(first.tools["stopped"]["request_id"])
+        result = await session.run(THREE_AT_ONCE)
+    assert calls == [("delete-branch", {"branch": "x"})]
+    assert result.tools is not None and result.tools["stopped"]["approval"] == "requested"
+    assert result.tools["stopped"]["request_id"] != first.tools["stopped"]["request_id"]
+
+
+def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT / "src")}
 
 

@@ -93,5 +93,5 @@ async def _server_tools(
         return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message)
     hints = server.type == "builtin" or (server.trusted and "trusted" in server.model_fields_set)
     identity = server_identity(server, redact)  # grants and ratings belong to the program, not the name
-    entries = [entry_from_tool(server.name, t, server.trusted, hints, identity) for t in tools]
+    entries = [entry_from_tool(server.name, t, server.trusted, hints, identity.id, identity.label) for t in tools]
     return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolshell.registry.server_identity import ServerIdentity
-
 
 @dataclass(frozen=True)
 class ToolEntry:
@@ -64,10 +62,10 @@ class ServerInfo:
 
 
 def entry_from_tool(
-    server: str | None, tool: Any, trusted: bool, hints: bool = True, identity: ServerIdentity | None = None
+    server: str | None, tool: Any, trusted: bool, hints: bool = True, server_id: str = "", server_label: str = ""
 ) -> ToolEntry:
     """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool), served by the
-    program `identity` describes."""
+    program `server_id` names (`registry.server_identity`)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
     annotation_title = annotations.pop("title", None)
     return ToolEntry(
@@ -80,6 +78,6 @@ def entry_from_tool(
         trusted=trusted,
         title=getattr(tool, "title", None) or annotation_title,
         hints=hints,
-        server_id=identity.id if identity else "",
-        server_label=identity.label if identity else "",
+        server_id=server_id,
+        server_label=server_label,
     )

@@ -14,8 +14,9 @@ import json
 import shlex
 from dataclasses import dataclass
 
-from toolshell.config import ServerConfig
+from toolshell.config import Config, ServerConfig
 from toolshell.redact import Redactor
+from toolshell.registry.filters import configured_servers
 
 
 @dataclass(frozen=True)
@@ -46,3 +47,9 @@ def server_identity(server: ServerConfig, redact: Redactor) -> ServerIdentity:
         label = f"built-in {server.module or server.name}"
     text = json.dumps({"type": server.type, **described}, sort_keys=True, separators=(",", ":"))
     return ServerIdentity("sha256:" + hashlib.sha256(text.encode()).hexdigest(), label)
+
+
+def configured_identities(config: Config) -> dict[str, ServerIdentity]:
+    """The program each server of the config runs, by server name (to tell which grants apply)."""
+    redact = Redactor(config.secrets)
+    return {server.name: server_identity(server, redact) for server in configured_servers(config)}

@@ -36,13 +36,9 @@ def _approvals(ctx: click.Context) -> Any:
 def _configured_programs(ctx: click.Context) -> dict[str, Any]:
     """The program each configured server runs now, by name: a grant applies to its own program only."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
-    from toolshell.redact import Redactor
-    from toolshell.registry.filters import configured_servers
-    from toolshell.registry.server_identity import server_identity
+    from toolshell.registry.server_identity import configured_identities
 
-    loaded = guard(lambda: load_config(paths(ctx)[0]))
-    redact = Redactor(loaded.secrets)
-    return {s.name: server_identity(s, redact) for s in configured_servers(loaded)}
+    return configured_identities(guard(lambda: load_config(paths(ctx)[0])))
 
 
 @approvals.command("list")
