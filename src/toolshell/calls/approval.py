@@ -97,16 +97,18 @@ class ApprovalGate:
 
     def _record(self, request_id: str, answer: str | None) -> str | None:
         """The request's answer: this one, recorded; or the one given meanwhile (by another process,
-        or for an identical call), which holds."""
+        or to an identical call sharing the request), which holds."""
         if answer is not None:
+            said = answer if answer in ("once", "always") else "deny"
             try:
-                if answer in ("once", "always"):
-                    self.approvals.grant(request_id, always=answer == "always")
-                else:
+                if said == "deny":
                     self.approvals.deny(request_id)
-                return answer if answer in ("once", "always") else "deny"
-            except ToolshellError:  # already answered: that answer holds
-                pass
+                else:
+                    self.approvals.grant(request_id, always=said == "always")
+                return said
+            except ToolshellError as e:
+                if e.code != ErrorCode.INVALID_INPUT:  # not "already answered": the store failed
+                    raise
         return _ANSWER_OF.get(self.approvals.get(request_id).status)
 
     def covered(self, entry: ToolEntry, arguments: dict[str, Any]) -> bool:
