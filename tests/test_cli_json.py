@@ -62,9 +62,11 @@ def test_approvals_grants_json_lists_kind_tool_input_and_created(tmp_path: Path)
     _invoke("approvals", "grant", _request(tmp_path / "state", "b"), "--always", "--state-dir", state)
     grants = json.loads(_invoke("approvals", "grants", "--json", "--state-dir", state).stdout)
     assert all(ISO.match(g.pop("created")) for g in grants)
+    server = {"server": {"name": "github", "program": None}, "status": "not_configured"}
+    note = {"note": "not in force: no server github is configured"}
     assert grants == [
-        {"kind": "once", "tool": "tools github delete-branch", "input": {"branch": "a"}},
-        {"kind": "always", "tool": "tools github delete-branch", "input": None},
+        {"kind": "once", "tool": "tools github delete-branch", "input": {"branch": "a"}, **server, **note},
+        {"kind": "always", "tool": "tools github delete-branch", "input": None, **server, **note},
     ]
 
 

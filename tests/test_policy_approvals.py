@@ -12,6 +12,7 @@ from toolshell.config import ApprovalConfig, Config, GuardConfig, ToolsInShellCo
 from toolshell.errors import ConfigError, ErrorCode, ToolshellError
 from toolshell.policy import Approvals, CallableRater, Policy, Risk
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.server_identity import ServerIdentity
 from toolshell.store.sqlite import Store
 
 DELETE = ToolEntry("github", "delete_branch", "Delete a branch.", {"type": "object"}, {"destructiveHint": True})
@@ -99,6 +100,22 @@ def test_an_always_grant_covers_any_input_and_only_that_tool() -> None:
     assert not approvals.is_always(replace(DELETE, server="gitlab"))
     assert approvals.revoke_always(DELETE) == 1
     assert not approvals.is_always(DELETE)
+
+
+def test_grants_cover_only_the_program_they_were_given_for() -> None:
+    approvals = Approvals(Store())
+    program_a = replace(DELETE, server_id="sha256:a", server_label="gh-server --org a")
+    program_b = replace(program_a, server_id="sha256:b", server_label="other-server")
+    approvals.grant(approvals.request(program_a, {"branch": "x"}, "s", "destructive").id, always=True)
+    approvals.grant(approvals.request(program_a, {"branch": "y"}, "s", "destructive").id)
+    assert not approvals.is_always(program_b)
+    assert not approvals.consume_once(program_b, {"branch": "y"})
+    assert approvals.is_always(program_a), "another program asking does not void program A's grant"
+    assert approvals.consume_once(program_a, {"branch": "y"})
+    [listed] = approvals.list_grants({"github": ServerIdentity("sha256:b", "other-server")})
+    assert (listed["server"], listed["program"], listed["status"]) == ("github", "gh-server --org a", "other_program")
+    assert listed["note"] == "not in force: github now runs other-server, another program"
+    assert approvals.list_grants({"github": ServerIdentity("sha256:a", "gh-server --org a")})[0]["status"] == "in_force"
 
 
 def test_a_denied_request_is_recorded_and_cannot_be_answered_again() -> None:

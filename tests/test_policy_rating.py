@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from toolshell.policy import (
     heuristic_rating,
     make_rater,
 )
+from toolshell.policy.canonical import schema_hash
 from toolshell.policy.rating import parse_rating
 from toolshell.registry.entry import ToolEntry
 from toolshell.store.sqlite import Store
@@ -157,6 +159,34 @@ async def test_a_rating_is_stored_and_not_asked_for_again() -> None:
     assert counting.calls == ["thing"]
     rows = store.query("SELECT server, tool, rating FROM ratings")
     assert [tuple(r) for r in rows] == [("s", "thing", "read_only")]
+
+
+@pytest.mark.anyio
+async def test_a_rating_belongs_to_the_program_not_to_the_servers_name() -> None:
+    store, counting = Store(), Counting("read_only")
+    program_a = ToolEntry("evil", "thing", server_id="sha256:a")
+    program_b = replace(program_a, server_id="sha256:b")
+    ratings = Ratings(store, CallableRater(counting))
+    assert await ratings.get(program_a) == "read_only"
+    counting.answer = "changes"
+    assert await ratings.get(program_b) == "changes"  # another program under the same name is rated afresh
+    assert await ratings.get(program_a) == "read_only"  # and program A keeps its own rating
+    assert counting.calls == ["thing", "thing"]
+
+
+@pytest.mark.anyio
+async def test_ratings_stored_before_they_recorded_the_program_are_not_used(tmp_path: Path) -> None:
+    old = Store(tmp_path / "toolshell.db")
+    old.ensure(
+        "CREATE TABLE ratings (server TEXT NOT NULL, tool TEXT NOT NULL, schema_hash TEXT NOT NULL, "
+        "rating TEXT NOT NULL, rated_at REAL NOT NULL, PRIMARY KEY (server, tool, schema_hash))"
+    )
+    entry = ToolEntry("evil", "thing", server_id="sha256:b")
+    old.execute("INSERT INTO ratings VALUES (?,?,?,?,?)", ("evil", "thing", schema_hash(entry), "read_only", 0.0))
+    old.close()
+    counting = Counting("changes")
+    assert await Ratings(Store(tmp_path / "toolshell.db"), CallableRater(counting)).get(entry) == "changes"
+    assert counting.calls == ["thing"]
 
 
 @pytest.mark.anyio

@@ -224,7 +224,11 @@ def test_grants_can_be_listed_and_revoked_from_the_command_line(tmp_path) -> Non
     anyio.run(ask_and_grant_always)
     runner = CliRunner()
     base = ["approvals", "--state-dir", str(tmp_path)]
-    assert runner.invoke(main, [*base, "grants"]).stdout == "always  tools github delete-branch\n"
+    listed = runner.invoke(main, [*base, "grants"]).stdout  # the in-process server is not in the CLI's config
+    assert listed == (
+        "always  tools github delete-branch  (server github: built-in github; "
+        "not in force: no server github is configured)\n"
+    )
     revoked = runner.invoke(main, [*base, "revoke", "github", "delete_branch"])
     assert revoked.stdout == "revoked 1 grant of tools github delete_branch\n"
     assert runner.invoke(main, [*base, "grants"]).stdout == "no grants in force\n"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -75,6 +78,77 @@ async def test_curl_is_not_available_inside_a_saved_script() -> None:
     assert _last_error(result.stderr)["code"] == "unavailable"
 
 
+class _Page(BaseHTTPRequestHandler):
+    """A private-address page that counts the requests that reached it."""
+
+    hits = 0
+
+    def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+        type(self).hits += 1
+        body = b"<html><body><p>internal page</p></body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def private_url() -> Iterator[str]:
+    _Page.hits = 0
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/internal"
+    server.shutdown()
+    server.server_close()
+
+
+async def test_a_saved_scripts_web_fetch_is_held_by_the_web_fetch_guard_and_its_curl_refuses(private_url: str) -> None:
+    # The caller's shell lists the page in network_allow: the saved script's own rule is what refuses curl.
+    config = Config.model_validate(
+        {"tools_in_shell": {"manage_scripts": True}, "shell": {"network_allow": [private_url]}}
+    )
+    async with _open([], config) as host:
+        session = host.session()
+        outside = await session.run(f"tools web-fetch url={private_url}")
+        await session.run(f"echo 'tools web-fetch url={private_url}' | tools scripts save fetch-page")
+        await session.run(f"echo 'curl -s {private_url}' | tools scripts save curl-page")
+        inside = await session.run("tools scripts fetch-page")
+        curl = await session.run("tools scripts curl-page")
+    assert _last_error(inside.stderr) == _last_error(outside.stderr)
+    assert _last_error(inside.stderr)["code"] == "denied" and "allow_private" in _last_error(inside.stderr)["message"]
+    assert _last_error(curl.stderr)["code"] == "unavailable"
+    assert _Page.hits == 0
+
+
+async def test_a_saved_scripts_web_fetch_reaches_an_allowed_address_and_counts_against_the_callers_budget(
+    private_url: str,
+) -> None:
+    port = private_url.split(":")[2].split("/")[0]
+    config = Config.model_validate(
+        {
+            "tools_in_shell": {"manage_scripts": True, "call_limit": 1},
+            "web_fetch": {"allow_private": [f"127.0.0.1:{port}"]},
+        }
+    )
+    async with _open([], config) as host:
+        session = host.session()
+        await session.run(f"echo 'tools web-fetch url={private_url}' | tools scripts save once")
+        await session.run(
+            f"echo 'tools web-fetch url={private_url}; tools web-fetch url={private_url}' | tools scripts save twice"
+        )
+        once = await session.run("tools scripts once")
+        twice = await session.run("tools scripts twice")
+    assert "internal page" in once.stdout
+    assert twice.tools["stopped"]["reason"] == "call_limit"
+    assert twice.tools["stopped"]["call"]["tool"] == "tools web-fetch"
+    assert _Page.hits == 2  # `once`, and the first fetch of `twice`: its second was never sent
+
+
 async def test_saved_scripts_nest_up_to_four_deep() -> None:
     async with _open([]) as host:
         session = host.session()
@@ -122,3 +196,10 @@ async def test_a_script_that_does_not_parse_is_not_saved() -> None:
         "fix it, nothing was saved"
     )
     assert "broken" not in listed.stdout
+
+
+async def test_the_scripts_help_says_a_saved_script_has_no_network_of_its_own_but_calls_web_fetch() -> None:
+    async with _open([]) as host:
+        result = await host.run("tools scripts --help")
+    assert "no network of its own (curl, wget and http refuse)" in result.stdout
+    assert "web-fetch\nincluded, under the caller's tools, approvals and call budget" in result.stdout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 from pathlib import Path
 
@@ -107,3 +108,27 @@ def test_a_corrupt_database_file_is_unavailable_and_says_to_move_it_aside(tmp_pa
         " empty state, or choose another state directory with --state-dir or TOOLSHELL_STATE_DIR"
     )
     assert path.read_bytes() == b"this is not a SQLite database\n" * 200
+
+
+def test_a_transaction_commits_its_statements_together_and_rolls_all_back_when_it_raises(tmp_path: Path) -> None:
+    store = Store(tmp_path / "toolshell.db")
+    store.ensure("CREATE TABLE IF NOT EXISTS t (v TEXT)")
+    with pytest.raises(RuntimeError), store.transaction():
+        store.execute("INSERT INTO t VALUES ('lost')")
+        raise RuntimeError("half-way")
+    with store.transaction():
+        store.execute("INSERT INTO t VALUES ('a')")
+        store.execute("INSERT INTO t VALUES ('b')")
+    other = Store(tmp_path / "toolshell.db")  # another process sees the committed rows only
+    assert [r["v"] for r in other.query("SELECT v FROM t ORDER BY v")] == ["a", "b"]
+
+
+def test_a_transaction_holds_the_write_lock_so_another_store_cannot_write_meanwhile(tmp_path: Path) -> None:
+    store, other = Store(tmp_path / "toolshell.db"), Store(tmp_path / "toolshell.db")
+    store.ensure("CREATE TABLE IF NOT EXISTS t (v TEXT)")
+    other.execute("PRAGMA busy_timeout=0")  # fail at once instead of waiting for the lock
+    with store.transaction():
+        store.execute("INSERT INTO t VALUES ('mine')")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("INSERT INTO t VALUES ('theirs')")
+    assert [r["v"] for r in other.query("SELECT v FROM t")] == ["mine"]

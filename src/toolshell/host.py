@@ -427,4 +427,4 @@ def project_id(workdir: Path) -> str:
         m = re.search(r'\[remote "origin"\][^\[]*?url\s*=\s*(\S+)', git_config.read_text(errors="ignore"))
         if m:
             key = re.sub(r"^(https?://|git@|ssh://)", "", m.group(1)).replace(":", "/").removesuffix(".git")
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16]

@@ -6,6 +6,10 @@ asked on the spot: "once" and "always" let the call run, "deny" stops the script
 gets no answer (within `[approval] wait_seconds`) returns None: the request stays pending and the
 script stops with the report. With nobody to ask, a pending approval request is opened and the
 script stops at the call (seed "Approvals").
+
+One answer, one call: a call runs only when it used up a once-grant itself (atomically, in the
+store) or an "always" grant covers it. Identical calls made together share one request; the one
+that uses its once-grant runs, and each of the others asks again on a new request.
 """
 
 from __future__ import annotations
@@ -20,15 +24,25 @@ import anyio
 from toolshell.calls.prepare import PreparedCall
 from toolshell.config import ApprovalConfig
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
-from toolshell.policy.approvals import DENIED, GRANTED_ALWAYS, GRANTED_ONCE, Approvals
+from toolshell.policy.approvals import DENIED, GRANTED_ALWAYS, GRANTED_ONCE, ApprovalRequest, Approvals
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 
 Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str | None]]
 """Asks a person about one call on the spot; returns "once", "always", "deny", or None (no answer)."""
 
+_ANSWER_OF = {GRANTED_ONCE: "once", GRANTED_ALWAYS: "always", DENIED: "deny"}
+
 STORE_POLL_SECONDS = 1.0
 """How often a call waiting on the approvals store looks for an answer given by another process."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What asking about one call gave: the answer ("once", "always", "deny", None) and the request."""
+
+    answer: str | None
+    request_id: str | None
 
 
 @dataclass
@@ -71,46 +85,58 @@ class ApprovalGate:
         self.approver = approver
         self.caller = caller
 
-    async def ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+    async def ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> Asked:
         """Ask on the spot: "once", "always" or "deny" (recorded as the request's answer); None if
-        nobody can, or nobody answered (the request stays pending)."""
-        return (await self._ask(entry, arguments, risk))[0]
-
-    async def _ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> tuple[str | None, str | None]:
-        """The answer and the id of the request it answers."""
+        nobody can, or nobody answered (the request stays pending). An answer lets nothing run by
+        itself: the call runs on the grant only if it uses it up (`covered`)."""
         if self.approver is None:
-            return None, None
+            return Asked(None, None)
         request = self.open_request(entry, arguments, risk)
         answer = await self.approver(entry, arguments, risk)
-        return self._answer(request.id, answer), request.id
+        return Asked(self._record(request.id, answer), request.id)
 
-    def _answer(self, request_id: str, answer: str | None) -> str | None:
-        status = self.approvals.get(request_id).status
-        if status != "pending":  # answered in the store meanwhile (another process): that answer holds
-            return {GRANTED_ONCE: "once", GRANTED_ALWAYS: "always", DENIED: "deny"}.get(status)
-        if answer in ("once", "always"):
-            self.approvals.grant(request_id, always=answer == "always")
-            return answer
-        if answer is None:
-            return None
-        self.approvals.deny(request_id)
-        return "deny"
+    def _record(self, request_id: str, answer: str | None) -> str | None:
+        """The request's answer: this one, recorded; or the one given meanwhile (by another process,
+        or to an identical call sharing the request), which holds."""
+        if answer is not None:
+            said = answer if answer in ("once", "always") else "deny"
+            try:
+                if said == "deny":
+                    self.approvals.deny(request_id)
+                else:
+                    self.approvals.grant(request_id, always=said == "always")
+                return said
+            except ToolshellError as e:
+                if e.code != ErrorCode.INVALID_INPUT:  # not "already answered": the store failed
+                    raise
+        return _ANSWER_OF.get(self.approvals.get(request_id).status)
+
+    def covered(self, entry: ToolEntry, arguments: dict[str, Any]) -> bool:
+        """Whether this call may run now on a person's yes: an "always" grant covers it, or it used
+        up a once-grant (True for exactly one of the calls that try at once)."""
+        return self.approvals.is_always(entry) or self.approvals.consume_once(entry, arguments)
 
     async def hold(self, prepared: PreparedCall, risk: Risk) -> None:
-        """Return when a person approves this call on the spot; otherwise stop the script here."""
+        """Return when a person approves this call on the spot; otherwise stop the script here.
+
+        A yes whose once-grant another call used up first (identical calls made together share a
+        request) does not let this call run: it asks again, on a new request of its own.
+        """
         entry, arguments = prepared.entry, prepared.input
-        answer, asked = await self._ask(entry, arguments, risk)
-        if answer in ("once", "always"):
-            self.approvals.consume_once(entry, arguments)  # a no-op after an "always"
-            return
-        if answer == "deny":
+        while True:
+            asked = await self.ask(entry, arguments, risk)
+            if asked.answer not in ("once", "always"):
+                break
+            if self.covered(entry, arguments):
+                return
+        if asked.answer == "deny":
             err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{entry.command}: the person declined this call")
-            raise StopScript(err, prepared.call, approval="denied", request_id=asked)
+            raise StopScript(err, prepared.call, approval="denied", request_id=asked.request_id)
         request = self.open_request(entry, arguments, risk)
         err = ToolshellError(ErrorCode.NEEDS_APPROVAL, approval_message(entry, risk, request.id))
         raise StopScript(err, prepared.call, approval="requested", request_id=request.id)
 
-    def open_request(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> Any:
+    def open_request(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> ApprovalRequest:
         """A pending request a person answers later (`toolshell approvals grant …`); the identical
         pending one when there is one."""
         return self.approvals.request(

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from toolshell.config.models import Config
-from toolshell.config.trust import ignored_note, trust_database, trust_state
+from toolshell.config.trust import as_found, ignored_note, trust_database, trust_state
 from toolshell.errors import ConfigError
 from toolshell.redact import is_secret
 
@@ -239,30 +239,47 @@ def user_data_dir() -> Path:
 def find_config_path(explicit: str | None = None) -> Path | None:
     """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml` once trusted (`config.trust`),
     the user config dir; else None. An untrusted `./toolshell.toml` is skipped with a note on stderr."""
+    return _find(explicit)[0]
+
+
+def _find(explicit: str | None) -> tuple[Path | None, Path | None]:
+    """The config path, and for a trusted checkout config the directory it was trusted for."""
     if explicit:
-        return Path(explicit)
+        return Path(explicit), None
     if env_path := os.environ.get("TOOLSHELL_CONFIG"):
-        return Path(env_path)
+        return Path(env_path), None
     user = user_config_dir() / "toolshell.toml"
     local = Path("toolshell.toml")
-    if local.is_file() and _local_is_trusted(local, user):
-        return local
-    return user if user.is_file() else None
+    if local.is_file():
+        if user.is_file() and as_found(local) == as_found(user):
+            return local, None  # the working directory is the user config dir
+        checked = trust_state(local, trust_database(user_data_dir()))
+        if checked.state == "trusted":
+            return local, checked.directory
+        print(ignored_note(local, checked.state), file=sys.stderr)
+    return (user, None) if user.is_file() else (None, None)
 
 
-def _local_is_trusted(local: Path, user: Path) -> bool:
-    if user.is_file() and local.resolve() == user.resolve():
-        return True  # the working directory is the user config dir
-    state = trust_state(local, trust_database(user_data_dir()))
-    if state != "trusted":
-        print(ignored_note(local, state), file=sys.stderr)
-    return state == "trusted"
+def rebase(config: Config, directory: Path) -> Config:
+    """Anchor each stdio server's relative `cwd` and `command` (one with a `/`) in `directory`, the
+    directory a checkout's config was trusted for, so they never depend on where the process runs."""
+    for server in config.mcp.servers:
+        if server.type != "stdio":
+            continue
+        cwd = directory / (server.cwd or ".")  # an absolute `cwd` replaces `directory`
+        server.cwd = str(cwd)
+        if server.command and "/" in server.command and not Path(server.command).is_absolute():
+            server.command = str(cwd / server.command)  # as exec would resolve it from `cwd`
+    return config
 
 
 def load(explicit: str | None = None) -> Config:
     """Load the config the CLI would use; the embedded default when there is no file."""
-    path = find_config_path(explicit)
-    return load_file(path) if path else Config()
+    path, trusted_for = _find(explicit)
+    if path is None:
+        return Config()
+    config = load_file(path)
+    return rebase(config, trusted_for) if trusted_for is not None else config
 
 
 def state_dir(config: Config, explicit: str | None = None) -> Path:

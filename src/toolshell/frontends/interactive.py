@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -12,6 +13,7 @@ import click
 
 from toolshell.config import Config
 from toolshell.frontends.console import say_waiting
+from toolshell.frontends.utf8 import not_utf8
 from toolshell.safe_text import escape, escape_lines
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
@@ -94,6 +96,9 @@ async def read_script() -> str | None:
         line = await _read("... " if lines else "toolshell$ ")
         if line is None:
             return "\n".join(lines) if lines else None
+        if message := not_utf8("the line", line, script=True):
+            click.echo(f"toolshell: {message}", err=True)
+            return ""  # the script it was part of is dropped: nothing runs half-read
         lines.append(line)
         if heredoc is not None:
             if line.strip() == heredoc:
@@ -206,6 +211,8 @@ async def interactive(config: Config, state_dir: str | None, role: str | None = 
     except ImportError:
         pass
     click.echo(_BANNER, err=True)
+    if isinstance(sys.stdin, io.TextIOWrapper):  # bytes that are not UTF-8 arrive as text to refuse
+        sys.stdin.reconfigure(errors="surrogateescape")
     # A person is at the prompt, so approvals are asked on the spot unless the config says otherwise.
     if "inline" not in config.approval.model_fields_set:
         config = config.model_copy(update={"approval": config.approval.model_copy(update={"inline": True})})

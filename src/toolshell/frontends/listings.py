@@ -39,12 +39,15 @@ def approval_json(request: ApprovalRequest) -> dict[str, Any]:
 
 
 def grant_json(grant: dict[str, Any]) -> dict[str, Any]:
-    """A grant from `Approvals.list_grants`: `{kind, tool, input, created}`."""
+    """A grant from `Approvals.list_grants`: `{kind, tool, input, created, server, status, note}`."""
     return {
         "kind": grant["kind"],
         "tool": grant["command"],
         "input": grant["input"],
         "created": iso(grant["created_at"]),
+        "server": {"name": grant["server"], "program": grant["program"]},
+        "status": grant["status"],
+        "note": grant["note"],
     }
 
 

@@ -6,6 +6,17 @@ A request is opened when a call needs approval and the script stops. The person 
 - `grant(id, always=True)`: the tool is allowed from now on, as long as its description, input
   schema and annotations stay the same; a changed tool voids the grant for good;
 - `deny(id)`: recorded; the next call asks again.
+
+One answer, one call. Answering is one atomic transition (pending → answered, and the grant, in
+one transaction): of two answers given at once, one is refused as "already answered". Using up a
+once-grant is one conditional `UPDATE`; the call whose update changed the row is the one call it
+covers.
+
+Grants belong to the program serving the tool (`ToolEntry.server_id`, see
+`registry.server_identity`), not to the server's name: another program configured under the same
+name is asked again, and the grant applies again when the config goes back to the program it was
+given for. A grant stored before grants recorded the program (`server_id` NULL) applies to no
+program: it is listed as "server identity unknown — grant again".
 """
 
 from __future__ import annotations
@@ -13,12 +24,14 @@ from __future__ import annotations
 import json
 import secrets
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.canonical import canonical_json, fingerprint, server_key
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.server_identity import ServerIdentity
 from toolshell.store.sqlite import Store
 
 _SCHEMA = """
@@ -35,7 +48,9 @@ CREATE TABLE IF NOT EXISTS approval_requests (
     status TEXT NOT NULL,           -- pending | granted_once | granted_always | denied
     created_at REAL NOT NULL,
     decided_at REAL,
-    caller TEXT                     -- who made the call (`Session.caller`); NULL: this machine's user
+    caller TEXT,                    -- who made the call (`Session.caller`); NULL: this machine's user
+    server_id TEXT,                 -- the program serving the tool (`ToolEntry.server_id`)
+    server_label TEXT               -- that program for people, secrets masked
 );
 CREATE INDEX IF NOT EXISTS approval_requests_open ON approval_requests (status, server, tool, input);
 CREATE TABLE IF NOT EXISTS approval_grants (
@@ -48,12 +63,22 @@ CREATE TABLE IF NOT EXISTS approval_grants (
     fingerprint TEXT NOT NULL,
     state TEXT NOT NULL,            -- active | used | voided
     created_at REAL NOT NULL,
-    ended_at REAL
+    ended_at REAL,
+    server_id TEXT,                 -- the program it was given for; NULL: made before grants recorded it
+    server_label TEXT
 );
 CREATE INDEX IF NOT EXISTS approval_grants_tool ON approval_grants (server, tool, kind, state);
 """
 
 PENDING, GRANTED_ONCE, GRANTED_ALWAYS, DENIED = "pending", "granted_once", "granted_always", "denied"
+IN_FORCE, OTHER_PROGRAM, NOT_CONFIGURED, IDENTITY_UNKNOWN = "in_force", "other_program", "not_configured", "unknown"
+_NEWER_COLUMNS = [  # columns a state made by an older version lacks
+    ("approval_requests", "caller"),
+    ("approval_requests", "server_id"),
+    ("approval_requests", "server_label"),
+    ("approval_grants", "server_id"),
+    ("approval_grants", "server_label"),
+]
 
 
 @dataclass(frozen=True)
@@ -109,7 +134,8 @@ class Approvals:
     def __init__(self, store: Store) -> None:
         self.store = store
         store.ensure(_SCHEMA)
-        store.ensure_column("approval_requests", "caller", "TEXT")  # a state made before callers were recorded
+        for table, column in _NEWER_COLUMNS:
+            store.ensure_column(table, column, "TEXT")
 
     def request(
         self,
@@ -130,32 +156,36 @@ class Approvals:
             message: the `Risk.message`, shown to the person with the request.
             caller: who made the call (`Session.caller`), recorded with the request.
         """
-        key = (server_key(entry), entry.name, canonical_json(input), session_id)
-        rows = self.store.query(
-            "SELECT * FROM approval_requests WHERE status=? AND server=? AND tool=? AND input=? AND session_id=?",
-            (PENDING, *key),
-        )
-        if rows:
-            return _request_from(rows[0])
-        rid = "apr_" + secrets.token_hex(6)
-        self.store.execute(
-            "INSERT INTO approval_requests (id, server, tool, command, input, session_id, why, message, "
-            "fingerprint, status, created_at, caller) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            (
-                rid,
-                *key[:2],
-                entry.command,
-                key[2],
-                session_id,
-                why,
-                message,
-                fingerprint(entry),
-                PENDING,
-                time.time(),
-                caller,
-            ),
-        )
-        return self.get(rid)
+        key = (server_key(entry), entry.server_id, entry.name, canonical_json(input), session_id)
+        with self.store.transaction():  # two identical calls at once open one request
+            rows = self.store.query(
+                "SELECT * FROM approval_requests WHERE status=? AND server=? AND server_id=? AND tool=? "
+                "AND input=? AND session_id=?",
+                (PENDING, *key),
+            )
+            if rows:
+                return _request_from(rows[0])
+            rid = "apr_" + secrets.token_hex(6)
+            self.store.execute(
+                "INSERT INTO approval_requests (id, server, server_id, server_label, tool, command, input, session_id, "
+                "why, message, fingerprint, status, created_at, caller) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    rid,
+                    *key[:2],
+                    entry.server_label,
+                    entry.name,
+                    entry.command,
+                    key[3],
+                    session_id,
+                    why,
+                    message,
+                    fingerprint(entry),
+                    PENDING,
+                    time.time(),
+                    caller,
+                ),
+            )
+            return self.get(rid)
 
     def get(self, request_id: str) -> ApprovalRequest:
         """The request with this id. Raises `ToolshellError(INVALID_INPUT)` for an unknown id."""
@@ -173,53 +203,51 @@ class Approvals:
         return [_request_from(r) for r in rows]
 
     def grant(self, request_id: str, always: bool = False) -> ApprovalRequest:
-        """Answer yes: once (this exact call, one time) or always (this tool while it stays the same)."""
-        req = self._open(request_id)
-        row = self.store.query("SELECT fingerprint FROM approval_requests WHERE id=?", (request_id,))[0]
-        now = time.time()
-        self.store.execute(
-            "INSERT INTO approval_grants (request_id, kind, server, tool, input, fingerprint, state, "
-            "created_at) VALUES (?,?,?,?,?,?,?,?)",
-            (
-                request_id,
-                "always" if always else "once",
-                req.server or "",
-                req.tool,
-                None if always else canonical_json(req.input),
-                row["fingerprint"],
-                "active",
-                now,
-            ),
-        )
-        self._decide(request_id, GRANTED_ALWAYS if always else GRANTED_ONCE, now)
-        return self.get(request_id)
+        """Answer yes: once (this exact call, one time) or always (this tool while it stays the same).
+
+        Raises:
+            ToolshellError: `invalid_input` for an unknown id, or a request already answered
+                (also when another answer was given at the same moment: only one counts).
+        """
+        return self._answer(request_id, GRANTED_ALWAYS if always else GRANTED_ONCE)
 
     def deny(self, request_id: str) -> ApprovalRequest:
         """Answer no. Recorded; a later identical call asks again."""
-        self._open(request_id)
-        self._decide(request_id, DENIED, time.time())
-        return self.get(request_id)
+        return self._answer(request_id, DENIED)
 
     def has_once(self, entry: ToolEntry, input: dict[str, Any]) -> bool:
         """True when an unused one-off grant covers this exact call (without using it up)."""
-        return self._once_grant(entry, input) is not None
+        return bool(self.store.query(_ONCE_GRANT, self._once_key(entry, input)))
 
     def consume_once(self, entry: ToolEntry, input: dict[str, Any]) -> bool:
-        """Use up a one-off grant for this exact call; False when there is none."""
-        grant_id = self._once_grant(entry, input)
-        if grant_id is None:
-            return False
-        cur = self.store.execute(
-            "UPDATE approval_grants SET state='used', ended_at=? WHERE id=? AND state='active'", (time.time(), grant_id)
-        )
+        """Use up a one-off grant for this exact call; False when there is none left.
+
+        One conditional `UPDATE`: of two calls (or processes) using the same grant at once, exactly
+        one gets True. Only the call that got True may run on it.
+        """
+        with self.store.transaction():
+            cur = self.store.execute(
+                f"UPDATE approval_grants SET state='used', ended_at=? WHERE state='active' AND id=({_ONCE_GRANT})",
+                (time.time(), *self._once_key(entry, input)),
+            )
         return cur.rowcount == 1
 
+    def withdraw_once(self, request_id: str) -> int:
+        """Withdraw the once-grant that answered this request, if it is still unused."""
+        cur = self.store.execute(
+            "UPDATE approval_grants SET state='voided', ended_at=? WHERE request_id=? AND kind='once' "
+            "AND state='active'",
+            (time.time(), request_id),
+        )
+        return cur.rowcount
+
     def is_always(self, entry: ToolEntry) -> bool:
-        """True when an "always" grant covers the tool as it is now; a changed tool voids the grant."""
+        """True when an "always" grant covers the tool as it is now, served by the program it was
+        given for; a changed tool voids the grant for good, another program is not covered."""
         rows = self.store.query(
-            "SELECT id, fingerprint FROM approval_grants WHERE server=? AND tool=? "
+            "SELECT id, fingerprint FROM approval_grants WHERE server=? AND server_id=? AND tool=? "
             "AND kind='always' AND state='active'",
-            (server_key(entry), entry.name),
+            (server_key(entry), entry.server_id, entry.name),
         )
         current = fingerprint(entry)
         stale = [r["id"] for r in rows if r["fingerprint"] != current]
@@ -236,20 +264,25 @@ class Approvals:
         )
         return cur.rowcount
 
-    def list_grants(self) -> list[dict[str, Any]]:
-        """The grants still in force: `{"kind", "command", "input", "created_at"}`, oldest first."""
+    def list_grants(self, current: Mapping[str, ServerIdentity] | None = None) -> list[dict[str, Any]]:
+        """The grants not used up or withdrawn, oldest first: `{"kind", "command", "input",
+        "created_at", "server", "program", "status", "note"}`.
+
+        `program` is the command line, URL or module the grant was given for (secrets masked).
+        `status` says whether it applies: `in_force`; `other_program` (the config's server of that
+        name runs another program now: the grant does not apply to it); `not_configured`;
+        `unknown` (made before grants recorded the program: it applies to none; grant again).
+        `note` says the same for people (None when in force).
+
+        Args:
+            current: the configured servers' identities by name, to tell which grants apply;
+                None: not checked against a config.
+        """
         rows = self.store.query(
-            "SELECT kind, server, tool, input, created_at FROM approval_grants WHERE state='active' ORDER BY id"
+            "SELECT kind, server, server_id, server_label, tool, input, created_at FROM approval_grants "
+            "WHERE state='active' ORDER BY id"
         )
-        return [
-            {
-                "kind": r["kind"],
-                "command": ToolEntry(r["server"] or None, r["tool"]).command,
-                "input": json.loads(r["input"]) if r["input"] else None,
-                "created_at": r["created_at"],
-            }
-            for r in rows
-        ]
+        return [_grant_json(r, current) for r in rows]
 
     def revoke(self, command: str) -> int:
         """Withdraw every grant in force for a tool, named as a script writes it (`tools github
@@ -265,23 +298,58 @@ class Approvals:
             )
         return len(ids)
 
-    def _once_grant(self, entry: ToolEntry, input: dict[str, Any]) -> int | None:
-        rows = self.store.query(
-            "SELECT id FROM approval_grants WHERE server=? AND tool=? AND kind='once' "
-            "AND state='active' AND input=? AND fingerprint=? ORDER BY id LIMIT 1",
-            (server_key(entry), entry.name, canonical_json(input), fingerprint(entry)),
-        )
-        return rows[0]["id"] if rows else None
+    def _once_key(self, entry: ToolEntry, input: dict[str, Any]) -> tuple[str, ...]:
+        return (server_key(entry), entry.server_id, entry.name, canonical_json(input), fingerprint(entry))
 
-    def _open(self, request_id: str) -> ApprovalRequest:
-        req = self.get(request_id)
-        if req.status != PENDING:
-            raise ToolshellError(
-                ErrorCode.INVALID_INPUT,
-                f"approval request {request_id!r} was already answered "
-                f"({req.status}); only pending requests can be answered",
+    def _answer(self, request_id: str, status: str) -> ApprovalRequest:
+        """Pending → `status` and, for a yes, its grant: one transaction, so one answer counts."""
+        now = time.time()
+        with self.store.transaction():
+            cur = self.store.execute(
+                "UPDATE approval_requests SET status=?, decided_at=? WHERE id=? AND status=?",
+                (status, now, request_id, PENDING),
             )
-        return req
+            if cur.rowcount != 1:
+                raise ToolshellError(
+                    ErrorCode.INVALID_INPUT,
+                    f"approval request {request_id!r} was already answered "
+                    f"({self.get(request_id).status}); only pending requests can be answered",
+                )
+            if status != DENIED:
+                kind = "always" if status == GRANTED_ALWAYS else "once"
+                self.store.execute(
+                    "INSERT INTO approval_grants (request_id, kind, server, server_id, server_label, tool, input, "
+                    "fingerprint, state, created_at) SELECT id, ?, server, server_id, server_label, tool, "
+                    "CASE WHEN ?='once' THEN input END, fingerprint, 'active', ? FROM approval_requests WHERE id=?",
+                    (kind, kind, now, request_id),
+                )
+        return self.get(request_id)
 
-    def _decide(self, request_id: str, status: str, now: float) -> None:
-        self.store.execute("UPDATE approval_requests SET status=?, decided_at=? WHERE id=?", (status, now, request_id))
+
+_ONCE_GRANT = (
+    "SELECT id FROM approval_grants WHERE server=? AND server_id=? AND tool=? AND kind='once' "
+    "AND state='active' AND input=? AND fingerprint=? ORDER BY id LIMIT 1"
+)
+
+
+def _grant_json(row: Any, current: Mapping[str, ServerIdentity] | None) -> dict[str, Any]:
+    server: str | None = row["server"] or None
+    now = current.get(server) if current is not None and server is not None else None
+    if row["server_id"] is None:
+        status, note = IDENTITY_UNKNOWN, "server identity unknown (granted before grants recorded it): grant again"
+    elif current is None or server is None or (now is not None and now.id == row["server_id"]):
+        status, note = IN_FORCE, None
+    elif now is None:
+        status, note = NOT_CONFIGURED, f"not in force: no server {server} is configured"
+    else:
+        status, note = OTHER_PROGRAM, f"not in force: {server} now runs {now.label}, another program"
+    return {
+        "kind": row["kind"],
+        "command": ToolEntry(server, row["tool"]).command,
+        "input": json.loads(row["input"]) if row["input"] else None,
+        "created_at": row["created_at"],
+        "server": server,
+        "program": row["server_label"] or None,
+        "status": status,
+        "note": note,
+    }

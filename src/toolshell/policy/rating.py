@@ -3,8 +3,11 @@
 A rating only ever adds a question (see `risk.judge`), so every doubt resolves to `"changes"`:
 a tool the heuristic cannot read, and a rater that fails, both rate `"changes"`.
 
-`Ratings` asks a `Rater` once per (server, tool, input-schema hash) and keeps the answer in SQLite,
-so a script's hundredth call to a tool costs one indexed lookup.
+`Ratings` asks a `Rater` once per (server, program, tool, input-schema hash) and keeps the answer in
+SQLite, so a script's hundredth call to a tool costs one indexed lookup. The program is the server's
+identity (`ToolEntry.server_id`): another program configured under the same name is rated afresh.
+Ratings stored before they recorded the program are dropped when the store is opened (a rating
+only ever adds a question, so rating those tools once more loses nothing).
 """
 
 from __future__ import annotations
@@ -222,13 +225,15 @@ def make_rater(approval: ApprovalConfig) -> Rater | None:
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS ratings (
     server TEXT NOT NULL,
+    server_id TEXT NOT NULL,        -- the program serving the tool (`ToolEntry.server_id`)
     tool TEXT NOT NULL,
     schema_hash TEXT NOT NULL,
     rating TEXT NOT NULL,
     rated_at REAL NOT NULL,
-    PRIMARY KEY (server, tool, schema_hash)
+    PRIMARY KEY (server, server_id, tool, schema_hash)
 );
 """
+RatingKey = tuple[str, str, str, str]
 
 
 class Ratings:
@@ -244,8 +249,11 @@ class Ratings:
         self.store = store
         self.rater = rater
         self.enabled = enabled
-        self._failed: set[tuple[str, str, str]] = set()
+        self._failed: set[RatingKey] = set()
         self._lock = anyio.Lock()
+        columns = {r["name"] for r in store.query("PRAGMA table_info(ratings)")}
+        if columns and "server_id" not in columns:  # made before ratings recorded the program: rated again
+            store.execute("DROP TABLE ratings")
         store.ensure(_SCHEMA)
 
     async def get(self, entry: ToolEntry) -> Rating | None:
@@ -257,7 +265,7 @@ class Ratings:
         """
         if not self.enabled or not is_unlabeled(entry):
             return None
-        key = (server_key(entry), entry.name, schema_hash(entry))
+        key = (server_key(entry), entry.server_id, entry.name, schema_hash(entry))
         async with self._lock:  # two concurrent calls to a new tool rate it once
             if stored := self._stored(key):
                 return stored
@@ -271,11 +279,14 @@ class Ratings:
                 self._failed.add(key)
                 return "changes"
             self.store.execute(
-                "INSERT OR REPLACE INTO ratings (server, tool, schema_hash, rating, rated_at) VALUES (?,?,?,?,?)",
+                "INSERT OR REPLACE INTO ratings (server, server_id, tool, schema_hash, rating, rated_at) "
+                "VALUES (?,?,?,?,?,?)",
                 (*key, rating, time.time()),
             )
             return rating
 
-    def _stored(self, key: tuple[str, str, str]) -> Rating | None:
-        rows = self.store.query("SELECT rating FROM ratings WHERE server=? AND tool=? AND schema_hash=?", key)
+    def _stored(self, key: RatingKey) -> Rating | None:
+        rows = self.store.query(
+            "SELECT rating FROM ratings WHERE server=? AND server_id=? AND tool=? AND schema_hash=?", key
+        )
         return rows[0]["rating"] if rows else None

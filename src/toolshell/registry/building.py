@@ -13,10 +13,12 @@ from typing import Any, Protocol
 
 from toolshell.config import Config, ServerConfig
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.redact import Redactor
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ServerInfo, ToolEntry, entry_from_tool
 from toolshell.registry.filters import active_servers, filter_entries
 from toolshell.registry.overlay import Overlays
+from toolshell.registry.server_identity import server_identity
 
 
 class SessionLike(Protocol):
@@ -57,10 +59,11 @@ async def build_catalog(
     unlocked = overlays.unlocked(session_id)
     infos: list[ServerInfo] = []
     entries: list[ToolEntry] = []
+    redact = Redactor(config.secrets)
     for server in active_servers(config, role):
         if server.name in disabled:
             continue
-        tools, info = await _server_tools(source, server, session)
+        tools, info = await _server_tools(source, server, session, redact)
         shown = filter_entries(tools, server, role_cfg)
         shown += [
             e for e in filter_entries(tools, None, role_cfg) if (server.name, e.name) in unlocked and e not in shown
@@ -70,7 +73,9 @@ async def build_catalog(
     return Catalog(infos, entries, top_level, disabled=sorted(disabled))
 
 
-async def _server_tools(source: ToolSource, server: ServerConfig, session: Any) -> tuple[list[ToolEntry], ServerInfo]:
+async def _server_tools(
+    source: ToolSource, server: ServerConfig, session: Any, redact: Redactor
+) -> tuple[list[ToolEntry], ServerInfo]:
     state = source.state(server.name)
     if state is None:
         return [], ServerInfo(server.name, loaded=False, tool_count=0, state="disabled")
@@ -87,5 +92,6 @@ async def _server_tools(source: ToolSource, server: ServerConfig, session: Any) 
         state = "needs_auth" if e.code == ErrorCode.CONNECTION_REQUIRED else "failed"
         return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message)
     hints = server.type == "builtin" or (server.trusted and "trusted" in server.model_fields_set)
-    entries = [entry_from_tool(server.name, t, server.trusted, hints) for t in tools]
+    identity = server_identity(server, redact)  # grants and ratings belong to the program, not the name
+    entries = [entry_from_tool(server.name, t, server.trusted, hints, identity.id, identity.label) for t in tools]
     return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")

@@ -27,6 +27,11 @@ class ToolEntry:
     hints: bool = True
     """Whether the tool's hints reach the model: built-in servers' do, and external servers' only when
     the config says `trusted = true` for them explicitly (a hint goes straight to the model)."""
+    server_id: str = ""
+    """The identity of the program serving it (`registry.server_identity`): grants and ratings are
+    bound to it. Empty for a top-level tool and an entry made in-process without a config."""
+    server_label: str = ""
+    """That program for people: its command line, URL or module, secrets masked."""
 
     @property
     def flat_name(self) -> str:
@@ -56,8 +61,11 @@ class ServerInfo:
     """Why a server that is not ready is not (its connection's last error), for the call's error."""
 
 
-def entry_from_tool(server: str | None, tool: Any, trusted: bool, hints: bool = True) -> ToolEntry:
-    """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool)."""
+def entry_from_tool(
+    server: str | None, tool: Any, trusted: bool, hints: bool = True, server_id: str = "", server_label: str = ""
+) -> ToolEntry:
+    """The entry of an MCP `Tool` a server listed (`server` None: a top-level tool), served by the
+    program `server_id` names (`registry.server_identity`)."""
     annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
     annotation_title = annotations.pop("title", None)
     return ToolEntry(
@@ -70,4 +78,6 @@ def entry_from_tool(server: str | None, tool: Any, trusted: bool, hints: bool = 
         trusted=trusted,
         title=getattr(tool, "title", None) or annotation_title,
         hints=hints,
+        server_id=server_id,
+        server_label=server_label,
     )

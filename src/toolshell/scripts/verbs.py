@@ -33,6 +33,8 @@ tools scripts save NAME --description TEXT --input-schema JSON
                                        save the script piped on stdin (needs manage_scripts)
 tools scripts delete NAME              delete one (needs manage_scripts)
 The input is checked against the script's schema and reaches the script on stdin as JSON.
+A saved script has no network of its own (curl, wget and http refuse); it calls tools, web-fetch
+included, under the caller's tools, approvals and call budget, like any other tool call.
 """
 
 _SAVE_FORM = "cat script.sh | tools scripts save NAME --description TEXT --input-schema JSON"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from toolshell.calls.approval import ApprovalGate, approval_message
+from toolshell.calls.approval import ApprovalGate, Asked, approval_message
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall, lookup, prepare_input, resolve
 from toolshell.calls.view import CatalogView
@@ -52,7 +52,7 @@ class Precheck:
         """The hold when a call written out in full needs approval and nobody granted it; else None."""
         calls = scan(script).calls
         await self.load_named_servers(calls)
-        granted_once: list[PreparedCall] = []
+        granted_once: list[str] = []  # the requests answered "once" on the spot, before the script ran
         for scanned in calls:
             prepared = self.prepare_literal(scanned)
             if prepared is None:
@@ -60,29 +60,27 @@ class Precheck:
             risk = await self.policy.assess(prepared.entry, prepared.input)
             if risk.level != NEEDS_APPROVAL:
                 continue
-            answer = await self.gate.ask(prepared.entry, prepared.input, risk)
-            if answer in ("once", "always"):
-                if answer == "once":
-                    granted_once.append(prepared)
-                continue  # granted on the spot: the run-time check uses the grant
-            return self._hold(prepared, risk, answer, granted_once)
+            asked = await self.gate.ask(prepared.entry, prepared.input, risk)
+            if asked.answer in ("once", "always"):
+                if asked.answer == "once" and asked.request_id is not None:
+                    granted_once.append(asked.request_id)
+                continue  # granted on the spot: the call runs only if it uses the grant up when it is made
+            return self._hold(prepared, risk, asked, granted_once)
         return None
 
-    def _hold(
-        self, prepared: PreparedCall, risk: Risk, answer: str | None, granted_once: list[PreparedCall]
-    ) -> HeldBeforeStart:
-        approvals = self.gate.approvals
-        request = self.gate.open_request(prepared.entry, prepared.input, risk)
-        if answer == "deny":
-            approvals.deny(request.id)
-        for done in granted_once:  # the script does not run: nothing may use them
-            approvals.consume_once(done.entry, done.input)
-        approval = "denied" if answer == "deny" else "requested"
+    def _hold(self, prepared: PreparedCall, risk: Risk, asked: Asked, granted_once: list[str]) -> HeldBeforeStart:
+        # Denied: the request the person answered; else the one left pending for a person to answer.
+        if asked.answer == "deny" and asked.request_id is not None:
+            request_id, approval = asked.request_id, "denied"
+        else:
+            request_id, approval = self.gate.open_request(prepared.entry, prepared.input, risk).id, "requested"
+        for once in granted_once:  # the script does not run: nothing may use them
+            self.gate.approvals.withdraw_once(once)
         self.ledger.report.stop(
-            "needs_approval", prepared.call, approval=approval, before_start=True, request_id=request.id
+            "needs_approval", prepared.call, approval=approval, before_start=True, request_id=request_id
         )
         self.ledger.ended(prepared.entry, prepared.input, "needs_approval", None)
-        return HeldBeforeStart(request.id, approval_message(prepared.entry, risk, request.id))
+        return HeldBeforeStart(request_id, approval_message(prepared.entry, risk, request_id))
 
     async def load_named_servers(self, calls: list[ScannedCall]) -> None:
         """Load the servers that literal calls name and that are not ready, so they can be judged."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 import zlib
+from contextvars import ContextVar
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -69,6 +70,7 @@ class PostgresStore:
     engine = "postgresql"
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 10.0) -> None:
+        self._current: ContextVar[Any] = ContextVar(f"toolshell_pg_tx_{id(self)}", default=None)
         try:
             # lazy: only a shared store needs psycopg, an optional extra (`toolshell[postgres]`)
             import psycopg
@@ -142,12 +144,23 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
-        """Statements that commit together when the block ends, or roll back when it raises."""
+        """Run the block's statements (through the `_Tx` it yields, or this store's `execute` and
+        `query` from the same thread or task) as one transaction: committed together at its end,
+        rolled back if it raises. A conditional `UPDATE` in it decides a race for every process."""
         with self._transaction() as conn:
-            yield _Tx(conn)
+            token = self._current.set(conn)
+            try:
+                yield _Tx(conn)
+            finally:
+                self._current.reset(token)
 
     @contextmanager
     def _transaction(self) -> Iterator[Any]:
+        joined = self._current.get()
+        if joined is not None:  # inside `transaction()`: its statements are part of it
+            with joined.transaction():  # a savepoint: a failing statement undoes only itself
+                yield joined
+            return
         try:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn

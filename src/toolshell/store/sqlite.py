@@ -1,7 +1,9 @@
 """A small SQLite store. Each feature creates its own tables with `ensure(schema)`.
 
 SQLite calls are short and local, so they run inline; the file is opened once per `Store` and
-writes are committed at once so a crash loses nothing that was acknowledged.
+writes are committed at once so a crash loses nothing that was acknowledged. A change made of
+several statements (answer a request and record its grant) runs in `transaction()`: it holds the
+database's write lock from its first statement, so two processes never both make it.
 
 The state holds approvals, saved scripts and the timeline of tool calls (arguments included), so
 it is private to its owner: a directory it creates is 0700 and the database file 0600 (SQLite
@@ -74,7 +76,7 @@ class Store:
         # In WAL mode NORMAL loses nothing when the process crashes (only on power loss), and saves a
         # disk sync per commit: the timeline writes one row per tool call.
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entered by the statements of a `transaction()`
         self._ensured: set[str] = set()
         self._migrated: set[tuple[str, int]] = set()
 
@@ -121,7 +123,14 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
-        """Statements that commit together when the block ends, or roll back when it raises."""
+        """Run the block's statements (through the `_Tx` it yields, or this store's `execute` and
+        `query`) as one transaction: committed together at its end, rolled back if it raises.
+
+        It takes the write lock at once (`BEGIN IMMEDIATE`, waiting up to the busy timeout for
+        another writer), so what the block reads stays true until it commits: two stores on one
+        file cannot both see a request pending and both answer it. Keep the block short and
+        without awaits: it holds this store, and the file's writers wait.
+        """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import group_paths, guard, load_config, paths
+from toolshell.frontends.cli.options import UTF8, group_paths, guard, load_config, paths
 from toolshell.safe_text import escape
 
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
@@ -33,6 +33,14 @@ def _approvals(ctx: click.Context) -> Any:
     return guard(lambda: Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")))
 
 
+def _configured_programs(ctx: click.Context) -> dict[str, Any]:
+    """The program each configured server runs now, by name: a grant applies to its own program only."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.registry.server_identity import configured_identities
+
+    return configured_identities(guard(lambda: load_config(paths(ctx)[0])))
+
+
 @approvals.command("list")
 @group_paths
 @_json_opt
@@ -54,7 +62,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
 
 @approvals.command("grant")
 @group_paths
-@click.argument("request_id")
+@click.argument("request_id", type=UTF8)
 @click.option("--always", is_flag=True, help="Allow this tool from now on (until it changes).")
 @click.pass_context
 def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
@@ -68,11 +76,12 @@ def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
 @_json_opt
 @click.pass_context
 def approvals_grants(ctx: click.Context, as_json: bool) -> None:
-    """The grants in force (once: that exact call; always: the tool until it changes)."""
+    """The grants (once: that exact call; always: the tool until it changes), each with the server
+    program it was given for, and why it does not apply when that is no longer the program configured."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.listings import grant_json
 
-    grants = _approvals(ctx).list_grants()
+    grants = _approvals(ctx).list_grants(_configured_programs(ctx))
     if as_json:
         click.echo(json.dumps([grant_json(g) for g in grants], indent=2, ensure_ascii=False))
         return
@@ -80,12 +89,19 @@ def approvals_grants(ctx: click.Context, as_json: bool) -> None:
         click.echo("no grants in force")
     for g in grants:
         shown = "" if g["input"] is None else "  " + json.dumps(g["input"], ensure_ascii=False)
-        click.echo(escape(f"{g['kind']:<7} {g['command']}{shown}"))
+        click.echo(escape(f"{g['kind']:<7} {g['command']}{shown}  ({_whose(g)})"))
+
+
+def _whose(grant: dict[str, Any]) -> str:
+    """Which server program a grant belongs to, and why it does not apply when it does not."""
+    server = grant["server"] or "no server"
+    whose = f"server {server}: {grant['program']}" if grant["program"] else f"server {server}"
+    return f"{whose}; {grant['note']}" if grant["note"] else whose
 
 
 @approvals.command("revoke")
 @group_paths
-@click.argument("tool", nargs=-1, required=True)
+@click.argument("tool", nargs=-1, required=True, type=UTF8)
 @click.pass_context
 def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
     """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch`."""
@@ -95,7 +111,7 @@ def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
 
 @approvals.command("deny")
 @group_paths
-@click.argument("request_id")
+@click.argument("request_id", type=UTF8)
 @click.pass_context
 def approvals_deny(ctx: click.Context, request_id: str) -> None:
     """Deny a request."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
+from toolshell.frontends.cli.options import Seconds, config_opt, guard, load_config, run_async, state_opt
 
 
 def _tokens_dir(config: Any, state_dir: str | None) -> Path:
@@ -32,7 +32,7 @@ def auth() -> None:
 @click.argument("server")
 @config_opt
 @state_opt
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds to wait for the browser.")
+@click.option("--timeout", type=Seconds(), default=300.0, show_default=True, help="Seconds to wait for the browser.")
 def login(server: str, config_path: str | None, state_dir: str | None, timeout: float) -> None:
     """Log in to SERVER: opens the browser (or prints the URL) and stores the tokens."""
     # Lazy: the SDK's OAuth client comes with `mcp`, which is slow to import.

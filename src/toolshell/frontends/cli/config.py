@@ -54,7 +54,9 @@ def config_import(file: str) -> None:
 def config_trust(path: str) -> None:
     """Use a toolshell.toml found in the working directory (it can start programs: read it first).
 
-    Records the file's path and SHA-256 under the state dir; editing the file withdraws the trust.
+    Records the file's path as given (a symlink is trusted as itself, not as the file it points to),
+    its SHA-256 and its directory under the state dir; editing the file withdraws the trust, and
+    its relative `command`/`cwd` resolve against that directory.
     """
     from toolshell.config import trust, user_data_dir  # lazy: CLI start-up
 
@@ -63,7 +65,7 @@ def config_trust(path: str) -> None:
         raise click.UsageError(f"{path} is not a file; give the path of the toolshell.toml to trust")
     guard(lambda: cfg_check(file))
     digest = guard(lambda: trust.trust(file, trust.trust_database(user_data_dir())))
-    click.echo(f"trusted {file.resolve()} (sha256 {digest[:16]}…); editing it withdraws the trust")
+    click.echo(f"trusted {trust.as_found(file)} (sha256 {digest[:16]}…); editing it withdraws the trust")
 
 
 def cfg_check(file: Path) -> None:

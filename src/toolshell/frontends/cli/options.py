@@ -3,6 +3,7 @@ that turns errors into a message and an exit code."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,9 +12,45 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from toolshell.errors import ConfigError, ToolshellError, error_line
+from toolshell.frontends.utf8 import bad_byte, not_utf8
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Utf8Text(click.ParamType[Any, Any]):
+    """A text argument that must be UTF-8: argv bytes that are not arrive as lone surrogates, and
+    would fail deep inside (bashkit, SQLite) instead of here with a usage error (exit 2)."""
+
+    name = "text"
+
+    def __init__(self, what: str = "the value", *, script: bool = False) -> None:
+        self.what, self.script = what, script
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and (message := not_utf8(self.what, value, script=self.script)):
+            self.fail(message, param, ctx)
+        return value
+
+
+UTF8 = Utf8Text()
+SCRIPT = Utf8Text("the script", script=True)
+
+
+class Seconds(click.FloatRange):
+    """A duration in seconds: positive, at most a day, and a number (click's range lets `nan` by)."""
+
+    name = "seconds"
+
+    def __init__(self) -> None:
+        super().__init__(min=0, max=86_400, min_open=True)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return number
+
 
 _CONFIG_KEY, _STATE_KEY = "toolshell.config_path", "toolshell.state_dir"
 _CONFIG_HELP = "Config file (TOML or mcpServers JSON)."
@@ -59,7 +96,9 @@ def paths(ctx: click.Context) -> tuple[str | None, str | None]:
     return ctx.meta.get(_CONFIG_KEY), ctx.meta.get(_STATE_KEY)
 
 
-role_opt = click.option("--role", metavar="NAME", help="The session's role (a [[roles]] name or an auto_bind tag).")
+role_opt = click.option(
+    "--role", metavar="NAME", type=UTF8, help="The session's role (a [[roles]] name or an auto_bind tag)."
+)
 
 
 def load_config(config_path: str | None) -> Any:
@@ -111,15 +150,28 @@ def run_async(factory: Callable[[], Awaitable[T]]) -> T:
 
 
 def script_text(command: str | None, file: str | None) -> str:
+    """The script from `-c` (already checked by `UTF8`), a FILE, or stdin (`-` or no FILE)."""
     if command is not None and file is not None:
         raise click.UsageError(f"give the script either with -c or as a FILE, not both (got FILE {file!r})")
     if command is not None:
         return command
     if file is None or file == "-":
-        return sys.stdin.read()
+        return read_stdin("the script on stdin")
     try:
-        return Path(file).read_text(encoding="utf-8")
+        data = Path(file).read_bytes()
     except OSError as e:
         raise click.ClickException(f"cannot read {file}: {e.strerror}") from None
+    return _decode(data, f"the script in {file}")
+
+
+def read_stdin(what: str, *, script: bool = True) -> str:
+    """All of stdin as UTF-8 text, whatever the locale says; other bytes are one clear error."""
+    return _decode(sys.stdin.buffer.read(), what, script=script)
+
+
+def _decode(data: bytes, what: str, *, script: bool = True) -> str:
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise click.ClickException(f"{file} is not UTF-8 text (byte {e.start}); save the script as UTF-8") from None
+        at = len(data[: e.start].decode("utf-8"))  # valid up to the bad byte
+        raise click.ClickException(bad_byte(what, at, data[e.start], script=script)) from None

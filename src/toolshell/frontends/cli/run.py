@@ -8,7 +8,18 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, guard, load_config, role_opt, run_async, script_text, state_opt
+from toolshell.frontends.cli.options import (
+    SCRIPT,
+    Utf8Text,
+    config_opt,
+    guard,
+    load_config,
+    read_stdin,
+    role_opt,
+    run_async,
+    script_text,
+    state_opt,
+)
 from toolshell.frontends.console import say_waiting
 
 
@@ -18,7 +29,7 @@ from toolshell.frontends.console import say_waiting
 @click.option(
     "--json", "as_json", is_flag=True, help="Print one JSON object: exit_code, success, stdout, stderr, tools."
 )
-@click.option("-c", "command", metavar="SCRIPT", help="The script text.")
+@click.option("-c", "command", metavar="SCRIPT", type=SCRIPT, help="The script text (UTF-8).")
 @click.argument("file", required=False)
 @role_opt
 def run(
@@ -55,7 +66,7 @@ def run(
 @click.command()
 @config_opt
 @state_opt
-@click.option("-c", "command", metavar="SCRIPT", help="The script text.")
+@click.option("-c", "command", metavar="SCRIPT", type=SCRIPT, help="The script text (UTF-8).")
 @click.argument("file", required=False)
 @role_opt
 def plan(
@@ -92,7 +103,7 @@ def shell(config_path: str | None, state_dir: str | None, role: str | None) -> N
 @config_opt
 @state_opt
 @click.option("--json", "as_json", is_flag=True, help="With `list`: print a JSON array of the saved scripts.")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+@click.argument("args", nargs=-1, type=Utf8Text("an argument"))
 def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args: tuple[str, ...]) -> None:
     """Saved scripts, as `tools scripts` does them: list, `save NAME --description … --input-schema …`
     (the script on stdin), `NAME k=v …` to run one, `delete NAME`."""
@@ -103,7 +114,8 @@ def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args:
         return
     words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
     if not sys.stdin.isatty():
-        piped = sys.stdin.read()
+        saving = args[:1] == ("save",)
+        piped = read_stdin("the script on stdin" if saving else "the input on stdin", script=saving)
         if piped:
             words += _heredoc(piped)
     ctx = click.get_current_context()

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
+from toolshell.frontends.cli.options import UTF8, config_opt, guard, load_config, run_async, state_opt
 
 
 @click.command()
@@ -24,8 +24,8 @@ def servers(config_path: str | None, state_dir: str | None, as_json: bool) -> No
 @click.command()
 @config_opt
 @state_opt
-@click.option("--session", "session_id", help="Only this session.")
-@click.option("--limit", default=20, show_default=True)
+@click.option("--session", "session_id", type=UTF8, help="Only this session.")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 1_000_000), help="Shell calls to show.")
 @click.option("--json", "as_json", is_flag=True)
 def timeline(config_path: str | None, state_dir: str | None, session_id: str | None, limit: int, as_json: bool) -> None:
     """Shell calls and the tool calls under them (never shown to the model)."""

@@ -27,6 +27,7 @@ from toolshell.frontends.listings import approval_json, grant_json, runs_of, scr
 from toolshell.frontends.web.http import ApiError, endpoint, json_body
 from toolshell.host import Host
 from toolshell.policy.approvals import PENDING, Approvals
+from toolshell.registry.server_identity import configured_identities
 from toolshell.scripts.store import SavedScript, ScriptStore
 from toolshell.scripts.verbs import check_can_save
 from toolshell.session import Session
@@ -90,7 +91,7 @@ class Api:
         return approval_json(decided)
 
     async def list_grants(self, request: Request) -> Any:
-        return [grant_json(g) for g in self.approvals.list_grants()]
+        return [grant_json(g) for g in self.approvals.list_grants(configured_identities(self.host.config))]
 
     async def revoke(self, request: Request) -> Any:
         body = await json_body(request, example='{"tool": "tools github delete-branch"}') or {}
