@@ -11,12 +11,12 @@ import bashkit
 import pytest
 
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
-from toolshell.shell.handles import ShellHandles
+from toolshell.shell.handles import Forged, ShellHandles
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
 
 pytestmark = [pytest.mark.anyio, pytest.mark.parametrize("store_url", ENGINES, indirect=True)]
-KEY = b"k" * 32
+KEY, OLD = b"k" * 32, b"o" * 32
 
 
 @pytest.fixture
@@ -36,18 +36,39 @@ async def test_a_shell_saved_by_one_process_comes_back_whole_in_another(store_ur
     handle = handles.new("token:alice")
     first = bashkit.Bash()
     await first.execute("echo kept > state.txt; X=7; greet(){ echo hi $1; }; mkdir -p sub; cd sub")
-    assert handles.save(handle, "token:alice", first.snapshot_keyed(KEY), 0) == 1
+    packed = first.commit()
+    assert handles.save(handle, "token:alice", 0, packed.id, dict(packed.objects), KEY) == 1
 
     elsewhere = open_store(store_url)  # another worker on the same store
     try:
-        kept = _handles(elsewhere).find(handle, "token:alice")
+        other = _handles(elsewhere)
+        kept = other.find(handle, "token:alice", [KEY])
+        assert kept is not None and kept.tip == packed.id and kept.version == 1
+        objects = other.objects(handle, [KEY])
     finally:
         elsewhere.close()
-    assert kept is not None and kept.snapshot is not None
     second = bashkit.Bash()
-    second.restore_snapshot_keyed(kept.snapshot, KEY)
+    second.checkout(packed.id, objects)
     result = await second.execute("cat ../state.txt; echo $X; greet bob; pwd")
     assert result.stdout == "kept\n7\nhi bob\n/home/user/sub\n"
+
+
+async def test_a_save_adds_only_new_objects_and_a_replacing_save_drops_the_unreachable(store: StateStore) -> None:
+    handles = _handles(store)
+    handle = handles.new(None)
+    shell = bashkit.Bash()
+    await shell.execute("seq 1 50000 > big.txt; echo a > small.txt")
+    full = shell.commit()
+    handles.save(handle, None, 0, full.id, dict(full.objects), KEY)
+    await shell.execute("echo b > small.txt")
+    step = shell.commit(have=list(full.objects))
+    handles.save(handle, None, 1, step.id, dict(step.objects), KEY)
+    kept = handles.find(handle, None, [KEY])
+    assert kept is not None
+    assert kept.stored == full.stored_bytes + step.stored_bytes and step.stored_bytes < full.stored_bytes / 10
+    again = shell.commit()
+    handles.save(handle, None, 2, again.id, dict(again.objects), KEY, replace=True)
+    assert set(handles.objects(handle, [KEY])) == set(again.objects)
 
 
 async def test_handles_are_unguessable_and_another_callers_handle_is_unknown(store: StateStore) -> None:
@@ -55,17 +76,19 @@ async def test_handles_are_unguessable_and_another_callers_handle_is_unknown(sto
     made = {handles.new("token:alice") for _ in range(20)}
     assert len(made) == 20 and all(len(h) >= 3 + 43 for h in made), "32 random bytes, URL-safe"
     one = next(iter(made))
-    assert handles.find(one, "token:alice") is not None
-    assert handles.find(one, "token:mallory") is None
-    assert handles.find(one, None) is None
-    assert handles.find("sh_" + "A" * 43, "token:alice") is None
+    assert handles.find(one, "token:alice", [KEY]) is not None
+    assert handles.find(one, "token:mallory", [KEY]) is None
+    assert handles.find(one, None, [KEY]) is None
+    assert handles.find("sh_" + "A" * 43, "token:alice", [KEY]) is None
 
 
 async def test_a_handle_idle_past_its_time_is_gone(store: StateStore) -> None:
     handles = _handles(store, idle_seconds=0)
     handle = handles.new("token:alice")
-    assert handles.find(handle, "token:alice") is None
+    handles.save(handle, "token:alice", 0, "c1", {"o1": b"data"}, KEY)
+    assert handles.find(handle, "token:alice", [KEY]) is None
     assert handles.drop_expired() >= 1
+    assert store.query("SELECT COUNT(*) AS n FROM shell_objects")[0]["n"] == 0
 
 
 async def test_the_cap_per_caller_drops_that_callers_oldest_shell_never_anothers(store: StateStore) -> None:
@@ -74,38 +97,37 @@ async def test_the_cap_per_caller_drops_that_callers_oldest_shell_never_anothers
     first = handles.new("token:alice")
     handles.new("token:alice")
     handles.new("token:alice")
-    assert handles.find(first, "token:alice") is None, "alice's oldest shell went"
-    assert handles.find(bob, "token:bob") is not None, "bob's shell is untouched by alice's"
-
-
-async def test_a_snapshot_past_max_bytes_is_not_kept_and_says_so(store: StateStore) -> None:
-    handles = _handles(store, max_bytes=10)
-    handle = handles.new(None)
-    shell = bashkit.Bash()
-    await shell.execute("echo data > f")
-    assert handles.save(handle, None, shell.snapshot_keyed(KEY), 0) is None
-    kept = handles.find(handle, None)
-    assert kept is not None and kept.snapshot is None
+    assert handles.find(first, "token:alice", [KEY]) is None, "alice's oldest shell went"
+    assert handles.find(bob, "token:bob", [KEY]) is not None, "bob's shell is untouched by alice's"
 
 
 async def test_of_two_calls_that_started_from_one_version_the_first_saved_wins(store: StateStore) -> None:
     handles = _handles(store)
     handle = handles.new("token:alice")
-    assert handles.save(handle, "token:alice", b"first", 0) == 1
-    assert handles.save(handle, "token:alice", b"second", 0) is None, "it started from a state since replaced"
-    kept = handles.find(handle, "token:alice")
-    assert kept is not None and (kept.snapshot, kept.version) == (b"first", 1)
+    assert handles.save(handle, "token:alice", 0, "first", {"a": b"1"}, KEY) == 1
+    assert handles.save(handle, "token:alice", 0, "second", {"b": b"2"}, KEY) is None
+    kept = handles.find(handle, "token:alice", [KEY])
+    assert kept is not None and (kept.tip, kept.version) == ("first", 1)
+    assert set(handles.objects(handle, [KEY])) == {"a"}, "the losing call wrote nothing"
 
 
-async def test_a_snapshot_changed_in_the_store_is_refused_when_restored(store: StateStore) -> None:
+async def test_a_commit_or_object_changed_in_the_store_is_refused(store: StateStore) -> None:
     handles = _handles(store)
     handle = handles.new("token:alice")
-    shell = bashkit.Bash()
-    await shell.execute("echo secret-plan > plan.txt")
-    snapshot = bytearray(shell.snapshot_keyed(KEY))
-    snapshot[-1] ^= 1
-    handles.save(handle, "token:alice", bytes(snapshot), 0)
-    kept = handles.find(handle, "token:alice")
-    assert kept is not None and kept.snapshot is not None
-    with pytest.raises(Exception, match="HMAC mismatch"):
-        bashkit.Bash().restore_snapshot_keyed(kept.snapshot, KEY)
+    handles.save(handle, "token:alice", 0, "c1", {"o1": b"plan"}, KEY)
+    store.execute("UPDATE shell_objects SET data = ? WHERE handle = ?", (b"evil", handle))
+    with pytest.raises(Forged):
+        handles.objects(handle, [KEY])
+    store.execute("UPDATE shell_handles SET tip = ? WHERE handle = ?", ("c2", handle))
+    with pytest.raises(Forged):
+        handles.find(handle, "token:alice", [KEY])
+
+
+async def test_state_sealed_with_the_old_key_opens_while_the_old_key_is_in_the_ring(store: StateStore) -> None:
+    handles = _handles(store)
+    handle = handles.new(None)
+    handles.save(handle, None, 0, "c1", {"o1": b"data"}, OLD)
+    assert handles.find(handle, None, [KEY, OLD]) is not None
+    assert handles.objects(handle, [KEY, OLD]) == {"o1": b"data"}
+    with pytest.raises(Forged):
+        handles.find(handle, None, [KEY])

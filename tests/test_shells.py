@@ -57,16 +57,16 @@ async def test_another_callers_handle_is_refused_as_gone_and_nothing_runs(tmp_pa
 
 async def test_a_shell_past_max_bytes_is_not_kept_and_the_result_says_so(tmp_path: Path) -> None:
     async with _worker(tmp_path, max_bytes=4096) as shells:
-        big = await shells.run(None, None, "seq 1 20000 > big.txt; echo done")
+        big = await shells.run(None, None, "seq 1 200000 > big.txt; echo done")
         after = await shells.run(None, big.shell, "ls")
     assert big.stdout == "done\n" and "max_shell_bytes" in (big.shell_note or "")
     assert after.stdout == "" and after.shell_note is None, "the next call starts in an empty shell"
 
 
-async def test_a_snapshot_changed_in_the_store_is_not_restored_and_nothing_runs(tmp_path: Path) -> None:
+async def test_a_shell_changed_in_the_store_is_not_opened_and_nothing_runs(tmp_path: Path) -> None:
     async with _worker(tmp_path) as one, _worker(tmp_path) as two:
         handle = (await one.run(None, None, "echo kept > f")).shell
-        one.handles.store.execute("UPDATE shell_handles SET snapshot = ? WHERE handle = ?", (b"forged" * 10, handle))
+        one.handles.store.execute("UPDATE shell_objects SET data = ? WHERE handle = ?", (b"forged" * 10, handle))
         one.handles.store.execute("UPDATE shell_handles SET version = version + 1 WHERE handle = ?", (handle,))
         forged = await two.run(None, handle, "cat f; echo ran")
     assert (forged.exit_code, forged.stdout) == (1, "")

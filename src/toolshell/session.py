@@ -13,7 +13,7 @@ import os
 import shlex
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -198,28 +198,24 @@ class Session:
         """The `keep_visible` tools this session can call directly."""
         return await self.services.visible_tools(self)
 
-    def snapshot(self, key: bytes) -> bytes:
-        """The shell's state (files, working directory, variables, functions), sealed with `key`."""
-        sealed: bytes = self.bash.snapshot_keyed(key)
-        return sealed
+    def commit(self, have: Collection[str] = ()) -> tuple[str, dict[str, bytes]]:
+        """The shell's state (files, working directory, variables, functions) as a bashkit commit:
+        its id and the objects not among `have` (those a store already holds)."""
+        packed = self.bash.commit(have=list(have) or None)
+        return str(packed.id), dict(packed.objects)
 
-    def restore(self, snapshot: bytes, keys: Sequence[bytes]) -> None:
-        """Take the shell's state from a snapshot sealed with one of `keys` (the ring, newest first).
+    def checkout(self, commit: str, objects: Mapping[str, bytes]) -> None:
+        """Take the shell's state from a commit and its objects.
 
         Raises:
-            ToolshellError: `unavailable` when no key opens it (changed, or sealed with a dropped key).
+            ToolshellError: `unavailable` when they do not make a whole, valid state.
         """
-        for key in keys:
-            try:
-                self.bash.restore_snapshot_keyed(snapshot, key)
-                return
-            except Exception:  # bashkit.BashError: HMAC mismatch for this key; the next may open it
-                continue
-        raise ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            "the saved shell could not be opened with the state keys (it was changed, or sealed with a key "
-            "no longer in the ring); start a new shell",
-        )
+        try:
+            self.bash.checkout(commit, dict(objects))
+        except Exception as exc:  # bashkit.BashError: a missing or malformed object
+            raise ToolshellError(
+                ErrorCode.UNAVAILABLE, f"the saved shell could not be checked out ({exc}); start a new shell"
+            ) from None
 
     def close(self) -> None:
         """End the session: its open elicitation questions are answered `cancel`, its switches dropped."""

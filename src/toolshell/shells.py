@@ -1,25 +1,26 @@
 """The shells of a serving process, by handle: live ones in memory, every one in the store.
 
-`toolshell serve` runs each `bash` call in a shell named by a handle (`shell.handles`). The
-shell a call asks for is the live session of this process when it holds the stored version,
-else a new session restored from the store's snapshot (so any worker can take any call), else,
-for a handle that is gone, nothing runs: the result says so and carries a new shell's handle.
-Refusing is the safer choice: a script written for files and a working directory that are gone
-could do the wrong thing in an empty shell. After the call the shell's state is saved.
+`toolshell serve` runs each `bash` call in a shell named by a handle (`shell.handles`). The shell
+a call asks for is the live session of this process when it holds the stored version, else a
+new session that checks the stored commit out (so any worker can take any call), else, for a
+handle that is gone, nothing runs: the result says so and carries a new shell's handle. Refusing
+is the safer choice: a script written for files and a working directory that are gone could do
+the wrong thing in an empty shell. After the call the shell's state is saved as an incremental
+commit: only the objects the store does not hold yet are written.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.result import RunResult
-from toolshell.shell.handles import ShellHandles
+from toolshell.shell.handles import Forged, Kept, ShellHandles
 
 if TYPE_CHECKING:
     from toolshell.host import Host
@@ -27,14 +28,23 @@ if TYPE_CHECKING:
 
 MAX_LIVE = 64
 """Sessions this process keeps in memory; past it the least recently used is closed (its state
-stays in the store, so the next call restores it)."""
+stays in the store, so the next call checks it out again)."""
+COMPACT_FLOOR = 64 * 1024
+"""Objects kept for a shell may reach twice its size (at least this) before a full commit
+replaces them, dropping those no longer reachable."""
 
 
 @dataclass
 class _Live:
     session: Session
     version: int
-    lock: anyio.Lock
+    """The stored version this session holds; -1: none yet."""
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    have: set[str] = field(default_factory=set)
+    """The ids of the objects the store holds for this shell."""
+    stored: int = 0
+    full: int = 0
+    """The size of the last full commit: what the shell itself holds."""
 
 
 class Shells:
@@ -42,7 +52,7 @@ class Shells:
 
     Args:
         host: makes the sessions.
-        handles: the handles and snapshots in the store.
+        handles: the handles and commits in the store.
         keys: the state key ring (`store.keys.key_ring`): the first seals, each opens.
     """
 
@@ -62,39 +72,76 @@ class Shells:
         `Session.run` (answerer, approver). The result names the shell's handle."""
         if handle is None:
             handle = self.handles.new(caller)
-        kept = self.handles.find(handle, caller)
-        if kept is None:
-            return self._gone(handle, self.handles.new(caller))
-        live = self._live_for(handle, caller, kept.version)
-        async with live.lock:
-            kept = self.handles.find(handle, caller)  # another call may have saved it while we waited
-            if kept is None:
-                return self._gone(handle, self.handles.new(caller))
-            if kept.version != live.version:
-                if kept.snapshot is not None:
-                    try:
-                        live.session.restore(kept.snapshot, self.keys)
-                    except ToolshellError as err:  # changed in the store, or sealed with a dropped key
-                        self._forget(handle)
-                        new = self.handles.new(caller)
-                        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
-                live.version = kept.version
-            result = await live.session.run(script, **options)
-            snapshot = live.session.snapshot(self.keys[0])
-            saved = self.handles.save(handle, caller, snapshot, live.version)
-        result.shell = handle
-        if saved is None:
-            result.shell_note = _not_kept(len(snapshot), self.handles.max_bytes)
+        try:
+            if self._find(handle, caller) is None:
+                return self._gone(handle, caller)
+            live = self._live_for(handle, caller)
+            async with live.lock:
+                kept = self._find(handle, caller)  # another call may have saved it while this one waited
+                if kept is None:
+                    return self._gone(handle, caller)
+                self._catch_up(live, kept)
+                result = await live.session.run(script, **options)
+                note = self._save(handle, caller, live)
+        except (Forged, ToolshellError) as err:
             self._forget(handle)
-        else:
-            live.version = saved
+            return self._unreadable(handle, caller, err)
+        result.shell, result.shell_note = handle, note
         return result
 
-    def _live_for(self, handle: str, caller: str | None, version: int) -> _Live:
+    def _find(self, handle: str, caller: str | None) -> Kept | None:
+        return self.handles.find(handle, caller, self.keys)
+
+    def _catch_up(self, live: _Live, kept: Kept) -> None:
+        """Bring the live session to the stored version (a call on another worker saved it)."""
+        if kept.version == live.version:
+            return
+        if live.version >= 0 or kept.tip is None:  # start over from the stored state (or empty)
+            live.session.close()
+            live.session = self.host.session(source="agent", caller=live.session.caller)
+            live.have, live.stored, live.full = set(), 0, 0
+        if kept.tip is not None:
+            objects = self.handles.objects(kept.handle, self.keys)
+            live.session.checkout(kept.tip, objects)
+            live.have, live.stored, live.full = set(objects), kept.stored, kept.stored
+        live.version = kept.version
+
+    def _save(self, handle: str, caller: str | None, live: _Live) -> str | None:
+        """Save the shell after a call; a note for the result when its state was not kept."""
+        tip, objects = live.session.commit(live.have)
+        added = sum(len(d) for d in objects.values())
+        replace = (
+            live.stored + added > max(2 * live.full, COMPACT_FLOOR) or live.stored + added > self.handles.max_bytes
+        )
+        if replace:
+            tip, objects = live.session.commit()
+            added = sum(len(d) for d in objects.values())
+        limit = self.handles.max_bytes
+        too_big = added > limit if replace else False
+        kept_tip = None if too_big else tip
+        saved = self.handles.save(
+            handle, caller, live.version, kept_tip, {} if too_big else objects, self.keys[0], replace=replace
+        )
+        if saved is None:
+            self._forget(handle)
+            return "another call changed this shell at the same time; its state is the one kept, not this call's"
+        live.version = saved
+        if too_big:
+            self._forget(handle)
+            return (
+                f"this shell's state was not kept: its {added} bytes are past [serve] max_shell_bytes ({limit}); "
+                "the next call with this handle starts in an empty shell. Keep fewer or smaller files"
+            )
+        live.have = set(objects) if replace else live.have | set(objects)
+        live.stored = added if replace else live.stored + added
+        if replace:
+            live.full = added
+        return None
+
+    def _live_for(self, handle: str, caller: str | None) -> _Live:
         live = self._live.get(handle)
         if live is None:
-            # version -1: a session of this process has not seen any stored state of this shell yet
-            live = self._live[handle] = _Live(self.host.session(source="agent", caller=caller), -1, anyio.Lock())
+            live = self._live[handle] = _Live(self.host.session(source="agent", caller=caller), -1)
             if len(self._live) > self.max_live:
                 _, oldest = self._live.popitem(last=False)
                 oldest.session.close()
@@ -106,7 +153,8 @@ class Shells:
         if live is not None:
             live.session.close()
 
-    def _gone(self, asked: str, new: str) -> RunResult:
+    def _gone(self, asked: str, caller: str | None) -> RunResult:
+        new = self.handles.new(caller)
         err = ToolshellError(
             ErrorCode.INVALID_INPUT,
             f"the shell {asked[:12]}… is gone (idle past [serve] shell_idle_seconds, dropped past "
@@ -115,19 +163,20 @@ class Shells:
         )
         return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
 
+    def _unreadable(self, asked: str, caller: str | None, cause: Exception) -> RunResult:
+        new = self.handles.new(caller)
+        why = cause.message if isinstance(cause, ToolshellError) else "its seal does not match the state keys"
+        err = ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"the shell {asked[:12]}… could not be opened: {why}; nothing ran. Run the script again in the "
+            f"new shell {new}",
+        )
+        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+
     def close(self) -> None:
         for live in self._live.values():
             live.session.close()
         self._live.clear()
-
-
-def _not_kept(size: int, max_bytes: int) -> str:
-    if size > max_bytes:
-        return (
-            f"this shell's state was not kept: its {size} bytes are past [serve] max_shell_bytes ({max_bytes}); "
-            "the next call with this handle starts in an empty shell. Keep fewer or smaller files"
-        )
-    return "another call changed this shell at the same time; its state is the one kept, not this call's"
 
 
 __all__ = ["Shells"]

@@ -14,9 +14,9 @@ from __future__ import annotations
 import threading
 import time
 import zlib
-from contextvars import ContextVar
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
