@@ -157,7 +157,7 @@ async def test_a_rating_is_stored_and_not_asked_for_again() -> None:
     assert await Ratings(store, CallableRater(counting)).get(entry) == "read_only"
     assert await Ratings(store, CallableRater(counting)).get(entry) == "read_only"  # a new Ratings: from SQLite
     assert counting.calls == ["thing"]
-    rows = store.query("SELECT server, tool, rating FROM ratings")
+    rows = store.query("SELECT server, tool, rating FROM tool_ratings")
     assert [tuple(r) for r in rows] == [("s", "thing", "read_only")]
 
 
@@ -222,7 +222,7 @@ async def test_a_failed_rater_rates_changes_without_storing_it_and_is_not_asked_
     assert await ratings.get(ToolEntry("s", "t")) == "changes"
     assert await ratings.get(ToolEntry("s", "t")) == "changes"
     assert counting.calls == ["t"]
-    assert store.query("SELECT * FROM ratings") == []
+    assert store.query("SELECT * FROM tool_ratings") == []
 
 
 @pytest.mark.anyio

@@ -106,7 +106,7 @@ async def test_an_unlabeled_tool_rated_as_changing_asks_with_why_rated_changes_a
     async with Host.open(servers={"crm": _unlabeled()}) as host:
         plan = await host.plan("tools crm update-record record_id=1 status=won\ntools crm list-records")
         result = await host.run("x=1; tools crm update-record record_id=$x status=won")
-        stored = {(r["tool"], r["rating"]) for r in host.store.query("SELECT tool, rating FROM ratings")}
+        stored = {(r["tool"], r["rating"]) for r in host.store.query("SELECT tool, rating FROM tool_ratings")}
     assert stored == {("update_record", "changes"), ("list_records", "read_only")}
     assert [(c["risk"], c.get("why")) for c in plan["calls"]] == [
         ("needs_approval", "rated_changes"),

@@ -52,7 +52,8 @@ from toolshell.scripts.store import ScriptStore
 from toolshell.scripts.triggers import RunOutcome
 from toolshell.session import Session, SessionServices, Source
 from toolshell.shell.precheck import Precheck
-from toolshell.store import Store
+from toolshell.store.engines import open_store
+from toolshell.store.protocol import StateStore
 from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,8 @@ class Host:
     Args:
         config: The configuration; None is the embedded default (built-in servers only).
         state_dir: Where the SQLite state lives (default: `[state] dir` or the user data dir).
-        store: The state store (default: `toolshell.db` in `state_dir`).
+        store: The state store (default: `[state] url` or `$TOOLSHELL_STATE_URL`, else
+            `toolshell.db` in `state_dir`).
         rater: Rates tools that declare nothing about their risk (default: `[approval] rater`).
         guardrails: Extra guardrails run before and after every call.
         sink: Where timeline events go (default: the state store).
@@ -81,7 +83,7 @@ class Host:
         config: Config | None = None,
         *,
         state_dir: str | Path | None = None,
-        store: Store | None = None,
+        store: StateStore | None = None,
         rater: Rater | None = None,
         guardrails: Sequence[Guardrail] = (),
         sink: EventSink | None = None,
@@ -94,7 +96,7 @@ class Host:
         guard_logs(self.config.secrets)
         self._inproc = dict(servers or {})
         self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
-        self.store = store or Store(self.state_dir / "toolshell.db")
+        self.store = store or open_store(config_mod.state_location(self.config, str(state_dir) if state_dir else None))
         self.sink: EventSink = sink or SqliteSink(self.store)
         self.policy = Policy(self.config, self.store, rater)
         for guard in guardrails:
@@ -130,7 +132,7 @@ class Host:
         config: Config | str | Path | None = None,
         *,
         state_dir: str | Path | None = None,
-        store: Store | None = None,
+        store: StateStore | None = None,
         rater: Rater | None = None,
         guardrails: Sequence[Guardrail] = (),
         sink: EventSink | None = None,

@@ -288,6 +288,16 @@ def state_dir(config: Config, explicit: str | None = None) -> Path:
     return Path(chosen).expanduser() if chosen else user_data_dir()
 
 
+STATE_FILE = "toolshell.db"
+
+
+def state_location(config: Config, explicit_dir: str | None = None) -> str:
+    """Where the shared state is: `$TOOLSHELL_STATE_URL`, `[state] url`, else the SQLite file in
+    the state directory. `store.engines.open_store` opens either."""
+    url = os.environ.get("TOOLSHELL_STATE_URL") or config.state.url
+    return url if url else str(state_dir(config, explicit_dir) / STATE_FILE)
+
+
 def to_toml(config: Config) -> str:
     """Write the servers of a config as TOML (what `toolshell config import` prints)."""
     lines: list[str] = []

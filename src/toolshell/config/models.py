@@ -300,7 +300,11 @@ class WebFetchConfig(_Model):
 
 
 class StateConfig(_Model):
+    """Where state is kept: `dir` (the local SQLite file and private files), and `url`, a
+    `postgresql://` database every worker shares (`TOOLSHELL_STATE_URL` overrides it)."""
+
     dir: str | None = None
+    url: str | None = None
 
 
 class ServeConfig(_Model):

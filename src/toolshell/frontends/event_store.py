@@ -30,7 +30,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
 
-from toolshell.store import Store
+from toolshell.store.protocol import StateStore
 from toolshell.store.event_log import MAX_BYTES, MAX_EVENTS, StateEventStore, StoredEvent
 
 
@@ -99,7 +99,7 @@ def _size(body: str | None) -> int:
 EVENT_STORES = ("memory", "state")
 
 
-def open_event_log(kind: str, store: Store) -> EventLog:
+def open_event_log(kind: str, store: StateStore) -> EventLog:
     """`memory` (the default: this process only) or `state` (the state database `store`)."""
     if kind == "memory":
         return MemoryEventStore()

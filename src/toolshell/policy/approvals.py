@@ -32,7 +32,7 @@ from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.canonical import canonical_json, fingerprint, server_key
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.server_identity import ServerIdentity
-from toolshell.store.sqlite import Store
+from toolshell.store.protocol import StateStore
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS approval_requests (
@@ -46,15 +46,15 @@ CREATE TABLE IF NOT EXISTS approval_requests (
     message TEXT NOT NULL DEFAULT '',
     fingerprint TEXT NOT NULL,
     status TEXT NOT NULL,           -- pending | granted_once | granted_always | denied
-    created_at REAL NOT NULL,
-    decided_at REAL,
+    created_at DOUBLE PRECISION NOT NULL,
+    decided_at DOUBLE PRECISION,
     caller TEXT,                    -- who made the call (`Session.caller`); NULL: this machine's user
     server_id TEXT,                 -- the program serving the tool (`ToolEntry.server_id`)
     server_label TEXT               -- that program for people, secrets masked
 );
 CREATE INDEX IF NOT EXISTS approval_requests_open ON approval_requests (status, server, tool, input);
 CREATE TABLE IF NOT EXISTS approval_grants (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    id {serial},
     request_id TEXT,
     kind TEXT NOT NULL,             -- once | always
     server TEXT NOT NULL,
@@ -62,8 +62,8 @@ CREATE TABLE IF NOT EXISTS approval_grants (
     input TEXT,                     -- canonical JSON, for `once`
     fingerprint TEXT NOT NULL,
     state TEXT NOT NULL,            -- active | used | voided
-    created_at REAL NOT NULL,
-    ended_at REAL,
+    created_at DOUBLE PRECISION NOT NULL,
+    ended_at DOUBLE PRECISION,
     server_id TEXT,                 -- the program it was given for; NULL: made before grants recorded it
     server_label TEXT
 );
@@ -129,11 +129,11 @@ def _request_from(row: Any) -> ApprovalRequest:
 
 
 class Approvals:
-    """Approval requests and grants kept in a `Store`."""
+    """Approval requests and grants kept in a `StateStore` (SQLite or PostgreSQL)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: StateStore) -> None:
         self.store = store
-        store.ensure(_SCHEMA)
+        store.migrate("approvals", [_SCHEMA])
         for table, column in _NEWER_COLUMNS:
             store.ensure_column(table, column, "TEXT")
 
@@ -199,7 +199,7 @@ class Approvals:
 
     def list_pending(self) -> list[ApprovalRequest]:
         """Open requests, oldest first."""
-        rows = self.store.query("SELECT * FROM approval_requests WHERE status=? ORDER BY created_at, rowid", (PENDING,))
+        rows = self.store.query("SELECT * FROM approval_requests WHERE status=? ORDER BY created_at, id", (PENDING,))
         return [_request_from(r) for r in rows]
 
     def grant(self, request_id: str, always: bool = False) -> ApprovalRequest:

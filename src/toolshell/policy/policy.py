@@ -29,7 +29,7 @@ from toolshell.policy.risk import (
     rules_of,
 )
 from toolshell.registry.entry import ToolEntry
-from toolshell.store.sqlite import Store
+from toolshell.store.protocol import StateStore
 
 
 class Policy:
@@ -45,7 +45,7 @@ class Policy:
         ConfigError: a bad pattern in `[approval] deny` / `require` or `[[guard]] tool`.
     """
 
-    def __init__(self, config: Config, store: Store, rater: Rater | None = None) -> None:
+    def __init__(self, config: Config, store: StateStore, rater: Rater | None = None) -> None:
         self.config = config
         self.approval = config.approval
         rules_of(self.approval)  # fail at start-up, not at the first call, on a bad pattern

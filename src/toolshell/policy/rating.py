@@ -26,7 +26,7 @@ from toolshell.errors import ConfigError
 from toolshell.policy.canonical import schema_hash, server_key
 from toolshell.policy.risk import is_unlabeled
 from toolshell.registry.entry import ToolEntry
-from toolshell.store.sqlite import Store
+from toolshell.store.protocol import StateStore
 
 Rating = Literal["changes", "read_only"]
 log = logging.getLogger(__name__)
@@ -223,13 +223,13 @@ def make_rater(approval: ApprovalConfig) -> Rater | None:
 # --- stored ratings --------------------------------------------------------------------------------
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS ratings (
+CREATE TABLE IF NOT EXISTS tool_ratings (
     server TEXT NOT NULL,
     server_id TEXT NOT NULL,        -- the program serving the tool (`ToolEntry.server_id`)
     tool TEXT NOT NULL,
     schema_hash TEXT NOT NULL,
     rating TEXT NOT NULL,
-    rated_at REAL NOT NULL,
+    rated_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (server, server_id, tool, schema_hash)
 );
 """
@@ -245,16 +245,14 @@ class Ratings:
         enabled: `[tools_in_shell] rate_unlabeled_tools`; False makes `get` return None.
     """
 
-    def __init__(self, store: Store, rater: Rater, *, enabled: bool = True) -> None:
+    def __init__(self, store: StateStore, rater: Rater, *, enabled: bool = True) -> None:
         self.store = store
         self.rater = rater
         self.enabled = enabled
         self._failed: set[RatingKey] = set()
         self._lock = anyio.Lock()
-        columns = {r["name"] for r in store.query("PRAGMA table_info(ratings)")}
-        if columns and "server_id" not in columns:  # made before ratings recorded the program: rated again
-            store.execute("DROP TABLE ratings")
-        store.ensure(_SCHEMA)
+        # `tool_ratings` records the program; the older `ratings` table did not, so its tools are rated again.
+        store.migrate("ratings", [_SCHEMA])
 
     async def get(self, entry: ToolEntry) -> Rating | None:
         """The tool's rating, asking the rater the first time; None for a tool that is not rated.
@@ -279,14 +277,15 @@ class Ratings:
                 self._failed.add(key)
                 return "changes"
             self.store.execute(
-                "INSERT OR REPLACE INTO ratings (server, server_id, tool, schema_hash, rating, rated_at) "
-                "VALUES (?,?,?,?,?,?)",
+                "INSERT INTO tool_ratings (server, server_id, tool, schema_hash, rating, rated_at) "
+                "VALUES (?,?,?,?,?,?) ON CONFLICT (server, server_id, tool, schema_hash) "
+                "DO UPDATE SET rating = excluded.rating, rated_at = excluded.rated_at",
                 (*key, rating, time.time()),
             )
             return rating
 
     def _stored(self, key: RatingKey) -> Rating | None:
         rows = self.store.query(
-            "SELECT rating FROM ratings WHERE server=? AND server_id=? AND tool=? AND schema_hash=?", key
+            "SELECT rating FROM tool_ratings WHERE server=? AND server_id=? AND tool=? AND schema_hash=?", key
         )
         return rows[0]["rating"] if rows else None

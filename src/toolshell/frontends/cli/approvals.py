@@ -26,11 +26,11 @@ def _approvals(ctx: click.Context) -> Any:
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.policy.approvals import Approvals
-    from toolshell.store import Store
+    from toolshell.store.engines import open_store
 
     config_path, state_dir = paths(ctx)
     loaded = guard(lambda: load_config(config_path))
-    return guard(lambda: Approvals(Store(cfg.state_dir(loaded, state_dir) / "toolshell.db")))
+    return guard(lambda: Approvals(open_store(cfg.state_location(loaded, state_dir))))
 
 
 def _configured_programs(ctx: click.Context) -> dict[str, Any]:

@@ -127,10 +127,10 @@ def _saved_scripts(config_path: str | None, state_dir: str | None) -> list[dict[
     from toolshell import config as cfg
     from toolshell.frontends.listings import script_json
     from toolshell.scripts.store import ScriptStore
-    from toolshell.store import Store
+    from toolshell.store.engines import open_store
 
     loaded = guard(lambda: load_config(config_path))
-    store = guard(lambda: Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
+    store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
     try:
         return [script_json(s) for s in ScriptStore(store).list()]
     finally:

@@ -31,11 +31,11 @@ def timeline(config_path: str | None, state_dir: str | None, session_id: str | N
     """Shell calls and the tool calls under them (never shown to the model)."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
-    from toolshell.store import Store
+    from toolshell.store.engines import open_store
     from toolshell.timeline.sinks import query, render_timeline
 
     loaded = guard(lambda: load_config(config_path))
-    store = guard(lambda: Store(cfg.state_dir(loaded, state_dir) / "toolshell.db"))
+    store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
     rows = query(store, session_id=session_id, limit=limit)
     if not rows and session_id and not as_json:
         click.echo(f"no shell calls recorded for session {session_id}")
