@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 import time
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -36,12 +35,13 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 from toolshell.config.models import OAuthConfig, ServerConfig
+from toolshell.connections import auth_params
 from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
 from toolshell.connections.oauth_tokens import TokenFile
@@ -127,27 +127,34 @@ def _challenge(response: httpx2.Response) -> Challenge | None:
     """Whether a response asks for authorization: a 401, or a 403 for `insufficient_scope`."""
     if response.status_code == 401:
         return "login"
-    if response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope":
+    if response.status_code == 403 and _bearer_param(response, "error") == "insufficient_scope":
         return "scope"
     return None
 
 
+def _bearer_param(response: httpx2.Response, name: str) -> str | None:
+    return auth_params.parse(response.headers.get("WWW-Authenticate")).param(name)
+
+
 def _fold_scopes(response: httpx2.Response, wanted: list[str]) -> None:
-    """Add the configured scopes to the challenge, which the SDK's scope selection reads first."""
+    """Add the configured scopes to the challenge, which the SDK's scope selection reads first.
+
+    The header is the one `auth_params.tame` wrote, so it is rewritten here the same way.
+    """
     if not wanted:
         return
-    header = response.headers.get("WWW-Authenticate") or "Bearer"
-    scope = union_scopes(extract_field_from_www_auth(response, "scope"), " ".join(wanted))
-    rest = re.sub(r',?\s*scope=(?:"[^"]*"|[^\s,]+)', "", header).rstrip(", ")
-    joiner = ", " if "=" in rest else " "
-    response.headers["WWW-Authenticate"] = f'{rest}{joiner}scope="{scope}"'
+    challenges = auth_params.parse(response.headers.get("WWW-Authenticate"))
+    bearer = next((c for c in challenges.items if c.scheme == "bearer"), auth_params.Challenge("bearer"))
+    scope = union_scopes(bearer.params.get("scope"), " ".join(wanted)) or ""
+    params = {"scope": scope, **{k: v for k, v in bearer.params.items() if k != "scope"}}
+    response.headers["WWW-Authenticate"] = auth_params.render(auth_params.Challenge("Bearer", params))
 
 
 def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: httpx2.Response) -> bool:
     """Whether a registration covers this login's redirect and the scopes the server asks for."""
     if uri not in (client.redirect_uris or []):
         return False
-    asked = (extract_field_from_www_auth(response, "scope") or "").split()
+    asked = (_bearer_param(response, "scope") or "").split()
     return client.scope is None or set(asked) <= set(client.scope.split())
 
 
@@ -219,16 +226,19 @@ class ToolshellOAuth(OAuthClientProvider):
                     outgoing = await flow.__anext__()
                     if outgoing is not request:  # the SDK refreshes first
                         response = yield outgoing
+                        auth_params.tame(response)
                         outgoing = await flow.asend(response)
                         if self.context.current_tokens is None:
                             self._file.forget_tokens()  # the refresh token is dead: stop redeeming it
                 response = yield outgoing
+                auth_params.tame(response)
                 challenge = _challenge(response)
                 if challenge is not None and self._may_authorize():
                     self._before_authorizing(response)
                     while True:
                         outgoing = await flow.asend(response)
                         response = yield outgoing
+                        auth_params.tame(response)
                 if challenge != "login" or retried or not self.context.can_refresh_token():
                     self._report(response)  # a 401/403 reaches the transport: connection_required
                     return

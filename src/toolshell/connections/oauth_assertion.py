@@ -20,6 +20,7 @@ from mcp.client.auth import OAuthFlowError
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 
 from toolshell.config.models import OAuthConfig
+from toolshell.connections import auth_params
 from toolshell.connections.oauth_tokens import TokenFile
 
 AUDIENCE_ENV = "TOOLSHELL_OAUTH_AUDIENCE"
@@ -76,6 +77,7 @@ class AssertionAuth(IdentityAssertionOAuthProvider):
             outgoing = await flow.__anext__()
             while True:
                 response = yield outgoing
+                auth_params.tame(response)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             if response is not None and self.on_outcome is not None:
