@@ -19,6 +19,7 @@ What we add around its flow (`ToolshellOAuth._auth_flow`):
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -35,7 +36,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import union_scopes
+from mcp.client.auth.utils import issuers_match, union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
@@ -43,6 +44,7 @@ from pydantic import AnyUrl
 from toolshell.config.models import OAuthConfig, ServerConfig
 from toolshell.connections import auth_params
 from toolshell.connections.oauth_assertion import AssertionAuth
+from toolshell.connections.oauth_guard import Echoes
 from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
 from toolshell.connections.oauth_tokens import TokenFile
 from toolshell.errors import ErrorCode, ToolshellError
@@ -150,6 +152,10 @@ def _fold_scopes(response: httpx2.Response, wanted: list[str]) -> None:
     response.headers["WWW-Authenticate"] = auth_params.render(auth_params.Challenge("Bearer", params))
 
 
+def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
+    return url.scheme, url.host.lower(), url.port
+
+
 def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: httpx2.Response) -> bool:
     """Whether a registration covers this login's redirect and the scopes the server asks for."""
     if uri not in (client.redirect_uris or []):
@@ -164,6 +170,8 @@ class ToolshellOAuth(OAuthClientProvider):
     _file: TokenFile
     _stamp: tuple[int, int] | None = None
     _wanted: list[str]
+    _pinned_issuer: str | None = None
+    """The configured `issuer`: the flow sends nothing to another authorization server."""
     on_outcome: Callable[[httpx2.Response], None] | None = None
     """Told the response each request ended with (not the refusals a refresh or login got past)."""
 
@@ -183,6 +191,37 @@ class ToolshellOAuth(OAuthClientProvider):
 
     def _fixed_client(self) -> OAuthClientInformationFull | None:
         return None
+
+    def _select_authorization_server(self, advertised: list[str]) -> str:
+        """The advertised server that is the configured issuer, if one is; else the first."""
+        want = self._pinned_issuer
+        return next((s for s in advertised if want is not None and issuers_match(s, want)), advertised[0])
+
+    @functools.cached_property
+    def _echoes(self) -> Echoes:
+        return Echoes()
+
+    def _vet(self, request: httpx2.Request) -> None:
+        """Before the flow sends a request of its own: the pinned issuer, and what it must never show."""
+        self._check_issuer(request)
+        self._echoes.note(request)
+
+    def _check_issuer(self, request: httpx2.Request) -> None:
+        """With `issuer` set, a POST of the flow (registration, token) goes only to that issuer's server:
+        its metadata must name that issuer, or, with none found, the request must be on its origin."""
+        want = self._pinned_issuer
+        if want is None or request.method != "POST":
+            return
+        metadata = self.context.oauth_metadata
+        if metadata is not None and issuers_match(str(metadata.issuer), want):
+            return
+        if metadata is None and _origin(request.url) == _origin(httpx2.URL(want)):
+            return
+        found = f"metadata of issuer {str(metadata.issuer)!r}" if metadata else f"no metadata, at {request.url.host}"
+        raise OAuthFlowError(
+            f"the server sent us to another authorization server ({found}) than the configured issuer {want!r}; "
+            "nothing was sent there. If the server moved, correct `issuer` in [mcp.servers.oauth]"
+        )
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -225,6 +264,7 @@ class ToolshellOAuth(OAuthClientProvider):
                 async with self._refresh_guard():
                     outgoing = await flow.__anext__()
                     if outgoing is not request:  # the SDK refreshes first
+                        self._vet(outgoing)
                         response = yield outgoing
                         auth_params.tame(response)
                         outgoing = await flow.asend(response)
@@ -237,6 +277,7 @@ class ToolshellOAuth(OAuthClientProvider):
                     self._before_authorizing(response)
                     while True:
                         outgoing = await flow.asend(response)
+                        self._vet(outgoing)
                         response = yield outgoing
                         auth_params.tame(response)
                 if challenge != "login" or retried or not self.context.can_refresh_token():
@@ -247,6 +288,9 @@ class ToolshellOAuth(OAuthClientProvider):
             except StopAsyncIteration:
                 self._report(response)
                 return
+            except OAuthFlowError as exc:
+                self._echoes.scrub(exc)  # a token endpoint's error may quote what we sent it
+                raise
             finally:
                 await flow.aclose()
                 self._after_authorizing()
@@ -279,6 +323,7 @@ class CodeAuth(ToolshellOAuth):
         self._server = server
         self._file = file
         self._wanted = list(settings.scopes)
+        self._pinned_issuer = settings.issuer
         self._ui = ui
         self._port = settings.redirect_port
         self._loopback: LoopbackCallback | None = None
@@ -299,6 +344,9 @@ class CodeAuth(ToolshellOAuth):
         return self._ui is not None
 
     async def _perform_authorization(self) -> httpx2.Request:
+        metadata = self.context.oauth_metadata
+        where = str(metadata.authorization_endpoint) if metadata else self.context.server_url
+        self._check_issuer(httpx2.Request("POST", where))  # before the browser is sent there
         self._choose_secret_method()
         return await super()._perform_authorization()
 
@@ -383,6 +431,7 @@ class MachineAuth(_MachineFlow, ClientCredentialsOAuthProvider):
             )
         self._file = file
         self._wanted = list(settings.scopes)
+        self._pinned_issuer = settings.issuer
 
 
 class SignedMachineAuth(_MachineFlow, PrivateKeyJWTOAuthProvider):
@@ -406,3 +455,4 @@ class SignedMachineAuth(_MachineFlow, PrivateKeyJWTOAuthProvider):
             )
         self._file = file
         self._wanted = list(settings.scopes)
+        self._pinned_issuer = settings.issuer
