@@ -1,0 +1,305 @@
+"""A hostile remote server's OAuth answers (security issue, items 8, 13 and 14).
+
+The remote server is a plain ASGI app on 127.0.0.1, configured as `http://localhost:PORT/mcp`
+(so its own host is `localhost`); whatever it names elsewhere on 127.0.0.1 is another private
+host, which toolshell must not reach unless `allow_private` says so. A second app, the victim,
+records every request that reaches it. Nothing here leaves the machine: the addresses that are
+not loopback (169.254.169.254, 198.51.100.7) are refused before any connection is made.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+import anyio
+import pytest
+
+from _connections_support import serve_http
+from toolshell.config import load_text
+from toolshell.config.models import OAuthConfig, ServerConfig
+from toolshell.connections.base import CallOptions
+from toolshell.connections.factory import make_connection
+from toolshell.connections.oauth import AuthSetup
+from toolshell.connections.oauth_admin import login
+from toolshell.connections.oauth_login import LoginUI
+from toolshell.errors import ToolshellError
+from toolshell.host import Host
+
+pytestmark = pytest.mark.anyio
+SECRET = "hostile-test-client-secret-0451"
+ID_JAG = "eyJhbGciOiJIUzI1NiJ9.an-id-jag-from-the-idp.c2lnbmF0dXJl"
+Answer = tuple[int, dict[str, str], bytes]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class App:
+    """An ASGI app answering each path from `routes` (JSON), recording every request it gets."""
+
+    routes: dict[str, Any] = field(default_factory=dict)
+    seen: list[tuple[str, str, str]] = field(default_factory=list)
+    """(method, path, body) of each request."""
+    base: str = ""
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (message := await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        self.seen.append((scope["method"], scope["path"], body.decode()))
+        route = self.routes.get(scope["path"], (404, {}, b"{}"))
+        status, headers, content = route(body) if callable(route) else route
+        raw = [(b"content-type", b"application/json"), *((k.encode(), v.encode()) for k, v in headers.items())]
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": content})
+
+
+@asynccontextmanager
+async def running(app: App) -> AsyncIterator[str]:
+    """Serve `app`; yields its base as `http://localhost:PORT` (the host the config names)."""
+    async with serve_http(app) as url:
+        app.base = url.removesuffix("/mcp").replace("127.0.0.1", "localhost")
+        yield app.base
+
+
+def refuse(challenge: str) -> Answer:
+    return 401, {"www-authenticate": challenge}, b"{}"
+
+
+def documents(app: App, **endpoints: str) -> None:
+    """Protected-resource and authorization-server metadata on the server's own host."""
+    base = app.base
+    app.routes["/.well-known/oauth-protected-resource/mcp"] = (
+        200,
+        {},
+        json.dumps({"resource": f"{base}/mcp", "authorization_servers": [f"{base}/"]}).encode(),
+    )
+    metadata = {
+        "issuer": f"{base}/",
+        "authorization_endpoint": f"{base}/authorize",
+        "token_endpoint": f"{base}/token",
+        "response_types_supported": ["code"],
+        **endpoints,
+    }
+    app.routes["/.well-known/oauth-authorization-server"] = (200, {}, json.dumps(metadata).encode())
+    app.routes["/mcp"] = refuse(f'Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"')
+
+
+def server(base: str, **oauth: Any) -> ServerConfig:
+    return ServerConfig(name="remote", type="http", url=f"{base}/mcp", oauth=OAuthConfig(**oauth))
+
+
+def machine(base: str, **more: Any) -> ServerConfig:
+    return server(base, grant="client_credentials", client_id="robot", client_secret_env="REMOTE_SECRET", **more)
+
+
+async def connect_error(config: ServerConfig, tmp_path: Path) -> ToolshellError:
+    conn = make_connection(config, auth=AuthSetup(tmp_path))
+    try:
+        with anyio.fail_after(20), pytest.raises(ToolshellError) as caught:
+            await conn.call_tool("whoami", {}, CallOptions())
+    finally:
+        await conn.close()
+    return caught.value
+
+
+async def no_browser(url: str) -> bool:
+    raise AssertionError(f"the login must be refused before a browser opens {url}")
+
+
+# --- item 14: discovery stays off private addresses ------------------------------------------
+
+
+async def test_metadata_naming_another_loopback_host_is_refused_and_that_host_gets_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile, victim = App(), App()
+    async with running(hostile) as base, running(victim) as victim_base:
+        port = victim_base.rsplit(":", 1)[1]
+        hostile.routes["/mcp"] = refuse(f'Bearer resource_metadata="http://127.0.0.1:{port}/admin/metadata"')
+        error = await connect_error(machine(base), tmp_path)
+    assert error.code == "denied", error.message
+    assert error.message == (
+        f"denied: server 'remote''s OAuth discovery points to 127.0.0.1, a loopback address, which toolshell "
+        f'does not reach by default; if you trust it, add "127.0.0.1:{port}" to allow_private in that '
+        "server's [mcp.servers.oauth]"
+    )
+    assert victim.seen == []
+
+
+async def test_allow_private_lets_discovery_reach_the_address_it_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile, victim = App(), App()
+    async with running(hostile) as base, running(victim) as victim_base:
+        port = victim_base.rsplit(":", 1)[1]
+        hostile.routes["/mcp"] = refuse(f'Bearer resource_metadata="http://127.0.0.1:{port}/metadata"')
+        await connect_error(machine(base, allow_private=[f"127.0.0.1:{port}"]), tmp_path)
+    assert victim.seen[0][:2] == ("GET", "/metadata")
+
+
+async def test_a_registration_endpoint_on_a_private_host_gets_no_json_post(tmp_path: Path) -> None:
+    hostile, victim = App(), App()
+    async with running(hostile) as base, running(victim) as victim_base:
+        port = victim_base.rsplit(":", 1)[1]
+        documents(hostile, registration_endpoint=f"http://127.0.0.1:{port}/internal/api")
+        with anyio.fail_after(20), pytest.raises(ToolshellError) as caught:
+            await login([server(base)], "remote", AuthSetup(tmp_path, ui=LoginUI(open_url=no_browser)))
+    assert caught.value.code == "denied"
+    assert "points to 127.0.0.1, a loopback address" in caught.value.message
+    assert victim.seen == []
+
+
+async def test_a_token_endpoint_on_the_link_local_metadata_address_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile = App()
+    async with running(hostile) as base:
+        documents(hostile, token_endpoint="http://169.254.169.254/latest/meta-data/iam")
+        error = await connect_error(machine(base), tmp_path)
+    assert error.code == "denied"
+    assert "points to 169.254.169.254, a link-local address" in error.message
+    assert [path for _, path, _ in hostile.seen if path == "/token"] == []
+
+
+# --- item 13: the client secret -------------------------------------------------------------
+
+
+async def test_a_client_secret_is_never_sent_over_plain_http_to_an_address_that_is_not_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile = App()
+    async with running(hostile) as base:
+        documents(hostile, token_endpoint="http://198.51.100.7:9/token")
+        error = await connect_error(machine(base, allow_private=["198.51.100.7"]), tmp_path)
+    assert error.code == "denied"
+    assert error.message == (
+        "denied: server 'remote''s OAuth would send a client credential over plain http to 198.51.100.7; "
+        "credentials go only over https (or to a loopback address): use an https issuer and server url"
+    )
+
+
+async def test_a_pinned_issuer_refuses_metadata_from_another_and_sends_it_nothing(tmp_path: Path) -> None:
+    hostile = App()
+    async with running(hostile) as base:
+        documents(hostile, registration_endpoint=f"{base}/register")
+        config = server(base, client_id="desk", issuer="https://auth.example.com")
+        with anyio.fail_after(20), pytest.raises(ToolshellError) as caught:
+            await login([config], "remote", AuthSetup(tmp_path, ui=LoginUI(open_url=no_browser)))
+    assert caught.value.code == "connection_required"
+    assert (
+        f"the server sent us to another authorization server (metadata of issuer '{base}/') than the "
+        "configured issuer 'https://auth.example.com'; nothing was sent there" in caught.value.message
+    )
+    assert [method for method, _, _ in hostile.seen if method == "POST"] == ["POST"]  # the MCP request only
+
+
+def echo_form(body: bytes) -> Answer:
+    """A token endpoint that quotes the request back in its error."""
+    form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+    return 400, {}, json.dumps({"error": "invalid_client", "error_description": f"bad request {form}"}).encode()
+
+
+async def test_a_token_endpoint_echoing_the_secret_shows_it_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile = App()
+    async with running(hostile) as base:
+        documents(hostile)
+        hostile.routes["/token"] = echo_form
+        text = (
+            f'[[mcp.servers]]\nname = "remote"\ntype = "http"\nurl = "{base}/mcp"\n'
+            '[mcp.servers.oauth]\ngrant = "client_credentials"\nclient_id = "robot"\n'
+            'client_secret_env = "REMOTE_SECRET"\ntoken_endpoint_auth_method = "client_secret_post"\n'
+        )
+        async with Host.open(load_text(text), state_dir=tmp_path / "state") as host:
+            with anyio.fail_after(20):
+                result = await host.run("tools remote whoami")
+            statuses = json.dumps([s.to_json() for s in host.statuses()])
+    assert any(SECRET in body for _, path, body in hostile.seen if path == "/token")  # it was sent, and echoed
+    assert "bad request" in result.stderr and "***" in result.stderr
+    assert SECRET not in result.stderr + result.stdout + statuses + caplog.text
+
+
+async def test_an_echoed_id_jag_is_masked_in_the_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile = App()
+    async with running(hostile) as base:
+        documents(hostile)
+        hostile.routes["/token"] = echo_form
+        config = server(
+            base,
+            grant="identity_assertion",
+            client_id="agent",
+            client_secret_env="REMOTE_SECRET",
+            issuer=f"{base}/",
+            assertion_command=[sys.executable, "-c", f"print({ID_JAG!r})"],
+        )
+        error = await connect_error(config, tmp_path)
+    assert any(ID_JAG in body for _, path, body in hostile.seen if path == "/token")
+    assert "bad request" in error.message and "'assertion': '***'" in error.message
+    assert ID_JAG not in error.message
+
+
+# --- item 8: a hostile WWW-Authenticate -----------------------------------------------------
+
+
+async def test_a_huge_www_authenticate_is_read_to_8_kib_and_said_so(tmp_path: Path) -> None:
+    hostile = App()
+    async with running(hostile) as base:
+        hostile.routes["/mcp"] = refuse('Bearer error="invalid_token", error_description="' + "a" * 90_000)
+        config = ServerConfig(name="remote", type="http", url=f"{base}/mcp", headers={"Authorization": "Bearer x"})
+        error = await connect_error(config, tmp_path)
+    assert error.code == "connection_required"
+    assert "WWW-Authenticate past 8 KiB ignored" in error.message
+
+
+async def test_a_parameter_value_cannot_pose_as_the_scope_the_sdk_reads(tmp_path: Path) -> None:
+    hostile = App()
+    opened: list[str] = []
+
+    async def browser(url: str) -> bool:
+        opened.append(url)
+        return False  # the person closes the tab; the login then times out
+
+    async with running(hostile) as base:
+        documents(hostile, registration_endpoint=f"{base}/register")
+        hostile.routes["/register"] = lambda body: (
+            201,
+            {},
+            json.dumps({**json.loads(body), "client_id": "c"}).encode(),
+        )
+        hostile.routes["/mcp"] = refuse(
+            'Bearer error_description="try scope=admin:all", scope="files:read", '
+            f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'
+        )
+        ui = LoginUI(open_url=browser, notify=lambda _: None, timeout_seconds=1)
+        with anyio.fail_after(20), pytest.raises(ToolshellError):
+            await login([server(base)], "remote", AuthSetup(tmp_path, ui=ui))
+    assert len(opened) == 1
+    assert parse_qs(opened[0].split("?", 1)[1])["scope"] == ["files:read"]
