@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
+import httpx2
 import pytest
 
 from _connections_support import serve_http
@@ -29,6 +30,7 @@ from toolshell.connections.base import CallOptions
 from toolshell.connections.factory import make_connection
 from toolshell.connections.oauth import AuthSetup
 from toolshell.connections.oauth_admin import login
+from toolshell.connections.oauth_guard import OAuthGuard
 from toolshell.connections.oauth_login import LoginUI
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
@@ -51,6 +53,8 @@ class App:
     routes: dict[str, Any] = field(default_factory=dict)
     seen: list[tuple[str, str, str]] = field(default_factory=list)
     """(method, path, body) of each request."""
+    hosts: list[str] = field(default_factory=list)
+    """The `Host` header of each request."""
     base: str = ""
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -66,6 +70,7 @@ class App:
             if not message.get("more_body"):
                 break
         self.seen.append((scope["method"], scope["path"], body.decode()))
+        self.hosts.append(dict(scope["headers"]).get(b"host", b"").decode())
         route = self.routes.get(scope["path"], (404, {}, b"{}"))
         status, headers, content = route(body) if callable(route) else route
         raw = [(b"content-type", b"application/json"), *((k.encode(), v.encode()) for k, v in headers.items())]
@@ -157,6 +162,20 @@ async def test_allow_private_lets_discovery_reach_the_address_it_names(
         hostile.routes["/mcp"] = refuse(f'Bearer resource_metadata="http://127.0.0.1:{port}/metadata"')
         await connect_error(machine(base, allow_private=[f"127.0.0.1:{port}"]), tmp_path)
     assert victim.seen[0][:2] == ("GET", "/metadata")
+
+
+async def test_an_allowed_name_is_reached_at_the_address_it_was_checked_at_under_its_own_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile, victim = App(), App()
+    async with running(hostile) as base, running(victim) as victim_base:
+        own = base.replace("localhost", "127.0.0.1")  # configured by address; discovery names `localhost`
+        hostile.routes["/mcp"] = refuse(f'Bearer resource_metadata="{victim_base}/metadata"')
+        name = victim_base.removeprefix("http://")
+        await connect_error(machine(own, allow_private=[name]), tmp_path)
+    assert victim.seen[0][:2] == ("GET", "/metadata")
+    assert victim.hosts[0] == name
 
 
 async def test_a_registration_endpoint_on_a_private_host_gets_no_json_post(tmp_path: Path) -> None:
@@ -303,3 +322,18 @@ async def test_a_parameter_value_cannot_pose_as_the_scope_the_sdk_reads(tmp_path
             await login([server(base)], "remote", AuthSetup(tmp_path, ui=ui))
     assert len(opened) == 1
     assert parse_qs(opened[0].split("?", 1)[1])["scope"] == ["files:read"]
+
+
+async def test_a_checked_name_is_connected_to_at_the_checked_address_so_a_rebinding_cannot_change_it() -> None:
+    sent: list[httpx2.Request] = []
+
+    def inner(request: httpx2.Request) -> httpx2.Response:
+        sent.append(request)
+        return httpx2.Response(404)
+
+    guard = OAuthGuard(httpx2.MockTransport(inner), "remote", "https://mcp.example/mcp", ["localhost:8443"])
+    await guard.handle_async_request(httpx2.Request("GET", "https://localhost:8443/.well-known/x"))
+    assert sent[0].url.host in ("127.0.0.1", "::1")  # the address checked, not the name again
+    assert (sent[0].url.port, sent[0].url.path) == (8443, "/.well-known/x")
+    assert sent[0].headers["Host"] == "localhost:8443"
+    assert sent[0].extensions["sni_hostname"] == "localhost"

@@ -112,12 +112,12 @@ class OAuthGuard(httpx2.AsyncBaseTransport):
     def __init__(self, inner: httpx2.AsyncBaseTransport, server: str, url: str, allow_private: list[str]) -> None:
         self._inner = inner
         self._server = server
-        self._own_host = httpx2.URL(url).host.lower()
+        self._own_host = _host(httpx2.URL(url))
         self._allowed = normalise(allow_private)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
-        host = url.host.lower()
+        host = _host(url)
         credential = carries_credential(request)
         if host == self._own_host and not credential:
             return await self._inner.handle_async_request(request)
@@ -151,16 +151,21 @@ class OAuthGuard(httpx2.AsyncBaseTransport):
         await self._inner.aclose()
 
 
+def _host(url: httpx2.URL) -> str:
+    """The host as it goes on the wire (IDNA-encoded, lower case, IPv6 without brackets)."""
+    return url.raw_host.decode("ascii").lower()
+
+
 def _pinned(request: httpx2.Request, address: IPAddress) -> httpx2.Request:
     """The request sent to the checked address; the `Host` header and TLS name keep the host name."""
     url = request.url
-    if url.host == str(address):
+    if _host(url) == str(address):
         return request
     headers = httpx2.Headers(request.headers)
     headers["Host"] = url.netloc.decode("ascii")
     extensions = dict(request.extensions)
     if url.scheme == "https":
-        extensions["sni_hostname"] = url.host
+        extensions["sni_hostname"] = _host(url)
     return httpx2.Request(
         request.method, url.copy_with(host=str(address)), headers=headers, stream=request.stream, extensions=extensions
     )
