@@ -178,6 +178,26 @@ async def test_an_allowed_name_is_reached_at_the_address_it_was_checked_at_under
     assert victim.hosts[0] == name
 
 
+async def test_the_configured_issuers_host_is_reached_like_the_servers_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile, issuer = App(), App()
+    async with running(hostile) as base, running(issuer) as issuer_base:
+        hostile.routes["/mcp"] = refuse("Bearer")
+        config = server(
+            base,
+            grant="identity_assertion",
+            client_id="agent",
+            client_secret_env="REMOTE_SECRET",
+            issuer=issuer_base.replace("localhost", "127.0.0.1"),  # a private host, but one the user named
+            assertion_command=[sys.executable, "-c", f"print({ID_JAG!r})"],
+        )
+        error = await connect_error(config, tmp_path)
+    assert error.code != "denied", error.message
+    assert issuer.seen[0][:2] == ("GET", "/.well-known/oauth-authorization-server")
+
+
 async def test_a_registration_endpoint_on_a_private_host_gets_no_json_post(tmp_path: Path) -> None:
     hostile, victim = App(), App()
     async with running(hostile) as base, running(victim) as victim_base:
@@ -331,7 +351,7 @@ async def test_a_checked_name_is_connected_to_at_the_checked_address_so_a_rebind
         sent.append(request)
         return httpx2.Response(404)
 
-    guard = OAuthGuard(httpx2.MockTransport(inner), "remote", "https://mcp.example/mcp", ["localhost:8443"])
+    guard = OAuthGuard(httpx2.MockTransport(inner), "remote", ["https://mcp.example/mcp"], ["localhost:8443"])
     await guard.handle_async_request(httpx2.Request("GET", "https://localhost:8443/.well-known/x"))
     assert sent[0].url.host in ("127.0.0.1", "::1")  # the address checked, not the name again
     assert (sent[0].url.port, sent[0].url.path) == (8443, "/.well-known/x")

@@ -7,14 +7,15 @@ and link-local addresses (cloud metadata, local admin ports), and makes it post 
 over plain http to wherever it likes. This transport sits under the HTTP client, so it sees every
 request the flow sends (and each redirect hop), on the address it will really connect to:
 
-- a request to a host other than the configured server's own is resolved here and follows the
-  `web_fetch` rule (`private_address`): a non-public address is refused unless the server's
-  `[mcp.servers.oauth] allow_private` names it. The request then goes to the checked address.
+- a request to a host other than the configured ones (the server's `url`, and its `issuer` if
+  set) is resolved here and follows the `web_fetch` rule (`private_address`): a non-public
+  address is refused unless the server's `[mcp.servers.oauth] allow_private` names it. The
+  request then goes to the checked address.
 - a request that carries a credential (a client secret, in the body or as Basic auth, a client
   assertion, an ID-JAG, a client-credentials grant) goes only over https, or plain http to a
   loopback address.
 
-Requests to the server's own host (the user configured it) without a credential pass untouched.
+Requests to a configured host without a credential pass untouched: the user named that host.
 """
 
 from __future__ import annotations
@@ -109,24 +110,27 @@ class Echoes:
 class OAuthGuard(httpx2.AsyncBaseTransport):
     """The transport under one server's HTTP client (see the module docstring)."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, server: str, url: str, allow_private: list[str]) -> None:
+    def __init__(
+        self, inner: httpx2.AsyncBaseTransport, server: str, configured: list[str], allow_private: list[str]
+    ) -> None:
         self._inner = inner
         self._server = server
-        self._own_host = _host(httpx2.URL(url))
+        self._own_hosts = {_host(httpx2.URL(url)) for url in configured}
         self._allowed = normalise(allow_private)
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         url = request.url
         host = _host(url)
         credential = carries_credential(request)
-        if host == self._own_host and not credential:
+        own = host in self._own_hosts
+        if own and not credential:
             return await self._inner.handle_async_request(request)
         port = url.port or _DEFAULT_PORTS.get(url.scheme, 443)
         try:
             addresses = await resolve(host, port)
         except Unresolvable as e:
             raise httpx2.ConnectError(str(e), request=request) from None
-        if host != self._own_host:
+        if not own:
             self._check_private(host, port, addresses)
         if credential and url.scheme != "https" and not all(is_loopback(a) for a in addresses):
             raise ToolshellError(
@@ -171,10 +175,13 @@ def _pinned(request: httpx2.Request, address: IPAddress) -> httpx2.Request:
     )
 
 
-def guard_client(client: httpx2.AsyncClient, server: str, url: str, allow_private: list[str]) -> None:
-    """Put the guard under every transport the client may use (its own, and any proxy mounts)."""
-    client._transport = OAuthGuard(client._transport, server, url, allow_private)
+def guard_client(client: httpx2.AsyncClient, server: str, configured: list[str], allow_private: list[str]) -> None:
+    """Put the guard under every transport the client may use (its own, and any proxy mounts).
+
+    `configured`: the URLs the user wrote (the server's, its issuer's), whose hosts are allowed.
+    """
+    client._transport = OAuthGuard(client._transport, server, configured, allow_private)
     client._mounts = {
-        pattern: None if mount is None else OAuthGuard(mount, server, url, allow_private)
+        pattern: None if mount is None else OAuthGuard(mount, server, configured, allow_private)
         for pattern, mount in client._mounts.items()
     }

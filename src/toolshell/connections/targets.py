@@ -173,7 +173,8 @@ class HttpTarget:
         client = http_client(headers, watch, self._oauth_auth(watch))
         settings = oauth_settings(self._server)
         if settings is not None:
-            guard_client(client, self._server.name, self._server.url or "", settings.allow_private)
+            configured = [u for u in (self._server.url, settings.issuer) if u]
+            guard_client(client, self._server.name, configured, settings.allow_private)
         bound_client(client, limit, self._dropped)
         return client
 
