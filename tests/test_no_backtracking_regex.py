@@ -12,9 +12,14 @@ and `from re import`). Each must be listed in `ALLOWED` with why it never sees s
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 from pathlib import Path
 
 import pytest
+
+from toolshell.connections.bounded_http import blank_line_end
+from toolshell.policy.rating import _name_words
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolshell"
 
@@ -119,3 +124,23 @@ def test_the_allowlist_names_only_uses_that_still_exist() -> None:
 )
 def test_the_walk_finds_each_call_into_re_and_names_where_it_is(source: str, expected: list[tuple[str, int]]) -> None:
     assert _uses(ast.parse(source)) == expected
+
+
+def _strings(alphabet: str, longest: int) -> list[str]:
+    return ["".join(p) for n in range(longest + 1) for p in itertools.product(alphabet, repeat=n)]
+
+
+def test_the_end_of_an_sse_event_is_found_where_the_pattern_it_replaces_found_it() -> None:
+    old = re.compile(rb"(?:\r\n|\n|\r(?!\n))(?:\r\n|\n|\r)")
+    for text in _strings("\r\nx", 7):
+        buf = bytearray(text.encode())
+        for start in range(len(buf) + 1):
+            m = old.search(buf, start)
+            assert blank_line_end(buf, start) == (m.end() if m else None), (buf, start)
+
+
+def test_a_tool_name_splits_into_the_words_the_pattern_it_replaces_found() -> None:
+    camel = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+    for name in _strings("aZ9_.- \u00e9", 5):
+        old = [w.lower() for w in re.split(r"[_\-\s.]+", camel.sub("_", name)) if w]
+        assert _name_words(name) == old, name
