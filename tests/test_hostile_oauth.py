@@ -256,6 +256,19 @@ async def test_a_pinned_issuer_refuses_metadata_from_another_and_sends_it_nothin
     assert [method for method, _, _ in hostile.seen if method == "POST"] == ["POST"]  # the MCP request only
 
 
+async def test_a_pinned_issuer_keeps_the_machine_secret_from_another_authorization_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    hostile = App()
+    async with running(hostile) as base:
+        documents(hostile)
+        error = await connect_error(machine(base, issuer="https://auth.example.com"), tmp_path)
+    assert error.code == "connection_required"
+    assert "issuer mismatch" in error.message and "https://auth.example.com" in error.message
+    assert not any(SECRET in body or path == "/token" for _, path, body in hostile.seen)
+
+
 def echo_form(body: bytes) -> Answer:
     """A token endpoint that quotes the request back in its error."""
     form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
