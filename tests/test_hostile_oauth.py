@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 import anyio
 import httpx2
 import pytest
+from mcp.shared.auth import OAuthToken
 
 from _connections_support import serve_http
 from toolshell.config import load_text
@@ -32,6 +33,7 @@ from toolshell.connections.oauth import AuthSetup
 from toolshell.connections.oauth_admin import login
 from toolshell.connections.oauth_guard import OAuthGuard
 from toolshell.connections.oauth_login import LoginUI
+from toolshell.connections.oauth_tokens import TokenFile
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
 
@@ -267,6 +269,36 @@ async def test_a_pinned_issuer_keeps_the_machine_secret_from_another_authorizati
     assert error.code == "connection_required"
     assert "issuer mismatch" in error.message and "https://auth.example.com" in error.message
     assert not any(SECRET in body or path == "/token" for _, path, body in hostile.seen)
+
+
+async def test_a_refresh_with_a_pinned_issuer_goes_to_that_issuers_token_endpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REMOTE_SECRET", SECRET)
+    mcp, auth = App(), App()
+    async with running(mcp) as base, running(auth) as auth_base:
+        issuer = auth_base.replace("localhost", "127.0.0.1")
+        metadata = {
+            "issuer": f"{issuer}/",
+            "authorization_endpoint": f"{issuer}/authorize",
+            "token_endpoint": f"{issuer}/token",
+            "response_types_supported": ["code"],
+        }
+        auth.routes["/.well-known/oauth-authorization-server"] = (200, {}, json.dumps(metadata).encode())
+        fresh = {"access_token": "new", "token_type": "Bearer", "expires_in": 3600, "refresh_token": "r2"}
+        auth.routes["/token"] = (200, {}, json.dumps(fresh).encode())
+        mcp.routes["/mcp"] = refuse("Bearer")
+        config = server(base, client_id="desk", client_secret_env="REMOTE_SECRET", issuer=issuer)
+        file = TokenFile(tmp_path, "remote", config.url or "")
+        await file.set_tokens(OAuthToken(access_token="old", expires_in=1, refresh_token="r1"))  # due now
+        await connect_error(config, tmp_path)
+    posts = [parse_qs(body) for method, path, body in auth.seen if (method, path) == ("POST", "/token")]
+    # r1 before the call; the server's 401 on the new token is answered by one more refresh (r2)
+    assert [(p["grant_type"], p["refresh_token"]) for p in posts] == [
+        (["refresh_token"], ["r1"]),
+        (["refresh_token"], ["r2"]),
+    ]
+    assert not [path for _, path, _ in mcp.seen if path == "/token"]
 
 
 def echo_form(body: bytes) -> Answer:

@@ -13,7 +13,13 @@ What we add around its flow (`ToolshellOAuth._auth_flow`):
 - a refresh runs under the token file's lock and re-reads the file first, so a refresh token is
   redeemed once however many tasks and processes wanted it;
 - tokens written by another process (a login, a refresh) are picked up on the next request;
-- configured `scopes` are added to the scopes the server's challenge asks for.
+- configured `scopes` are added to the scopes the server's challenge asks for;
+- the SDK reads the server's `WWW-Authenticate` only as `auth_params.tame` rewrote it (bounded,
+  parsed in one pass);
+- with `issuer` set, the flow's registration and token requests go only to that issuer (a refresh
+  after a restart first reads the issuer's metadata), and a browser is never sent to another;
+- what the flow sent as a credential is masked in its errors (`oauth_guard.Echoes`). Where the
+  requests may go (private addresses, plain http) is `oauth_guard.OAuthGuard`, under the client.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import issuers_match, union_scopes
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
@@ -46,6 +52,7 @@ from toolshell.connections import auth_params
 from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.connections.oauth_guard import Echoes
 from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
+from toolshell.connections.oauth_pin import IssuerPin
 from toolshell.connections.oauth_tokens import TokenFile
 from toolshell.errors import ErrorCode, ToolshellError
 
@@ -152,10 +159,6 @@ def _fold_scopes(response: httpx2.Response, wanted: list[str]) -> None:
     response.headers["WWW-Authenticate"] = auth_params.render(auth_params.Challenge("Bearer", params))
 
 
-def _origin(url: httpx2.URL) -> tuple[str, str, int | None]:
-    return url.scheme, url.host.lower(), url.port
-
-
 def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: httpx2.Response) -> bool:
     """Whether a registration covers this login's redirect and the scopes the server asks for."""
     if uri not in (client.redirect_uris or []):
@@ -164,14 +167,12 @@ def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: h
     return client.scope is None or set(asked) <= set(client.scope.split())
 
 
-class ToolshellOAuth(OAuthClientProvider):
+class ToolshellOAuth(IssuerPin, OAuthClientProvider):
     """What toolshell adds around the SDK's flow (see the module docstring)."""
 
     _file: TokenFile
     _stamp: tuple[int, int] | None = None
     _wanted: list[str]
-    _pinned_issuer: str | None = None
-    """The configured `issuer`: the flow sends nothing to another authorization server."""
     on_outcome: Callable[[httpx2.Response], None] | None = None
     """Told the response each request ended with (not the refusals a refresh or login got past)."""
 
@@ -192,11 +193,6 @@ class ToolshellOAuth(OAuthClientProvider):
     def _fixed_client(self) -> OAuthClientInformationFull | None:
         return None
 
-    def _select_authorization_server(self, advertised: list[str]) -> str:
-        """The advertised server that is the configured issuer, if one is; else the first."""
-        want = self._pinned_issuer
-        return next((s for s in advertised if want is not None and issuers_match(s, want)), advertised[0])
-
     @functools.cached_property
     def _echoes(self) -> Echoes:
         return Echoes()
@@ -205,23 +201,6 @@ class ToolshellOAuth(OAuthClientProvider):
         """Before the flow sends a request of its own: the pinned issuer, and what it must never show."""
         self._check_issuer(request)
         self._echoes.note(request)
-
-    def _check_issuer(self, request: httpx2.Request) -> None:
-        """With `issuer` set, a POST of the flow (registration, token) goes only to that issuer's server:
-        its metadata must name that issuer, or, with none found, the request must be on its origin."""
-        want = self._pinned_issuer
-        if want is None or request.method != "POST":
-            return
-        metadata = self.context.oauth_metadata
-        if metadata is not None and issuers_match(str(metadata.issuer), want):
-            return
-        if metadata is None and _origin(request.url) == _origin(httpx2.URL(want)):
-            return
-        found = f"metadata of issuer {str(metadata.issuer)!r}" if metadata else f"no metadata, at {request.url.host}"
-        raise OAuthFlowError(
-            f"the server sent us to another authorization server ({found}) than the configured issuer {want!r}; "
-            "nothing was sent there. If the server moved, correct `issuer` in [mcp.servers.oauth]"
-        )
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -259,6 +238,11 @@ class ToolshellOAuth(OAuthClientProvider):
         response: httpx2.Response | None = None
         while True:
             self._sync()
+            if self._refresh_needs_metadata(self._refresh_due()):
+                # A refresh without metadata would go to the MCP server's origin: find the issuer's first.
+                for metadata_request in self._issuer_metadata_requests():
+                    if await self._take_metadata((yield metadata_request)):
+                        break
             flow = super()._auth_flow(request)
             try:
                 async with self._refresh_guard():
