@@ -49,7 +49,10 @@ class OAuthConfig(_Model):
     """An https URL of this client's metadata document, used as its client ID where the server supports it."""
     scopes: list[str] = Field(default_factory=list)
     issuer: str | None = None
-    """The authorization server a configured client belongs to; its secret is sent nowhere else."""
+    """The authorization server (its issuer URL) a configured client belongs to: metadata from any
+    other issuer is refused, so the client's credentials are sent nowhere else."""
+    allow_private: list[str] = Field(default_factory=list)
+    """Private addresses (`host`, `host:port` or an IP) OAuth discovery may reach besides the server's own host."""
     assertion_command: list[str] = Field(default_factory=list)
     """For `identity_assertion`: the program (and arguments) that prints an ID-JAG (SEP-990)."""
     redirect_port: int | None = Field(default=None, ge=1, le=65535)
@@ -62,6 +65,19 @@ class OAuthConfig(_Model):
     def _names_a_variable(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
             raise ValueError(f'{info.field_name} takes the name of an environment variable, e.g. "GITHUB_SECRET"')
+        return v
+
+    def secret_variables(self) -> list[str]:
+        """The environment variables whose values are this login's secrets (redacted everywhere)."""
+        return [v for v in (self.client_secret_env, self.private_key_env) if v]
+
+    @field_validator("issuer")
+    @classmethod
+    def _an_issuer_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("https://", "http://")):
+            raise ValueError(
+                f"issuer {v!r} must be the authorization server's issuer URL, e.g. https://auth.example.com"
+            )
         return v
 
     @field_validator("client_metadata_url")
