@@ -40,7 +40,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "compile, and then over the input the script sends, not a server's answer"
     ),
     ("frontends/interactive.py", "_HEREDOC"): "what the person types at the interactive prompt",
-    ("frontends/web/api.py", "Api.timeline"): "a query parameter of the local web UI (the user's browser)",
     ("timeline/events.py", "_SECRET_KEY"): "the keys of the input a script sends to a tool",
     ("host.py", "project_id"): "the user's own .git/config",
     ("redact.py", "_SECRET_NAME"): "the names of the config's environment variables",
@@ -48,8 +47,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "being rewritten by the redaction work: an alternation of escaped secret values (literals, so "
         "no backtracking blow-up), though it runs over every output"
     ),
-    ("safe_text.py", "_UNSAFE"): _PENDING,
-    ("safe_text.py", "_UNSAFE_IN_BLOCK"): _PENDING,
     ("command/render.py", "_MIME"): _PENDING,
     ("command/render.py", "_image_name"): _PENDING,
 }
