@@ -32,6 +32,7 @@ from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import Pipeline
 from toolshell.calls.prepare import prepare_input, resolve
 from toolshell.calls.view import CatalogView
+from toolshell.command.masking import masked_result
 from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import ConnState, ServerStatus, SessionContext
 from toolshell.connections.factory import make_connection
@@ -355,7 +356,7 @@ class Host:
         except StopScript as stop:  # nobody to ask on a direct call: the request waits for a person
             raise stop.error from None
         result: types.CallToolResult = sent.result
-        return result
+        return masked_result(result, self.redact)  # a direct call's result goes to a client as it is
 
     # --- sessions ----------------------------------------------------------------------------
 
