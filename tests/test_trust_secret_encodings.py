@@ -41,6 +41,10 @@ SERVER = textwrap.dedent(
     read = ToolAnnotations(readOnlyHint=True)
 
     def form(name):
+        if name.endswith("-wrapped"):  # as `base64` and `xxd -p` print it: lines of 76 and 60 characters
+            wide = name == "base64-wrapped"
+            text, width = (base64.b64encode(b"p" * 50 + raw).decode(), 76) if wide else ((b"q" * 20 + raw).hex(), 60)
+            return "\\n".join(text[i : i + width] for i in range(0, len(text), width))
         if name.startswith(("base64-", "base64url-")):
             kind, k = name.split("-")
             encode = base64.b64encode if kind == "base64" else base64.urlsafe_b64encode
@@ -82,6 +86,7 @@ FORMS = [
     *(f"base64-{k}" for k in range(3)),
     *(f"base64url-{k}" for k in range(3)),
     *["literal", "reversed", "hex", "HEX", "url", "url-plus", "url-every", "json", "json-ascii"],
+    *["base64-wrapped", "hex-wrapped"],
 ]
 
 
@@ -104,7 +109,11 @@ def _host(tmp_path: Path) -> Any:
 
 
 def _revealed(text: str) -> list[str]:
-    """The decodings of `text` that give the secret back."""
+    """The decodings of `text`, or of `text` with its line breaks taken out, that give the secret back."""
+    return sorted({*_decoded(text), *_decoded(text.replace("\n", ""))})
+
+
+def _decoded(text: str) -> list[str]:
     texts = {
         "literal": [text],
         "reversed": [text[::-1]],

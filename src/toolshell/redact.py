@@ -10,15 +10,17 @@ A server that knows a secret can send it in another form, so each secret is mask
 text and files commonly carry it (`forms_of`): reversed, base64 and base64url at each of the three
 alignments a secret can have inside a longer base64 stream, hex, percent-encoding and JSON string
 escaping. All forms of all secrets are one RE2 alternation of literals, built once, matched in one
-linear pass over the UTF-8 bytes (no backtracking `re` on what a server sends). `pieces` masks a
-secret split across several strings (the blocks of one result), `blob` masks binary data.
+linear pass over the UTF-8 bytes (no backtracking `re` on what a server sends), and a second one
+with the line breaks taken out (base64 and hex wrapped at a fixed width). `pieces` masks a secret
+split across several strings (the blocks of one result), `blob` masks binary data.
 Transformations beyond these (a secret cut in two and reordered, compressed, encrypted, or
-spelled out one character per line) cannot be recognised.
+encoded twice) cannot be recognised.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import json
 import logging
 import re
@@ -36,6 +38,7 @@ _OPTIONS.encoding = re2.Options.Encoding.LATIN1  # byte semantics: blobs need no
 _OPTIONS.never_capture = True
 _OPTIONS.log_errors = False
 _OPTIONS.max_mem = 64 << 20  # the DFA of many long literals; RE2's default (8 MiB) is tight
+_BREAKS = re2.compile(b"[\r\n]", _OPTIONS)
 
 
 def is_secret(name: str, value: str) -> bool:
@@ -106,30 +109,26 @@ class Redactor:
         return self._pattern is not None
 
     def __call__(self, text: str) -> str:
-        if self._pattern is None or not text:
-            return text
-        raw = text.encode("utf-8", "surrogatepass")
-        if self._pattern.search(raw) is None:  # the common case: one pass, nothing copied
-            return text
-        return str(self._pattern.sub(MASK.encode(), raw).decode("utf-8", "surrogatepass"))
+        return self.pieces([text])[0] if text else text
 
     def blob(self, data: bytes) -> bytes:
         """Binary data with each secret form overwritten by as many `*` (so offsets inside a file hold)."""
-        if self._pattern is None or self._pattern.search(data) is None:
+        spans = self._spans(data)
+        if not spans:
             return data
         out = bytearray(data)
-        for match in self._pattern.finditer(data):
-            start, end = match.span()
+        for start, end in spans:
             out[start:end] = b"*" * (end - start)
         return bytes(out)
 
     def pieces(self, texts: list[str]) -> list[str]:
         """The strings with secrets masked as if they were one text: a secret split across two of
-        them (two content blocks of one result) is masked in both, each part as `***`."""
+        them (two content blocks of one result) is masked in both, each part as `***`. The same
+        list comes back when nothing was masked."""
         if self._pattern is None or not texts:
             return texts
         raw = [t.encode("utf-8", "surrogatepass") for t in texts]
-        spans = [m.span() for m in self._pattern.finditer(b"".join(raw))]
+        spans = self._spans(raw[0] if len(raw) == 1 else b"".join(raw))
         if not spans:
             return texts
         out, offset = [], 0
@@ -137,6 +136,39 @@ class Redactor:
             out.append(_masked(piece, offset, spans).decode("utf-8", "surrogatepass"))
             offset += len(piece)
         return out
+
+    def _spans(self, data: bytes) -> list[tuple[int, int]]:
+        """Where the secrets' forms are in `data`, sorted and disjoint; a form broken across lines
+        (base64 or hex wrapped at a fixed width, a secret cut by a line break) counts too."""
+        if self._pattern is None:
+            return []
+        spans = [m.span() for m in self._pattern.finditer(data)]
+        if b"\n" in data or b"\r" in data:
+            flat = data.translate(None, b"\r\n")
+            if self._pattern.search(flat) is not None:  # rare: only when a secret is there at all
+                spans += _unflattened(data, [m.span() for m in self._pattern.finditer(flat)])
+        return _merged(spans)
+
+
+def _unflattened(data: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans found in `data` with its line breaks taken out, as offsets of `data` itself."""
+    removed = [m.start() for m in _BREAKS.finditer(data)]
+    kept_before = [i - k for k, i in enumerate(removed)]  # kept bytes before each removed one
+
+    def place(x: int) -> int:
+        return x + bisect.bisect_right(kept_before, x)
+
+    return [(place(start), place(end - 1) + 1) for start, end in spans if end > start]
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _masked(piece: bytes, offset: int, spans: list[tuple[int, int]]) -> bytes:
