@@ -20,7 +20,6 @@ encoded twice) cannot be recognised.
 from __future__ import annotations
 
 import base64
-import bisect
 import json
 import logging
 import re
@@ -38,7 +37,6 @@ _OPTIONS.encoding = re2.Options.Encoding.LATIN1  # byte semantics: blobs need no
 _OPTIONS.never_capture = True
 _OPTIONS.log_errors = False
 _OPTIONS.max_mem = 64 << 20  # the DFA of many long literals; RE2's default (8 MiB) is tight
-_BREAKS = re2.compile(b"[\r\n]", _OPTIONS)
 
 
 def is_secret(name: str, value: str) -> bool:
@@ -127,10 +125,10 @@ class Redactor:
         list comes back when nothing was masked."""
         if self._pattern is None or not texts:
             return texts
-        raw = [t.encode("utf-8", "surrogatepass") for t in texts]
-        spans = self._spans(raw[0] if len(raw) == 1 else b"".join(raw))
+        spans = self._spans("".join(texts).encode("utf-8", "surrogatepass"))
         if not spans:
             return texts
+        raw = [t.encode("utf-8", "surrogatepass") for t in texts]  # each piece's place in the joined bytes
         out, offset = [], 0
         for piece in raw:
             out.append(_masked(piece, offset, spans).decode("utf-8", "surrogatepass"))
@@ -151,14 +149,29 @@ class Redactor:
 
 
 def _unflattened(data: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Spans found in `data` with its line breaks taken out, as offsets of `data` itself."""
-    removed = [m.start() for m in _BREAKS.finditer(data)]
-    kept_before = [i - k for k, i in enumerate(removed)]  # kept bytes before each removed one
+    """Spans (sorted) found in `data` with its line breaks taken out, as offsets of `data` itself."""
+    out, at = [], (0, 0)  # (offset in data, offset in the flat text) of one kept byte
+    for start, end in spans:
+        if end > start:
+            at = _placed(data, at, start)
+            first = at[0]
+            at = _placed(data, at, end - 1)
+            out.append((first, at[0] + 1))
+    return out
 
-    def place(x: int) -> int:
-        return x + bisect.bisect_right(kept_before, x)
 
-    return [(place(start), place(end - 1) + 1) for start, end in spans if end > start]
+def _placed(data: bytes, at: tuple[int, int], target: int) -> tuple[int, int]:
+    """Where the kept byte at offset `target` of the flat text is in `data`, counting from `at`
+    (bytes.count in C, so a text of many short lines costs a few passes, not a loop per line)."""
+    here, flat = at
+    while True:
+        step = target - flat
+        breaks = data.count(b"\n", here, here + step) + data.count(b"\r", here, here + step)
+        here, flat = here + step, flat + step - breaks
+        if not breaks:
+            while data[here : here + 1] in (b"\n", b"\r"):
+                here += 1
+            return here, flat
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

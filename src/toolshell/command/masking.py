@@ -63,23 +63,43 @@ def _decoded(text: str) -> bytes | None:
 
 
 def _gather(value: Any, strings: list[str], blobs: list[bytes | None], *, free: bool) -> None:
-    if isinstance(value, str):
+    if free:
+        _gather_free(value, strings)
+    elif isinstance(value, str):
         strings.append(value)
     elif isinstance(value, list):
         for v in value:
-            _gather(v, strings, blobs, free=free)
+            _gather(v, strings, blobs, free=False)
     elif isinstance(value, dict):
         for k, v in value.items():
-            if free:
-                strings.append(str(k))
-            elif k in _FIXED:
+            if k in _FIXED:
                 continue
-            elif k in _BINARY and isinstance(v, str):
+            if k in _BINARY and isinstance(v, str):
                 raw = _decoded(v)
                 blobs.append(raw)
                 if raw is not None:
                     continue
-            _gather(v, strings, blobs, free=free or k in _FREE)
+            _gather(v, strings, blobs, free=k in _FREE)
+
+
+def _gather_free(value: Any, strings: list[str]) -> None:
+    """The strings of free-form JSON, keys too. String leaves are taken inline, without a call
+    each: structured content can hold a million of them."""
+    if isinstance(value, str):
+        strings.append(value)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            strings.append(k)
+            if isinstance(v, str):
+                strings.append(v)
+            elif isinstance(v, dict | list):
+                _gather_free(v, strings)
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, str):
+                strings.append(v)
+            elif isinstance(v, dict | list):
+                _gather_free(v, strings)
 
 
 def _rebuild(
