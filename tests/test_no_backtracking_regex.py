@@ -23,7 +23,6 @@ from toolshell.policy.rating import _name_words
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolshell"
 
-_PENDING = "converted by the escaping/secrets work"
 
 ALLOWED: dict[tuple[str, str], str] = {
     ("config/names.py", "SERVER_NAME_RE"): "server names as written in the user's config",
@@ -43,12 +42,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("timeline/events.py", "_SECRET_KEY"): "the keys of the input a script sends to a tool",
     ("host.py", "project_id"): "the user's own .git/config",
     ("redact.py", "_SECRET_NAME"): "the names of the config's environment variables",
-    ("redact.py", "Redactor.__init__"): (
-        "being rewritten by the redaction work: an alternation of escaped secret values (literals, so "
-        "no backtracking blow-up), though it runs over every output"
-    ),
-    ("command/render.py", "_MIME"): _PENDING,
-    ("command/render.py", "_image_name"): _PENDING,
 }
 """(module under src/toolshell, where in it) -> why that use never sees server data (or, for the
 few still being converted elsewhere, who converts it)."""
