@@ -69,14 +69,14 @@ def serving(
         rest: list[str] = []
         drain = threading.Thread(target=lambda: rest.extend(proc.stderr or ()), daemon=True)
         drain.start()
-        _wait_for_port(port)
+        wait_for_port(port)
         yield Served(f"http://127.0.0.1:{port}/mcp", state, line, proc, rest)
     finally:
         proc.terminate()
         proc.wait(10)
 
 
-def _wait_for_port(port: int, seconds: float = 20) -> None:
+def wait_for_port(port: int, seconds: float = 20) -> None:
     """The start line comes just before the socket is bound: connect until it is (bounded)."""
     deadline = time.monotonic() + seconds
     while True:
