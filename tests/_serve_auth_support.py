@@ -23,13 +23,20 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
 
+from _github_server import make_github
 from _net_support import free_port
 
 TESTS = Path(__file__).parent
 SRC = TESTS.parent / "src"
-GITHUB_CONFIG = '[[mcp.servers]]\nname = "github"\ntype = "builtin"\nmodule = "_github_server:make_github"\n'
+GITHUB_CONFIG = '[[mcp.servers]]\nname = "github"\ntype = "builtin"\nmodule = "_serve_auth_support:github"\n'
 """A server whose `delete-branch` is destructive: every call needs a person's approval."""
+
+
+def github() -> MCPServer:
+    """`make_github` for a config's `module =` (a factory taking nothing; it would pass the host)."""
+    return make_github()
 
 
 @dataclass

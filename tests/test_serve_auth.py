@@ -39,18 +39,17 @@ async def _unused(context: object, params: types.ElicitRequestParams) -> types.E
 async def test_a_second_local_account_gets_401_and_leaves_no_always_grant_for_the_owner(outsider: Outsider) -> None:
     state = outsider.directory / "state"
     state.mkdir()  # 0755 under the usual umask: reachable, so only the token file's own mode protects it
+    token_file = state / "serve-token"
     with serving(state) as served:
-        token_file = state / "serve-token"
         attempt = outsider.mcp_call(served.url, token_file, DELETE)
         curl = outsider.run("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST", served.url)
+        out = json.loads(attempt.stdout)
+        assert (out["no_token"][0], out["guessed_token"][0], curl.stdout) == (401, 401, "401"), out
+        assert "no_token_always" not in out and "guessed_token_always" not in out, "nothing to answer: no call ran"
         token = token_file.read_text().strip()
         async with client(served.url, token, elicitation_callback=_unused) as owner:
             later = await owner.session.call_tool("bash", {"script": DELETE}, allow_input_required=True)
-    out = json.loads(attempt.stdout)
     assert out["token_file"] == "Permission denied"
-    assert out["no_token"][0] == 401 and out["guessed_token"][0] == 401
-    assert "no_token_always" not in out and "guessed_token_always" not in out, "nothing to answer: no call ran"
-    assert curl.stdout == "401"
     error = out["no_token"][1]["error"]
     assert error["code"] == "connection_required"
     assert f"Authorization: Bearer <token>'; the token is in {token_file}" in error["message"]

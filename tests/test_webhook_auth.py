@@ -45,6 +45,7 @@ def triggers_serve(directory: Path, config: str) -> Iterator[tuple[subprocess.Po
 def test_a_webhook_without_secret_env_is_refused_at_start_naming_secret_env(tmp_path: Path, outsider: Outsider) -> None:
     with triggers_serve(tmp_path, OPEN) as (proc, first_line, port):
         if "webhooks at" in first_line:  # it started open: show what that lets another account do
+            wait_for_port(port)
             fired = outsider.run("curl", "-s", "-X", "POST", f"http://127.0.0.1:{port}/hooks/deploy")
             pytest.fail(f"triggers serve started an open webhook; nobody fired it: {fired.stdout}")
         code = proc.wait(30)
