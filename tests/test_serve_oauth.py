@@ -179,13 +179,43 @@ async def test_caller_b_presenting_caller_as_session_id_is_refused() -> None:
     assert again.status_code == 200 and "alices-secret" in again.text, "bob could not end alice's session either"
 
 
+async def test_caller_b_cannot_answer_the_approval_round_of_caller_as_parked_script() -> None:
+    async with served_with_oauth() as served, httpx2.AsyncClient(timeout=30) as http:
+        served.issuer.provider.machines["other-robot"] = "other-secret"
+        alice = {**HEADERS, **_modern(), "Authorization": f"Bearer {await served.token()}"}
+        bob = {**HEADERS, **_modern(), "Authorization": f"Bearer {await served.token('other-robot', 'other-secret')}"}
+        asked = (await http.post(served.url, json=_bash(1, DELETE, _META), headers=alice)).json()["result"]
+        [key] = asked["inputRequests"]
+        answer = {
+            "inputResponses": {key: {"action": "accept", "content": {"answer": "always"}}},
+            "requestState": asked["requestState"],
+        }
+        stolen = await http.post(served.url, json=_bash(2, DELETE, _META, **answer), headers=bob)
+        own = await http.post(served.url, json=_bash(3, DELETE, _META, **answer), headers=alice)
+    assert asked["resultType"] == "input_required"
+    assert stolen.json()["error"]["message"] == "Invalid or expired requestState", "bound to alice"
+    assert "deleted main" not in stolen.text
+    assert own.status_code == 200 and "deleted main" in own.text
+
+
+_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+}
+
+
+def _modern() -> dict[str, str]:
+    return {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "bash"}
+
+
 def _initialize() -> dict[str, Any]:
     params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
 
 
-def _bash(request_id: int, script: str) -> dict[str, Any]:
-    params = {"name": "bash", "arguments": {"script": script}}
+def _bash(request_id: int, script: str, meta: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    params = {"name": "bash", "arguments": {"script": script}, **({"_meta": meta} if meta else {}), **extra}
     return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
 
 

@@ -93,6 +93,7 @@ def _create_token_file(path: Path) -> None:
     a partial file, and of two servers starting at once the first one's token wins."""
     temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a state kept elsewhere (Postgres) made none
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             out.write(secrets.token_urlsafe(32) + "\n")
