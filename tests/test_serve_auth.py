@@ -133,7 +133,7 @@ def test_no_auth_is_refused_beyond_loopback_and_warns_on_loopback(tmp_path: Path
         pass
     assert remote.returncode == 2
     assert "--no-auth serves loopback addresses only" in remote.stderr
-    assert "(no authentication (--no-auth))" in served.start_line
+    assert "/mcp (no authentication: --no-auth)" in served.start_line
     assert not (tmp_path / "state" / "serve-token").exists()
 
 

@@ -6,7 +6,8 @@ text and as `structuredContent`. When the upstream client declared elicitation, 
 approval and a server's own question are put to it (`frontends.upstream`): in `input_required`
 rounds for 2026-07-28 clients (the script waits, parked), as `elicitation/create` on the call's
 stream for older ones. A client without elicitation gets the stop report; servers' questions
-are declined.
+are declined. Over HTTP every request is authenticated (`serve_auth`), and the caller's identity
+goes on each session, so on every shell call and approval request.
 """
 
 from __future__ import annotations

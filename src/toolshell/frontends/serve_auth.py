@@ -170,7 +170,7 @@ class Gate:
         return AuthenticationMiddleware(required, backend=BearerAuthBackend(self.verifier))
 
 
-NO_AUTH = Gate(None, "no authentication (--no-auth)")
+NO_AUTH = Gate(None, "no authentication: --no-auth")
 
 
 def token_gate(token: ServeToken) -> Gate:
