@@ -82,6 +82,8 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.jwt_kid = f"test-{secrets.token_hex(4)}"
         self.introspections = 0
         self.jwks_fetches = 0
+        self.jwks_down = False
+        """The JWKS endpoint answers 503 (the issuer is having a bad day)."""
 
     def issue_jwts(self, audience: str) -> None:
         """From now on access tokens are ES256 JWTs (RFC 9068) for `audience`, subject the client."""
@@ -199,6 +201,9 @@ class Shim:
             return
         if scope["type"] == "http" and scope["path"] == "/jwks":
             self.provider.jwks_fetches += 1
+            if self.provider.jwks_down:
+                await _respond(send, 503, b'{"error":"temporarily_unavailable"}', [])
+                return
             await _respond(send, 200, json.dumps(self.provider.jwks()).encode(), [])
             return
         if scope["type"] == "http" and scope["path"] == "/introspect" and scope["method"] == "POST":

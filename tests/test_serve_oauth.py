@@ -245,6 +245,23 @@ async def test_a_rotated_signing_key_is_picked_up_by_fetching_the_keys_again(mon
     assert provider.jwks_fetches == 2
 
 
+async def test_while_the_issuers_keys_cannot_be_fetched_tokens_are_refused_and_it_is_asked_again_after_a_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with served_with_oauth() as served, httpx2.AsyncClient() as http:
+        provider = served.issuer.provider
+        provider.jwks_down = True
+        token = await served.token()
+        while_down = [(await _ping(http, served.url, token)).status_code for _ in range(4)]
+        asked_while_down = provider.jwks_fetches
+        provider.jwks_down = False
+        monkeypatch.setattr(serve_oauth_module, "RETRY_SECONDS", 0.0)  # as if the pause had passed
+        back = await _ping(http, served.url, token)
+    assert while_down == [401, 401, 401, 401]
+    assert asked_while_down == 1, "one failed fetch, then a pause: not one fetch per request"
+    assert back.status_code == 200
+
+
 async def _ping(http: httpx2.AsyncClient, url: str, token: str) -> httpx2.Response:
     """An `initialize` with `token`: 200 once authenticated, 401 otherwise."""
     return await http.post(url, json=_initialize(), headers={**HEADERS, "Authorization": f"Bearer {token}"})

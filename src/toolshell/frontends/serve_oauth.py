@@ -40,6 +40,9 @@ REFETCH_SECONDS = 60.0
 """An unknown key id fetches the keys again at most this often (a flood of forged ids costs one fetch)."""
 MAX_KEYS = 64
 """More keys than this in a JWKS is refused: a set is a handful of keys."""
+RETRY_SECONDS = 5.0
+"""After a failed fetch of the metadata or the keys, how long tokens are refused without asking again
+(so an issuer that is down is not asked once per request)."""
 LEEWAY_SECONDS = 30
 """Clock skew allowed on `exp`/`nbf`/`iat`."""
 HTTP_TIMEOUT = httpx2.Timeout(10.0)
@@ -56,13 +59,12 @@ def _caller_token(claims: Mapping[str, Any], issuer: str, audience: str) -> Call
         log.warning("serve: refused a token with no subject")
         return None
     client = claims.get("client_id") or claims.get("azp") or subject
-    scope = claims.get("scope")
     exp = claims.get("exp")
     return CallerToken(
         token="",
         client_id=str(client),
         subject=subject,
-        scopes=scope.split() if isinstance(scope, str) else [],
+        scopes=_scopes(claims.get("scope", claims.get("scp"))),
         expires_at=int(exp) if isinstance(exp, int | float) else None,
         resource=audience,
         claims={"iss": issuer},
@@ -70,19 +72,33 @@ def _caller_token(claims: Mapping[str, Any], issuer: str, audience: str) -> Call
     )
 
 
+def _scopes(value: Any) -> list[str]:
+    """`scope` is a space-separated string (RFC 9068, RFC 7662); some issuers send a list as `scp`."""
+    if isinstance(value, str):
+        return value.split()
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
 class _Issuer:
-    """The issuer's metadata, fetched once (the first token that needs it)."""
+    """The issuer's metadata, fetched once (by the first token that needs it)."""
 
     def __init__(self, issuer: str, http: Callable[[], httpx2.AsyncClient]) -> None:
         self.issuer = issuer
         self._http = http
         self._metadata: dict[str, Any] | None = None
+        self._failed: tuple[float, Exception] | None = None
         self._lock = anyio.Lock()
 
     async def metadata(self) -> dict[str, Any]:
         async with self._lock:
             if self._metadata is None:
-                self._metadata = await self._discover()
+                if self._failed and time.monotonic() - self._failed[0] < RETRY_SECONDS:
+                    raise self._failed[1]
+                try:
+                    self._metadata = await self._discover()
+                except (httpx2.HTTPError, LookupError, ValueError) as e:
+                    self._failed = (time.monotonic(), e)
+                    raise
             return self._metadata
 
     async def _discover(self) -> dict[str, Any]:
@@ -109,7 +125,7 @@ class JwtVerifier(TokenVerifier):
         self._http = http or (lambda: httpx2.AsyncClient(timeout=HTTP_TIMEOUT))
         self._issuer = _Issuer(config.issuer, self._http)
         self._keys: dict[str, jwt.PyJWK] = {}
-        self._fetched_at = -float("inf")
+        self._fetched_at = self._tried_at = -float("inf")
         self._lock = anyio.Lock()
 
     async def verify_token(self, token: str) -> AccessToken | None:
@@ -142,10 +158,11 @@ class JwtVerifier(TokenVerifier):
     async def _key(self, kid: str) -> jwt.PyJWK | None:
         async with self._lock:
             now = time.monotonic()
-            stale = now - self._fetched_at > JWKS_TTL_SECONDS
-            unknown = kid not in self._keys and now - self._fetched_at > REFETCH_SECONDS
+            stale = now - self._fetched_at > JWKS_TTL_SECONDS and now - self._tried_at > RETRY_SECONDS
+            unknown = kid not in self._keys and now - self._tried_at > REFETCH_SECONDS
             if stale or unknown:
-                self._keys = await self._fetch_keys()
+                self._tried_at = now
+                self._keys = await self._fetch_keys()  # on failure the keys fetched before stay in use
                 self._fetched_at = now
         found = self._keys.get(kid) or (next(iter(self._keys.values())) if not kid and len(self._keys) == 1 else None)
         if found is None:
