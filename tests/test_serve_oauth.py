@@ -158,7 +158,7 @@ async def test_a_token_for_another_audience_issuer_or_key_or_expired_or_unsigned
     assert control.status_code != 401, "the same claims, signed by the issuer, are accepted"
 
 
-async def test_caller_b_presenting_caller_as_session_id_is_refused() -> None:
+async def test_caller_b_presenting_the_session_id_of_caller_a_is_refused() -> None:
     async with served_with_oauth() as served, httpx2.AsyncClient() as http:
         served.issuer.provider.machines["other-robot"] = "other-secret"
         alice = {**HEADERS, "Authorization": f"Bearer {await served.token()}"}
@@ -179,7 +179,7 @@ async def test_caller_b_presenting_caller_as_session_id_is_refused() -> None:
     assert again.status_code == 200 and "alices-secret" in again.text, "bob could not end alice's session either"
 
 
-async def test_caller_b_cannot_answer_the_approval_round_of_caller_as_parked_script() -> None:
+async def test_caller_b_cannot_answer_the_approval_round_of_a_script_caller_a_started() -> None:
     async with served_with_oauth() as served, httpx2.AsyncClient(timeout=30) as http:
         served.issuer.provider.machines["other-robot"] = "other-secret"
         alice = {**HEADERS, **_modern(), "Authorization": f"Bearer {await served.token()}"}
