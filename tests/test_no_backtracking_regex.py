@@ -28,6 +28,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("config/names.py", "SERVER_NAME_RE"): "server names as written in the user's config",
     ("config/names.py", "SCRIPT_NAME_RE"): "saved-script names the user or the script chose",
     ("config/models.py", "OAuthConfig._names_a_variable"): "an environment variable name in the config",
+    ("config/models.py", "ServeOAuthConfig._an_http_url"): "the issuer URL as written in the user's config",
+    ("config/models.py", "ServeOAuthConfig._names_a_variable"): "an environment variable name in the config",
     ("config/models.py", "GuardConfig._regex_compiles"): "checks that the user's own guardrail pattern compiles",
     ("config/loading.py", "_VAR_RE"): "`${VAR}` expansion over the user's config text",
     ("policy/words.py", "_BRACE"): "the words of the script's own bash text, never a server's answer",
