@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The official MCP conformance suite against toolshell (client adapter and `serve --http`).
 #   bash scripts/conformance.sh [--out DIR]
+#   bash scripts/conformance.sh --side server   # only the server scenarios
 # Installs Node 22 and the pinned suite into .conformance/ (local, gitignored; the machine's Node may
 # be older than the suite's >= 22), then runs tests/conformance/run.py with the project's Python.
 # Exits non-zero on an unexpected failure or an unexpected pass (see tests/conformance/expected_failures.toml).

@@ -7,6 +7,11 @@ test's "browser" is an HTTP GET that follows the redirect to the client's loopba
 refresh tokens and counts what it issues. `Shim` adds what the SDK's server has no handler for:
 the client-credentials grant, and a tool (`write`) that needs a scope the login did not grant,
 answered with 403 `insufficient_scope` so the client must step up.
+
+For another resource server (`toolshell serve --http` with `[serve.oauth]`) the provider can issue
+JWT access tokens instead (`Provider.issue_jwts(audience)`): signed with a test key (ES256), whose
+JWKS the Shim serves at `/jwks` (named `jwks_uri` in the metadata), and answered about at the RFC
+7662 endpoint `/introspect` (for a machine client, HTTP Basic).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from urllib.parse import parse_qs
 import anyio
 import jwt
 import uvicorn
+from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import (
     AccessToken,
@@ -66,9 +72,40 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         """Public keys (PEM) of machine clients that sign their token requests (`private_key_jwt`)."""
         self.metadata_documents: dict[str, OAuthClientInformationFull] = {}
         """Client ID metadata documents by URL, as if fetched (the server then advertises support)."""
+        self.machines: dict[str, str] = {MACHINE_ID: MACHINE_SECRET}
+        """Machine clients (client-credentials grant, introspection) and their secrets."""
+        self.issuer = ""
+        """The issuer URL as the metadata names it (set by `serve_oauth`)."""
+        self.jwt_audience: str | None = None
+        """When set, access tokens are JWTs for this audience (`issue_jwts`)."""
+        self.jwt_key = ec.generate_private_key(ec.SECP256R1())
+        self.jwt_kid = f"test-{secrets.token_hex(4)}"
+        self.introspections = 0
+        self.jwks_fetches = 0
+        self.jwks_down = False
+        """The JWKS endpoint answers 503 (the issuer is having a bad day)."""
+
+    def issue_jwts(self, audience: str) -> None:
+        """From now on access tokens are ES256 JWTs (RFC 9068) for `audience`, subject the client."""
+        self.jwt_audience = audience
+
+    def sign(self, claims: dict[str, Any], key: Any = None, kid: str | None = None, alg: str = "ES256") -> str:
+        """A JWT of `claims`, signed with the provider's key (or `key`, to forge one)."""
+        return jwt.encode(claims, key or self.jwt_key, algorithm=alg, headers={"kid": kid or self.jwt_kid})
+
+    def jwt_claims(self, subject: str, scopes: list[str], **overrides: Any) -> dict[str, Any]:
+        now = int(time.time())
+        claims = {"iss": self.issuer, "sub": subject, "aud": self.jwt_audience, "exp": now + 3600, "iat": now}
+        return {**claims, "client_id": subject, "scope": " ".join(scopes), "jti": secrets.token_hex(8), **overrides}
+
+    def jwks(self) -> dict[str, Any]:
+        public = json.loads(jwt.algorithms.ECAlgorithm.to_jwk(self.jwt_key.public_key()))
+        return {"keys": [{**public, "kid": self.jwt_kid, "alg": "ES256", "use": "sig"}]}
 
     def mint(self, client_id: str, scopes: list[str]) -> str:
         access = f"access_{secrets.token_hex(16)}"
+        if self.jwt_audience is not None:
+            access = self.sign(self.jwt_claims(client_id, scopes))
         self.access_tokens[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=int(time.time()) + 3600, resource=self.resource
         )
@@ -162,6 +199,17 @@ class Shim:
         if scope["type"] == "http" and scope["path"] == "/.well-known/oauth-authorization-server":
             await self.app(scope, receive, self._advertising_documents(send))
             return
+        if scope["type"] == "http" and scope["path"] == "/jwks":
+            self.provider.jwks_fetches += 1
+            if self.provider.jwks_down:
+                await _respond(send, 503, b'{"error":"temporarily_unavailable"}', [])
+                return
+            await _respond(send, 200, json.dumps(self.provider.jwks()).encode(), [])
+            return
+        if scope["type"] == "http" and scope["path"] == "/introspect" and scope["method"] == "POST":
+            body, _ = await _buffer(receive)
+            await self._introspect(scope, body, send)
+            return
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -189,6 +237,9 @@ class Shim:
             document = json.loads(message["body"])
             if self.provider.metadata_documents:
                 document["client_id_metadata_document_supported"] = True
+            if self.provider.jwt_audience is not None:
+                document["jwks_uri"] = f"{self.base}/jwks"
+                document["introspection_endpoint"] = f"{self.base}/introspect"
             body = json.dumps(document).encode()
             headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
             await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
@@ -222,7 +273,30 @@ class Shim:
 
     def _basic_client(self, scope: dict[str, Any]) -> str | None:
         basic = dict(scope["headers"]).get(b"authorization", b"").decode().removeprefix("Basic ")
-        return MACHINE_ID if base64.b64decode(basic or "Og==").decode() == f"{MACHINE_ID}:{MACHINE_SECRET}" else None
+        client, _, secret = base64.b64decode(basic or "Og==").decode().partition(":")
+        return client if client in self.provider.machines and self.provider.machines[client] == secret else None
+
+    async def _introspect(self, scope: dict[str, Any], body: bytes, send: Any) -> None:
+        """RFC 7662: what the token is, for a machine client that authenticates."""
+        if self._basic_client(scope) is None:
+            await _respond(send, 401, b'{"error":"invalid_client"}', [])
+            return
+        self.provider.introspections += 1
+        token = parse_qs(body.decode()).get("token", [""])[0]
+        access = self.provider.access_tokens.get(token)
+        if access is None or (access.expires_at or 0) < time.time():
+            await _respond(send, 200, b'{"active":false}', [])
+            return
+        answer = {
+            "active": True,
+            "iss": self.provider.issuer,
+            "sub": access.client_id,
+            "client_id": access.client_id,
+            "aud": self.provider.jwt_audience or access.resource,
+            "scope": " ".join(access.scopes),
+            "exp": access.expires_at,
+        }
+        await _respond(send, 200, json.dumps(answer).encode(), [])
 
     def _signed_client(self, form: dict[str, str]) -> str | None:
         """RFC 7523: a JWT signed by the client's key, issued by and about the client, for this server."""
@@ -307,6 +381,7 @@ async def serve_oauth(expires_in: int = 3600) -> AsyncIterator[Running]:
     sock.listen()
     base = f"http://127.0.0.1:{sock.getsockname()[1]}"
     provider = Provider(f"{base}/mcp", expires_in)
+    provider.issuer = f"{base}/"  # as the SDK's metadata spells it
     app = Shim(protected_server(base, provider).streamable_http_app(), provider, base)
     server = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="on"))
     async with anyio.create_task_group() as tg:

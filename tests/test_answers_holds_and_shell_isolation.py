@@ -110,10 +110,11 @@ async def test_stateless_http_clients_never_share_a_shell() -> None:
     from mcp import Client
 
     from toolshell.frontends.mcp_server import _serve_http, build_server
+    from toolshell.frontends.serve_auth import NO_AUTH
 
     port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:
-        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
+        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH)
         url = f"http://127.0.0.1:{port}/mcp"
         with anyio.fail_after(20):
             while True:

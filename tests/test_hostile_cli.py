@@ -202,7 +202,11 @@ async def test_a_webhook_body_nested_too_deep_is_a_400_not_a_500(depth: int) -> 
         calls.append(input)
         return RunOutcome(0)
 
-    runner = TriggerRunner([Trigger("open", "s", webhook=True)], run, ManualClock(datetime(2025, 1, 1, tzinfo=UTC)))
+    runner = TriggerRunner(
+        [Trigger("open", "s", webhook=True, allow_unauthenticated=True)],
+        run,
+        ManualClock(datetime(2025, 1, 1, tzinfo=UTC)),
+    )
     transport = httpx2.ASGITransport(app=webhook_app(runner, {}))
     body = '{"a": ' + "[" * (depth - 1) + "]" * (depth - 1) + "}"
     async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8766") as client:

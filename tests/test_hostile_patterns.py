@@ -34,7 +34,17 @@ def serving(tmp_path: Path) -> Iterator[str]:
     )
     port = free_port()
     exe = str(Path(sys.executable).parent / "toolshell")
-    args = ["serve", "--http", "--port", str(port), "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    args = [
+        "serve",
+        "--http",
+        "--no-auth",
+        "--port",
+        str(port),
+        "--config",
+        str(config),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
     proc = subprocess.Popen([exe, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield f"http://127.0.0.1:{port}/mcp"

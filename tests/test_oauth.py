@@ -318,7 +318,9 @@ async def test_a_pre_registered_client_logs_in_with_its_fixed_redirect_port(tmp_
             token_endpoint_auth_method="client_secret_basic",  # RFC 8414's default, what we send unless told
             scope="mcp",
         )
-        server = secure(running.url, client_id="desk", client_secret_env="DESK_SECRET", redirect_port=port)
+        server = secure(
+            running.url, client_id="desk", client_secret_env="DESK_SECRET", redirect_port=port, issuer=running.base
+        )
         await logged_in(server, tmp_path, Browser())
         conn = make_connection(server, auth=AuthSetup(tmp_path))
         try:
@@ -366,6 +368,13 @@ async def test_the_refresh_lock_excludes_another_process(tmp_path: Path) -> None
             (
                 "mcp.servers[a].oauth",
                 'grant = "client_credentials" needs client_id and client_secret_env (or private_key_env)',
+            ),
+        ),
+        (
+            'oauth = { client_id = "c", issuer = "auth.example.com" }',
+            (
+                "mcp.servers[a].oauth.issuer",
+                "issuer 'auth.example.com' must be the authorization server's issuer URL, e.g. https://auth.example.com",
             ),
         ),
         (

@@ -85,7 +85,7 @@ def test_a_secret_env_without_a_webhook_is_refused():
 def test_tokens_come_from_the_named_environment_variables_of_webhook_triggers():
     triggers = [
         Trigger("a", "s", webhook=True, secret_env="A_TOKEN"),
-        Trigger("b", "s", webhook=True),
+        Trigger("b", "s", webhook=True, allow_unauthenticated=True),
         Trigger("c", "s", schedule="@daily"),
     ]
     assert tokens_from_env(triggers, {"A_TOKEN": "sekrit", "OTHER": "x"}) == {"a": "sekrit"}

@@ -31,7 +31,8 @@ class Recorder:
 
 
 TRIGGERS = [
-    Trigger("open", "echo-input", webhook=True, input={"repo": "acme/api", "n": 1}),
+    Trigger("open", "echo-input", webhook=True, input={"repo": "acme/api", "n": 1}, allow_unauthenticated=True),
+    Trigger("unguarded", "deploy", webhook=True),
     Trigger("guarded", "deploy", webhook=True, secret_env="DEPLOY_TOKEN"),
     Trigger("forgotten", "deploy", webhook=True, secret_env="UNSET_TOKEN"),
     Trigger("timer", "nightly", schedule="@daily"),
@@ -156,6 +157,18 @@ async def test_a_guarded_trigger_with_the_right_token_runs():
     assert response.status_code == 200
     assert TOKEN not in response.text
     assert run.calls == [("deploy", {"v": 1}, "trigger")]
+
+
+@pytest.mark.anyio
+async def test_a_webhook_with_no_secret_env_that_does_not_allow_unauthenticated_is_never_run_open():
+    run = Recorder()
+    async with _client(run) as client:
+        response = await client.post("/hooks/unguarded")
+    assert response.status_code == 503
+    assert response.json() == _error(
+        "unavailable", "webhook 'unguarded' needs a token but none is configured on this host"
+    )
+    assert run.calls == []
 
 
 @pytest.mark.anyio

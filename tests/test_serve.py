@@ -12,6 +12,7 @@ from mcp import Client
 from _net_support import free_port, wait_until_serving
 from toolshell.config import Config
 from toolshell.frontends.mcp_server import _serve_http, build_server
+from toolshell.frontends.serve_auth import NO_AUTH
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio
@@ -56,7 +57,7 @@ async def test_a_failing_script_is_an_error_result_with_the_json() -> None:
 async def test_http_serving_binds_loopback_and_rejects_a_foreign_host_header() -> None:
     port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:
-        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
+        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH)
         url = f"http://127.0.0.1:{port}/mcp"
         await wait_until_serving(url)
         async with httpx2.AsyncClient() as http:
@@ -117,7 +118,8 @@ def test_serve_refuses_a_non_loopback_address_without_allow_remote() -> None:
 
     result = CliRunner().invoke(main, ["serve", "--http", "--host", "0.0.0.0"])
     assert result.exit_code == 2
-    assert "no authentication" in result.output and "--allow-remote" in result.output
+    assert "would let other machines run scripts with your tools" in result.output
+    assert "--allow-remote" in result.output and "no authentication" not in result.output
 
 
 async def test_one_upstream_client_keeps_one_shell_across_bash_calls() -> None:
@@ -132,7 +134,7 @@ async def test_http_serving_also_serves_the_web_page_under_ui_with_its_token(
 ) -> None:
     port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:
-        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, None, host)
+        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH, None, host)
         await wait_until_serving(f"http://127.0.0.1:{port}/mcp")
         async with httpx2.AsyncClient() as http:
             page_url = capsys.readouterr().err.split("the web page is on ")[1].strip()

@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from _net_support import free_port, wait_until_serving
 from toolshell.frontends.mcp_server import _serve_http, build_server
+from toolshell.frontends.serve_auth import NO_AUTH
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio
@@ -78,7 +79,7 @@ async def served(tmp_path: Path, transport: str, mode: str, person: Person | Non
         return
     port = free_port()
     async with Host.open(config, state_dir=state) as host, anyio.create_task_group() as tg:
-        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port)
+        tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH)
         url = f"http://127.0.0.1:{port}/mcp"
         await wait_until_serving(url)
         with anyio.fail_after(60):

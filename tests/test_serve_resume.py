@@ -16,6 +16,7 @@ from mcp.server.streamable_http import EventMessage
 from _net_support import free_port, wait_until_serving
 from toolshell.frontends.event_store import EVENT_STORES, EventLog, MemoryEventStore, SessionEvents, open_event_log
 from toolshell.frontends.mcp_server import _serve_http, build_server
+from toolshell.frontends.serve_auth import NO_AUTH
 from toolshell.host import Host
 from toolshell.store import Store
 from toolshell.store.event_log import StateEventStore, StoredEvent
@@ -121,7 +122,7 @@ async def test_a_dropped_bash_stream_resumed_with_last_event_id_delivers_the_who
     url = f"http://127.0.0.1:{port}/mcp"
     with anyio.fail_after(30):
         async with Host.open(servers={"gate": _gate(opened)}) as host, anyio.create_task_group() as tg:
-            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, log)
+            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH, log)
             async with httpx2.AsyncClient(timeout=20) as http:
                 await wait_until_serving(url)
                 session = await _open_session(http, url)
@@ -145,7 +146,7 @@ async def test_another_sessions_last_event_id_replays_nothing() -> None:
     url = f"http://127.0.0.1:{port}/mcp"
     with anyio.fail_after(30):
         async with Host.open(servers={"gate": _gate(opened)}) as host, anyio.create_task_group() as tg:
-            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, log)
+            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH, log)
             async with httpx2.AsyncClient(timeout=20) as http:
                 await wait_until_serving(url)
                 owner, other = await _open_session(http, url), await _open_session(http, url)

@@ -5,18 +5,38 @@ secrets when they are long enough to matter (6 characters or more) or when the v
 so (TOKEN, SECRET, KEY, PASSWORD, AUTH). `Redactor` replaces each with `***` in any text; the host
 applies it to every `tools` output, the shell call's result, diagnostics, timeline previews and
 log records.
+
+A server that knows a secret can send it in another form, so each secret is masked in the forms
+text and files commonly carry it (`forms_of`): reversed, base64 and base64url at each of the three
+alignments a secret can have inside a longer base64 stream, hex, percent-encoding and JSON string
+escaping. All forms of all secrets are one RE2 alternation of literals, built once, matched in one
+linear pass over the UTF-8 bytes (no backtracking `re` on what a server sends), and a second one
+with the line breaks taken out (base64 and hex wrapped at a fixed width). `pieces` masks a secret
+split across several strings (the blocks of one result), `blob` masks binary data.
+Transformations beyond these (a secret cut in two and reordered, compressed, encrypted, or
+encoded twice) cannot be recognised.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
+from urllib.parse import quote, quote_plus
+
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
 MASK = "***"
 MIN_LENGTH = 6
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|AUTH|CREDENTIAL", re.IGNORECASE)
+_OPTIONS = re2.Options()
+_OPTIONS.encoding = re2.Options.Encoding.LATIN1  # byte semantics: blobs need not be UTF-8
+_OPTIONS.never_capture = True
+_OPTIONS.log_errors = False
+_OPTIONS.max_mem = 64 << 20  # the DFA of many long literals; RE2's default (8 MiB) is tight
 
 
 def is_secret(name: str, value: str) -> bool:
@@ -24,41 +44,190 @@ def is_secret(name: str, value: str) -> bool:
     return bool(value) and (len(value) >= MIN_LENGTH or bool(_SECRET_NAME.search(name)))
 
 
+def forms_of(secret: str) -> set[bytes]:
+    """The secret and the encoded forms of it that are masked too, as UTF-8 bytes.
+
+    An encoded form shorter than `MIN_LENGTH` is left out: it would mask ordinary text.
+    """
+    raw = secret.encode("utf-8", "surrogatepass")
+    texts = {secret[::-1], *_json_forms(secret), *_url_forms(secret)}
+    forms = {t.encode("utf-8", "surrogatepass") for t in texts}
+    forms |= {raw.hex().encode(), raw.hex().upper().encode(), *_base64_forms(raw)}
+    return {raw} | {f for f in forms if len(f) >= MIN_LENGTH}
+
+
+def _json_forms(secret: str) -> Iterator[str]:
+    """Inside a JSON string as `json.dumps` writes it (ASCII-only or not), once or twice escaped."""
+    for ensure_ascii in (True, False):
+        once = json.dumps(secret, ensure_ascii=ensure_ascii)[1:-1]
+        yield once
+        yield once.replace("/", "\\/")  # encoders that escape the solidus
+        yield json.dumps(once, ensure_ascii=ensure_ascii)[1:-1]  # an error line quoting JSON text
+
+
+def _url_forms(secret: str) -> Iterator[str]:
+    """Percent-encoded as `quote`/`quote_plus` write it, every byte encoded, hex digits in either case."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    every = "".join(f"%{b:02X}" for b in raw)
+    for upper in (quote(raw, safe=""), quote(raw), quote_plus(raw, safe=""), quote_plus(raw), every):
+        yield upper
+        yield _lower_escapes(upper)
+
+
+def _lower_escapes(text: str) -> str:
+    """`%2F` → `%2f`, the rest unchanged."""
+    parts = text.split("%")
+    return parts[0] + "".join("%" + p[:2].lower() + p[2:] for p in parts[1:])
+
+
+def _base64_forms(raw: bytes) -> Iterator[bytes]:
+    """The secret alone in base64 and base64url (padded and not), and for each alignment k of
+    the secret in a longer stream (it starts at byte 3n + k) the run of characters that depends
+    on the secret's bytes alone: from character ⌈8k/6⌉ to ⌊8(k + len)/6⌋."""
+    for encode in (base64.b64encode, base64.urlsafe_b64encode):
+        whole = encode(raw)
+        yield whole
+        yield whole.rstrip(b"=")
+        for k in range(3):
+            stream = encode(bytes(k) + raw + bytes(3))
+            yield stream[-(-8 * k // 6) : 8 * (k + len(raw)) // 6]
+
+
 class Redactor:
-    """Replaces known secret values in text with `***`, longest first (so one never reveals part of another)."""
+    """Masks known secrets, in every form of `forms_of`, with `***` (longest match first)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
-        values = sorted({s for s in secrets if s}, key=len, reverse=True)
-        self._pattern = re.compile("|".join(re.escape(v) for v in values)) if values else None
+        forms = {f for s in secrets if s for f in forms_of(s)}
+        # Longest first: at one place the first alternative that matches wins (leftmost-first; RE2's
+        # leftmost-longest mode outgrows its DFA with a few hundred forms and then runs 300× slower).
+        ordered = sorted(forms, key=lambda f: (-len(f), f))
+        self._pattern: Any = re2.compile(b"|".join(map(re2.escape, ordered)), _OPTIONS) if ordered else None
 
     def __bool__(self) -> bool:
         return self._pattern is not None
 
     def __call__(self, text: str) -> str:
-        if self._pattern is None or not text:
-            return text
-        return self._pattern.sub(MASK, text)
+        return self.pieces([text])[0] if text else text
+
+    def blob(self, data: bytes) -> bytes:
+        """Binary data with each secret form overwritten by as many `*` (so offsets inside a file hold)."""
+        spans = self._spans(data)
+        if not spans:
+            return data
+        out = bytearray(data)
+        for start, end in spans:
+            out[start:end] = b"*" * (end - start)
+        return bytes(out)
+
+    def pieces(self, texts: list[str]) -> list[str]:
+        """The strings with secrets masked as if they were one text: a secret split across two of
+        them (two content blocks of one result) is masked in both, each part as `***`. The same
+        list comes back when nothing was masked."""
+        if self._pattern is None or not texts:
+            return texts
+        spans = self._spans("".join(texts).encode("utf-8", "surrogatepass"))
+        if not spans:
+            return texts
+        raw = [t.encode("utf-8", "surrogatepass") for t in texts]  # each piece's place in the joined bytes
+        out, offset = [], 0
+        for piece in raw:
+            out.append(_masked(piece, offset, spans).decode("utf-8", "surrogatepass"))
+            offset += len(piece)
+        return out
+
+    def _spans(self, data: bytes) -> list[tuple[int, int]]:
+        """Where the secrets' forms are in `data`, sorted and disjoint; a form broken across lines
+        (base64 or hex wrapped at a fixed width, a secret cut by a line break) counts too."""
+        if self._pattern is None:
+            return []
+        spans = [m.span() for m in self._pattern.finditer(data)]
+        if b"\n" in data or b"\r" in data:
+            flat = data.translate(None, b"\r\n")
+            if self._pattern.search(flat) is not None:  # rare: only when a secret is there at all
+                spans += _unflattened(data, [m.span() for m in self._pattern.finditer(flat)])
+        return _merged(spans)
+
+
+def _unflattened(data: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Spans (sorted) found in `data` with its line breaks taken out, as offsets of `data` itself."""
+    out, at = [], (0, 0)  # (offset in data, offset in the flat text) of one kept byte
+    for start, end in spans:
+        if end > start:
+            at = _placed(data, at, start)
+            first = at[0]
+            at = _placed(data, at, end - 1)
+            out.append((first, at[0] + 1))
+    return out
+
+
+def _placed(data: bytes, at: tuple[int, int], target: int) -> tuple[int, int]:
+    """Where the kept byte at offset `target` of the flat text is in `data`, counting from `at`
+    (bytes.count in C, so a text of many short lines costs a few passes, not a loop per line)."""
+    here, flat = at
+    while True:
+        step = target - flat
+        breaks = data.count(b"\n", here, here + step) + data.count(b"\r", here, here + step)
+        here, flat = here + step, flat + step - breaks
+        if not breaks:
+            while data[here : here + 1] in (b"\n", b"\r"):
+                here += 1
+            return here, flat
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _masked(piece: bytes, offset: int, spans: list[tuple[int, int]]) -> bytes:
+    """`piece` (at `offset` of the joined text) with each part of it a span covers replaced by the mask."""
+    end, kept, at = offset + len(piece), [], offset
+    for start, stop in spans:
+        if stop <= at or start >= end:
+            continue
+        kept += [piece[at - offset : max(start, at) - offset], MASK.encode()]
+        at = min(stop, end)
+    return b"".join([*kept, piece[at - offset :]]) if kept else piece
 
 
 def redact_json(value: Any, redact: Redactor) -> Any:
-    """A copy of a JSON-like value with every string (keys too) redacted."""
+    """A copy of a JSON-like value with every string (keys too) redacted, all strings read as one
+    text so a secret split across two of them is masked as well."""
     if not redact:
         return value
+    strings: list[str] = []
+    _collect(value, strings)
+    masked = redact.pieces(strings)
+    if masked is strings:
+        return value
+    return _rebuild(value, iter(masked))
+
+
+def _collect(value: Any, into: list[str]) -> None:
     if isinstance(value, str):
-        return redact(value)
+        into.append(value)
+    elif isinstance(value, list):
+        for v in value:
+            _collect(v, into)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            into.append(str(k))
+            _collect(v, into)
+
+
+def _rebuild(value: Any, masked: Iterator[str]) -> Any:
+    if isinstance(value, str):
+        return next(masked)
     if isinstance(value, list):
-        return [redact_json(v, redact) for v in value]
+        return [_rebuild(v, masked) for v in value]
     if isinstance(value, dict):
-        return {redact(str(k)): redact_json(v, redact) for k, v in value.items()}
+        return {next(masked): _rebuild(v, masked) for k, v in value.items()}
     return value
-
-
-def redact_result(result: Any, redact: Redactor) -> Any:
-    """A copy of a `CallToolResult` with the secrets taken out of every block and its structured content."""
-    if not redact:
-        return result
-    body = redact_json(result.model_dump(by_alias=True, mode="json", exclude_none=True), redact)
-    return type(result).model_validate(body)
 
 
 _process_secrets: set[str] = set()

@@ -26,11 +26,12 @@ from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import CallTarget, Pipeline
 from toolshell.calls.prepare import prepare_input, resolve
 from toolshell.calls.view import CatalogView
+from toolshell.command.masking import masked_result
 from toolshell.config import Config
 from toolshell.connections.base import Answerer, SessionContext
 from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line
 from toolshell.policy.policy import Policy
-from toolshell.redact import Redactor, redact_json, redact_result
+from toolshell.redact import Redactor, redact_json
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
@@ -165,7 +166,7 @@ class Session:
         try:
             result = await self._call_directly(ledger, words, arguments)
             exit_code = 1 if result.is_error else 0
-            return redact_result(result, services.redact)
+            return masked_result(result, services.redact)
         except ToolshellError as err:
             err.message = services.redact(err.message)
             raise

@@ -7,6 +7,11 @@ the protocol-level scenarios (`SERVER_SCENARIOS`) against `toolshell serve --htt
 a free 127.0.0.1 port and stopped after. The other server scenarios need the suite's "everything"
 server (its test tools, resources and prompts), which a server that exposes only `bash` is not.
 
+`serve --http` requires a bearer token. When the suite's `server` command can send a header
+(`--header`), it sends the token and the server runs with authentication on; otherwise the server
+runs with `--no-auth` (loopback). The pinned 0.1.16 has no such option (nor has its main branch of
+2026-08-07), so today the server scenarios run with `--no-auth`; the run says which.
+
 Exits 1 on an unexpected failure (a regression) or an unexpected pass (a stale expected failure),
 so the file always says exactly what fails and why. `scripts/conformance.sh` installs the suite and
 calls this.
@@ -17,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import secrets
 import shlex
 import socket
 import subprocess
@@ -99,12 +105,29 @@ def _wait_for(port: int, proc: subprocess.Popen[bytes], seconds: float = 60) -> 
     raise SystemExit(f"toolshell serve --http did not listen on 127.0.0.1:{port} within {seconds:.0f}s")
 
 
+def sends_headers(node: str, suite: str) -> bool:
+    """Whether the suite's `server` command takes `--header` (so it can send the bearer token)."""
+    help_text = subprocess.run([node, suite, "server", "--help"], capture_output=True, text=True).stdout
+    return re.search(r"^\s+--header\b", help_text, flags=re.MULTILINE) is not None
+
+
+def server_auth(node: str, suite: str) -> tuple[list[str], list[str], dict[str, str]]:
+    """`(serve flags, suite flags, serve environment)`: the token when the suite can send it, else `--no-auth`."""
+    if sends_headers(node, suite):
+        token = secrets.token_urlsafe(32)
+        return [], ["--header", f"Authorization: Bearer {token}"], {"TOOLSHELL_SERVE_TOKEN": token}
+    return ["--no-auth"], [], {}
+
+
 def run_server(node: str, suite: str, scenarios: list[str], out: Path) -> list[Outcome]:
     port = free_port()
     toolshell = str(Path(sys.executable).parent / "toolshell")
+    serve_flags, suite_flags, env = server_auth(node, suite)
+    how = "with the bearer token" if env else "with --no-auth (the suite's `server` command cannot send a header)"
+    print(f"server scenarios: against toolshell serve --http {how}")
     with tempfile.TemporaryDirectory() as state, (out / "serve.log").open("w") as log:
-        argv = [toolshell, "serve", "--http", "--port", str(port), "--state-dir", state]
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        argv = [toolshell, "serve", "--http", "--port", str(port), "--state-dir", state, *serve_flags]
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
         try:
             _wait_for(port, proc)
             url = f"http://127.0.0.1:{port}/mcp"
@@ -112,7 +135,7 @@ def run_server(node: str, suite: str, scenarios: list[str], out: Path) -> list[O
                 _run(
                     "server",
                     s,
-                    [node, suite, "server", "--url", url, "--scenario", s, "-o", str(out / "server")],
+                    [node, suite, "server", "--url", url, "--scenario", s, *suite_flags, "-o", str(out / "server")],
                     out,
                     out / f"server-{s}.log",
                 )
@@ -154,6 +177,7 @@ def main() -> int:
     parser.add_argument("--suite", required=True, help="the suite's dist/index.js")
     parser.add_argument("--jobs", type=int, default=int(os.environ.get("CONFORMANCE_JOBS", "2")))
     parser.add_argument("--out", type=Path, default=None, help="where logs and results go (default: a temp dir)")
+    parser.add_argument("--side", choices=("client", "server", "both"), default="both", help="which scenarios to run")
     args = parser.parse_args()
     args.node, args.suite = str(Path(args.node).resolve()), str(Path(args.suite).resolve())
     out = (args.out or Path(tempfile.mkdtemp(prefix="toolshell-conformance-"))).resolve()
@@ -169,8 +193,11 @@ def main() -> int:
         print(f"expected_failures.toml names scenarios the suite does not have: {', '.join(unknown)}", file=sys.stderr)
         return 1
     start = time.monotonic()
-    outcomes = run_client(args.node, args.suite, list_scenarios(args.node, args.suite, "client"), out, args.jobs)
-    outcomes += run_server(args.node, args.suite, SERVER_SCENARIOS, out)
+    outcomes: list[Outcome] = []
+    if args.side != "server":
+        outcomes += run_client(args.node, args.suite, list_scenarios(args.node, args.suite, "client"), out, args.jobs)
+    if args.side != "client":
+        outcomes += run_server(args.node, args.suite, SERVER_SCENARIOS, out)
     report(outcomes, expected)
     problems = compare(outcomes, expected)
     print(f"conformance: {time.monotonic() - start:.0f}s; logs in {out}")

@@ -7,7 +7,6 @@ absolute. Built on the stdlib `html.parser`, which tolerates broken markup witho
 
 from __future__ import annotations
 
-import re
 from html.parser import HTMLParser
 from urllib.parse import urljoin
 
@@ -21,7 +20,6 @@ _BLOCK = frozenset(
 )  # fmt: skip
 _PARAGRAPH = frozenset({"p", "pre", "blockquote", "table", "ul", "ol", "dl", "h1", "h2", "h3", "h4", "h5", "h6"})
 _HEADINGS = {f"h{n}": "#" * n + " " for n in range(1, 7)}
-_SPACE = re.compile(r"\s+")
 
 
 class _TextParser(HTMLParser):
@@ -41,7 +39,7 @@ class _TextParser(HTMLParser):
     def _flush(self) -> None:
         text = "".join(self._buf)
         self._buf = []
-        text = text.rstrip() if self._pre else _SPACE.sub(" ", text).strip()
+        text = text.rstrip() if self._pre else " ".join(text.split())
         if text:
             self.lines.append(self._prefix + text)
         self._prefix = ""
@@ -90,7 +88,7 @@ class _TextParser(HTMLParser):
             return
         if tag == "a" and self._links:
             start, href = self._links.pop()
-            text = _SPACE.sub(" ", "".join(self._buf[start:])).strip()
+            text = " ".join("".join(self._buf[start:]).split())
             if href and text:
                 self._buf[start:] = [f"[{text}]({href})"]
         elif tag in ("ul", "ol"):

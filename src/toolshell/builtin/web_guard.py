@@ -1,22 +1,27 @@
 """The SSRF guard of `web_fetch`: which addresses a fetch may reach.
 
-A URL's host is resolved here, every address is checked, and the fetch then connects to the
-checked address itself, so a DNS answer that changes between check and connect (rebinding)
-cannot slip a private address through. Private, loopback, link-local, unspecified, multicast and
-other non-public addresses are refused unless the host, `host:port`, or the address is listed in
-`[web_fetch] allow_private`. Refusals raise `Denied`, whose message starts with `denied:`.
+The address rule is `connections.private_address` (OAuth discovery follows it too): a URL's host
+is resolved here, every address is checked, and the fetch then connects to the checked address
+itself. Non-public addresses are refused unless listed in `[web_fetch] allow_private`.
+Refusals raise `Denied`, whose message starts with `denied:`.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from dataclasses import dataclass
 
-import anyio
 import httpx2
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+from toolshell.connections.private_address import (
+    IPAddress,
+    Unresolvable,
+    non_public_kind,
+    normalise,
+    refusal,
+    resolve,
+)
+
+__all__ = ["BadURL", "Denied", "Target", "check", "non_public_kind"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -48,59 +53,6 @@ class Target:
         return self.url.netloc.decode("ascii")
 
 
-def non_public_kind(ip: IPAddress) -> str | None:
-    """Why `ip` is not a public address ("loopback", "private", ...), or None when it is public."""
-    candidates: list[IPAddress] = []
-    if isinstance(ip, ipaddress.IPv6Address):
-        # An IPv6 address that embeds an IPv4 one reaches that IPv4 host: judge (and name) it first.
-        candidates += [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
-        if ip.teredo:
-            candidates.append(ip.teredo[1])
-    candidates.append(ip)
-    for addr in candidates:
-        for attr, kind in (
-            ("is_loopback", "loopback"),
-            ("is_link_local", "link-local"),
-            ("is_unspecified", "unspecified"),
-            ("is_multicast", "multicast"),
-            ("is_private", "private"),
-        ):
-            if getattr(addr, attr):
-                return kind
-        if not addr.is_global:
-            return "non-public"
-    return None
-
-
-def _allow_keys(host: str, port: int, address: IPAddress) -> set[str]:
-    ip = str(address)
-    ip_port = f"[{ip}]:{port}" if address.version == 6 else f"{ip}:{port}"
-    host_port = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    return {host, host_port, ip, ip_port}
-
-
-def _normalise(entries: list[str]) -> set[str]:
-    return {e.strip().lower() for e in entries if e.strip()}
-
-
-async def _resolve(host: str, port: int) -> list[IPAddress]:
-    try:
-        return [ipaddress.ip_address(host)]
-    except ValueError:
-        pass
-    try:
-        infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except OSError as e:
-        raise BadURL(f"cannot resolve host {host!r}: {e.strerror or e}") from None
-    seen: dict[IPAddress, None] = {}
-    for info in infos:
-        # The scope of a link-local IPv6 answer ("fe80::1%eth0") is not part of the address.
-        seen.setdefault(ipaddress.ip_address(str(info[4][0]).split("%")[0]), None)
-    if not seen:
-        raise BadURL(f"host {host!r} has no address")
-    return list(seen)
-
-
 async def check(url: str | httpx2.URL, allow_private: list[str]) -> Target:
     """Parse, resolve and check one URL (the first one or a redirect hop).
 
@@ -123,15 +75,14 @@ async def check(url: str | httpx2.URL, allow_private: list[str]) -> Target:
     if not host:
         raise BadURL(f"url {str(url)!r} has no host; write it like https://example.com/page")
     port = parsed.port or _DEFAULT_PORTS[parsed.scheme]
-    allowed = _normalise(allow_private)
-    addresses = await _resolve(host, port)
-    for address in addresses:
-        kind = non_public_kind(address)
-        if kind and not (_allow_keys(host, port, address) & allowed):
-            suggestion = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-            named = host if host == str(address) else f"{host} ({address})"
-            raise Denied(
-                f"denied: {named} is a {kind} address, which web_fetch does not reach by default; "
-                f'to allow it, add "{suggestion}" to [web_fetch] allow_private in the config'
-            )
+    try:
+        addresses = await resolve(host, port)
+    except Unresolvable as e:
+        raise BadURL(str(e)) from None
+    refused = refusal(host, port, addresses, normalise(allow_private))
+    if refused is not None:
+        raise Denied(
+            f"denied: {refused.named} is a {refused.kind} address, which web_fetch does not reach by default; "
+            f'to allow it, add "{refused.entry}" to [web_fetch] allow_private in the config'
+        )
     return Target(parsed, host, port, addresses[0])

@@ -6,7 +6,6 @@ Works against a duck-typed catalog (`servers`, `server_entries(name)`, `top_leve
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -208,8 +207,8 @@ def _marker(entry: ToolEntry) -> str:
 def _first_sentence(text: str, limit: int = 120) -> str:
     """The first sentence of the first line, shortened to `limit` characters."""
     line = text.strip().split("\n", 1)[0].strip()
-    match = re.match(r"(.+?[.!?])(?=\s|$)", line)
-    sentence = match.group(1) if match else line
+    ends = (i for i, ch in enumerate(line) if i and ch in ".!?" and (i + 1 == len(line) or line[i + 1].isspace()))
+    sentence = line[: next(ends, len(line) - 1) + 1]  # a description comes from the server: no regex
     return sentence if len(sentence) <= limit else sentence[: limit - 1].rstrip() + "…"
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
+import string
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from toolshell.command.masking import masked_result
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.redact import Redactor
 from toolshell.safe_text import escape
 
 if TYPE_CHECKING:
@@ -27,9 +29,11 @@ IMAGE_DIR = "tool-images"
 _ERROR_MAX_BYTES = 100_000
 """A tool's error message is one line: cut past this even inside the shell."""
 _EXTENSIONS = {"image/jpeg": "jpg", "image/svg+xml": "svg", "image/x-icon": "ico"}
-_NAME = r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}"
-_MIME = re.compile(f"{_NAME}/{_NAME}")
-"""RFC 6838 `type/subtype`, nothing else: a MIME type is shown to people and names a file."""
+_NAME_FIRST = frozenset(string.ascii_letters + string.digits)
+_NAME_REST = _NAME_FIRST | frozenset("!#$&^_.+-")
+"""RFC 6838 `type/subtype` names (1–127 of these), nothing else: a MIME type is shown to people and names a file."""
+_FILE_CHARS = _NAME_FIRST | frozenset("._-")
+_EXT_CHARS = frozenset(string.ascii_lowercase + string.digits)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ def render_result(
     tool: str = "tool",
     output_schema: dict[str, Any] | None = None,
     taken: Collection[str] = frozenset(),
+    redact: Redactor | None = None,
 ) -> Rendered:
     """Render a tool result for the shell.
 
@@ -67,11 +72,18 @@ def render_result(
         tool: Name used for image files, e.g. `github-screenshot` → `tool-images/github-screenshot-1.png`.
         output_schema: The tool's output schema, to recognise the SDK's `{"result": …}` wrapper.
         taken: Image paths already in use, so a second call does not overwrite the first's files.
+        redact: Masks the configured secrets in every block first (`masked_result`), the images'
+            bytes included, so neither stdout nor a saved file shows one.
 
     Returns:
         `Rendered` with stdout ending in exactly one newline (or empty when the tool returned
         nothing), the decoded images, and `error` set (stdout empty) for an `is_error` result.
+
+    Raises:
+        ToolshellError: `tool_error` when a secret could not be masked (see `masked_result`).
     """
+    if redact:
+        result = masked_result(result, redact)
     if result.is_error:
         message = _cut(_error_text(result), _ERROR_MAX_BYTES if max_bytes is None else max_bytes)
         return Rendered("", [], ToolshellError(ErrorCode.TOOL_ERROR, message))
@@ -183,13 +195,35 @@ def _blocks_with_files(
 def _checked_mime(mime_type: str) -> str:
     """The MIME type when it is a plain `type/subtype`; else its quoted, escaped form (never a
     line break or a control sequence), which `_image_name` saves as `.bin`."""
-    return mime_type if _MIME.fullmatch(mime_type) else escape(repr(mime_type))
+    return mime_type if _is_mime(mime_type) else escape(repr(mime_type))
+
+
+def _is_mime(text: str) -> bool:
+    kind, slash, subtype = text.partition("/")
+    return bool(slash) and _is_mime_name(kind) and _is_mime_name(subtype)
+
+
+def _is_mime_name(part: str) -> bool:
+    return 0 < len(part) <= 127 and part[0] in _NAME_FIRST and all(ch in _NAME_REST for ch in part)
+
+
+def _file_stem(tool: str) -> str:
+    """The tool's name fit for a file name: each run of other characters becomes one `-`."""
+    chars: list[str] = []
+    other = False
+    for ch in tool:
+        if ch in _FILE_CHARS:
+            chars.append(ch)
+        elif not other:
+            chars.append("-")
+        other = ch not in _FILE_CHARS
+    return "".join(chars).strip("-.") or "tool"
 
 
 def _image_name(tool: str, mime_type: str, used: set[str]) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "-", tool).strip("-.") or "tool"
-    subtype = mime_type.partition("/")[2].lower() if _MIME.fullmatch(mime_type) else ""
-    ext = _EXTENSIONS.get(mime_type.lower(), re.sub(r"[^a-z0-9]+", "", subtype) or "bin")
+    stem = _file_stem(tool)
+    subtype = mime_type.partition("/")[2].lower() if _is_mime(mime_type) else ""
+    ext = _EXTENSIONS.get(mime_type.lower(), "".join(ch for ch in subtype if ch in _EXT_CHARS) or "bin")
     # Number per tool, not per extension, so one call's images read as -1.png, -2.jpg, ….
     n = 1
     while any(path.startswith(f"{IMAGE_DIR}/{stem}-{n}.") for path in used):

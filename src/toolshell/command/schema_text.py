@@ -8,12 +8,18 @@ followed so nested models show their fields too.
 from __future__ import annotations
 
 import json
-import re
 import shlex
+import string
 from typing import Any
 
 _MAX_DEPTH = 3
-_SIMPLE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+_KEY_START = frozenset(string.ascii_letters + "_")
+_KEY_CHARS = _KEY_START | frozenset(string.digits + ".-")
+
+
+def _simple_key(name: str) -> bool:
+    """`[A-Za-z_][A-Za-z0-9_.-]*`, by set lookups (a schema's keys come from the server)."""
+    return name[:1] in _KEY_START and all(ch in _KEY_CHARS for ch in name)
 
 
 def schema_lines(schema: dict[str, Any]) -> list[str]:
@@ -155,7 +161,7 @@ def example_call(command: str, schema: dict[str, Any]) -> str:
     words += [
         _example_arg(name, _deref(props[name], schema), schema)
         for name in schema.get("required") or []
-        if name in props and _SIMPLE_KEY.fullmatch(name)
+        if name in props and _simple_key(name)
     ]
     return " ".join(words)
 

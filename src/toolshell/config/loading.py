@@ -151,6 +151,9 @@ def parse_config(
     problems.extend(config.reference_problems())
     if problems:
         raise ConfigError(_as_written(problems, seen), source)
+    for variable in (v for s in config.mcp.servers if s.oauth for v in s.oauth.secret_variables()):
+        if value := (os.environ if env is None else env).get(variable):
+            seen.setdefault(value, f"${{{variable}}}")  # OAuth secrets are read later, at connect time
     config.set_secrets(seen)
     return config
 

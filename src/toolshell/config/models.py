@@ -49,7 +49,10 @@ class OAuthConfig(_Model):
     """An https URL of this client's metadata document, used as its client ID where the server supports it."""
     scopes: list[str] = Field(default_factory=list)
     issuer: str | None = None
-    """The authorization server a configured client belongs to; its secret is sent nowhere else."""
+    """The authorization server (its issuer URL) a configured client belongs to: metadata from any
+    other issuer is refused, so the client's credentials are sent nowhere else."""
+    allow_private: list[str] = Field(default_factory=list)
+    """Private addresses (`host`, `host:port` or an IP) OAuth discovery may reach besides the server's own host."""
     assertion_command: list[str] = Field(default_factory=list)
     """For `identity_assertion`: the program (and arguments) that prints an ID-JAG (SEP-990)."""
     redirect_port: int | None = Field(default=None, ge=1, le=65535)
@@ -62,6 +65,19 @@ class OAuthConfig(_Model):
     def _names_a_variable(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
             raise ValueError(f'{info.field_name} takes the name of an environment variable, e.g. "GITHUB_SECRET"')
+        return v
+
+    def secret_variables(self) -> list[str]:
+        """The environment variables whose values are this login's secrets (redacted everywhere)."""
+        return [v for v in (self.client_secret_env, self.private_key_env) if v]
+
+    @field_validator("issuer")
+    @classmethod
+    def _an_issuer_url(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("https://", "http://")):
+            raise ValueError(
+                f"issuer {v!r} must be the authorization server's issuer URL, e.g. https://auth.example.com"
+            )
         return v
 
     @field_validator("client_metadata_url")
@@ -307,11 +323,68 @@ class StateConfig(_Model):
     url: str | None = None
 
 
+ASYMMETRIC_JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+"""What `[serve.oauth] algorithms` may list: signatures checked with the issuer's public keys.
+`none` and the shared-secret `HS*` family are never accepted (anyone holding the JWKS could forge)."""
+
+
+class ServeOAuthConfig(_Model):
+    """`[serve.oauth]`: `toolshell serve --http` as an OAuth resource server (docs/configuration.md).
+
+    Access tokens are JWTs checked against the issuer's JWKS, or, with `introspection_endpoint`,
+    opaque tokens asked about at the issuer (RFC 7662)."""
+
+    issuer: str
+    """The authorization server's issuer URL; its metadata is read from the RFC 8414 / OpenID well-known URL."""
+    audience: str
+    """The audience a token must be issued for (its `aud`), usually this server's public `/mcp` URL."""
+    resource_url: str | None = None
+    """This server's public `/mcp` URL in the protected-resource metadata; default `http://<host>:<port>/mcp`."""
+    required_scopes: list[str] = Field(default_factory=list)
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
+    introspection_endpoint: str | None = None
+    """Ask this RFC 7662 endpoint about each token instead of checking it as a JWT."""
+    client_id: str | None = None
+    """Introspection: the client id toolshell authenticates as (HTTP Basic)."""
+    client_secret_env: str | None = None
+    """Introspection: the environment variable holding that client's secret (never the secret itself)."""
+
+    @field_validator("issuer", "introspection_endpoint", "resource_url")
+    @classmethod
+    def _an_http_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"https?://[^/\s]+", v):
+            raise ValueError(f"{v!r} is not an http(s) URL, e.g. https://login.example.com")
+        return v
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if a not in ASYMMETRIC_JWT_ALGORITHMS]
+        if bad or not v:
+            raise ValueError(f"algorithms takes some of {', '.join(ASYMMETRIC_JWT_ALGORITHMS)} (not {bad or 'none'})")
+        return v
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _names_a_variable(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError(f"client_secret_env names an environment variable (e.g. SERVE_CLIENT_SECRET), not {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _introspection_client(self) -> ServeOAuthConfig:
+        if self.introspection_endpoint and not (self.client_id and self.client_secret_env):
+            raise ValueError("introspection_endpoint needs client_id and client_secret_env to authenticate with")
+        return self
+
+
 class ServeConfig(_Model):
     """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
-    reconnects with `Last-Event-ID` gets the rest of its result."""
+    reconnects with `Last-Event-ID` gets the rest of its result; and how callers authenticate
+    (the serve token unless `oauth` is set)."""
 
     event_store: Literal["memory", "state"] = "memory"
+    oauth: ServeOAuthConfig | None = None
 
 
 class Config(_Model):

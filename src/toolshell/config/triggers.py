@@ -25,6 +25,8 @@ class TriggerConfig(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict)
     secret_env: str | None = None
     """The environment variable holding the bearer token the webhook requires."""
+    allow_unauthenticated: bool = False
+    """Serve this webhook without a token (anyone who can reach the port fires it); needed without `secret_env`."""
 
     @field_validator("name", "script")
     @classmethod
@@ -51,4 +53,6 @@ class TriggerConfig(BaseModel):
             raise ValueError(f'trigger {self.name!r} needs schedule = "0 9 * * mon-fri" or webhook = true')
         if self.secret_env is not None and not self.webhook:
             raise ValueError(f"trigger {self.name!r}: secret_env applies only to webhooks; add webhook = true")
+        if self.allow_unauthenticated and self.secret_env is not None:
+            raise ValueError(f"trigger {self.name!r}: allow_unauthenticated = true and secret_env contradict; keep one")
         return self

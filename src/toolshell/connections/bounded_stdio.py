@@ -15,7 +15,6 @@ pipe tasks:
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import TextIO
 import anyio
 import anyio.lowlevel
 import mcp_types as types
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from mcp.client import stdio as sdk_stdio
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
@@ -32,8 +32,11 @@ DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _EDGE = 512
 """Bytes kept from each end of an oversized line: enough to hold its `"id"` member."""
 _ID = rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")'
-_HEAD_ID = re.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID)
-_TAIL_ID = re.compile(_ID + rb"\s*\}\s*\Z")
+_BYTES = re2.Options()
+_BYTES.encoding = re2.Options.Encoding.LATIN1  # any byte is one character, UTF-8 or not
+# RE2 (linear time, no backtracking): these run on what the server wrote.
+_HEAD_ID = re2.compile(rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?' + _ID, options=_BYTES)
+_TAIL_ID = re2.compile(_ID + rb"\s*\}\s*\z", options=_BYTES)
 
 RequestId = int | str
 Streams = tuple[

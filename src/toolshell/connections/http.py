@@ -8,10 +8,10 @@ retry once. The client also carries the server's OAuth (`oauth.py`), if it uses 
 
 from __future__ import annotations
 
-import re
-
 import httpx2
 from mcp.shared._httpx_utils import create_mcp_http_client
+
+from toolshell.connections import auth_params
 
 _SESSION_HEADER = "mcp-session-id"
 
@@ -44,7 +44,7 @@ class StatusWatch:
         """How one request ended: a refusal is kept until a call or listing goes through."""
         if response.status_code in (401, 403):
             self.error_status = response.status_code
-            self.challenge = response.headers.get("WWW-Authenticate")
+            self.challenge = auth_params.sent_challenge(response)
 
     def clear_refusal(self) -> None:
         """A call went through: an earlier 401/403 no longer explains what fails next."""
@@ -60,17 +60,24 @@ def http_client(headers: dict[str, str], watch: StatusWatch, auth: httpx2.Auth |
 
 
 def describe_challenge(header: str | None) -> str | None:
-    """A `WWW-Authenticate` header as a short reason: `invalid_token: "expired"; scope "a b"`."""
-    if not header:
-        return None
-    fields = {k: quoted or bare for k, quoted, bare in re.findall(r'(\w+)=(?:"([^"]*)"|([^\s,]+))', header)}
+    """A `WWW-Authenticate` header as a short reason: `invalid_token: "expired"; scope "a b"`.
+
+    Read with `auth_params` (one pass, the first 8 KiB); a longer header says so in the reason.
+    """
+    challenges = auth_params.parse(header)
+    fields: dict[str, str] = {}
+    for challenge in challenges.items:
+        fields = {**challenge.params, **fields}
     parts = [fields["error"]] if fields.get("error") else []
     if fields.get("error_description"):
         parts.append(f'"{fields["error_description"]}"')
     reason = ": ".join(parts)
     if fields.get("scope"):
         reason += f'{"; " if reason else ""}scope "{fields["scope"]}"'
-    return printable(reason) if reason else None
+    said = printable(reason) if reason else ""
+    if challenges.cut:
+        said += f"{'; ' if said else ''}WWW-Authenticate past {auth_params.MAX_HEADER // 1024} KiB ignored"
+    return said or None
 
 
 def printable(text: str, limit: int = 200) -> str:

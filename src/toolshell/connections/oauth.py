@@ -13,15 +13,21 @@ What we add around its flow (`ToolshellOAuth._auth_flow`):
 - a refresh runs under the token file's lock and re-reads the file first, so a refresh token is
   redeemed once however many tasks and processes wanted it;
 - tokens written by another process (a login, a refresh) are picked up on the next request;
-- configured `scopes` are added to the scopes the server's challenge asks for.
+- configured `scopes` are added to the scopes the server's challenge asks for;
+- the SDK reads the server's `WWW-Authenticate` only as `auth_params.tame` rewrote it (bounded,
+  parsed in one pass);
+- with `issuer` set, the flow's registration and token requests go only to that issuer (a refresh
+  after a restart first reads the issuer's metadata), and a browser is never sent to another;
+- what the flow sent as a credential is masked in its errors (`oauth_guard.Echoes`). Where the
+  requests may go (private addresses, plain http) is `oauth_guard.OAuthGuard`, under the client.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
-import re
 import time
 import warnings
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
@@ -36,14 +42,17 @@ from mcp.client.auth.extensions.client_credentials import (
     PrivateKeyJWTOAuthProvider,
     SignedJWTParameters,
 )
-from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
 from toolshell.config.models import OAuthConfig, ServerConfig
+from toolshell.connections import auth_params
 from toolshell.connections.oauth_assertion import AssertionAuth
+from toolshell.connections.oauth_guard import Echoes
 from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
+from toolshell.connections.oauth_pin import IssuerPin
 from toolshell.connections.oauth_tokens import TokenFile
 from toolshell.errors import ErrorCode, ToolshellError
 
@@ -127,31 +136,38 @@ def _challenge(response: httpx2.Response) -> Challenge | None:
     """Whether a response asks for authorization: a 401, or a 403 for `insufficient_scope`."""
     if response.status_code == 401:
         return "login"
-    if response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope":
+    if response.status_code == 403 and _bearer_param(response, "error") == "insufficient_scope":
         return "scope"
     return None
 
 
+def _bearer_param(response: httpx2.Response, name: str) -> str | None:
+    return auth_params.parse(response.headers.get("WWW-Authenticate")).param(name)
+
+
 def _fold_scopes(response: httpx2.Response, wanted: list[str]) -> None:
-    """Add the configured scopes to the challenge, which the SDK's scope selection reads first."""
+    """Add the configured scopes to the challenge, which the SDK's scope selection reads first.
+
+    The header is the one `auth_params.tame` wrote, so it is rewritten here the same way.
+    """
     if not wanted:
         return
-    header = response.headers.get("WWW-Authenticate") or "Bearer"
-    scope = union_scopes(extract_field_from_www_auth(response, "scope"), " ".join(wanted))
-    rest = re.sub(r',?\s*scope=(?:"[^"]*"|[^\s,]+)', "", header).rstrip(", ")
-    joiner = ", " if "=" in rest else " "
-    response.headers["WWW-Authenticate"] = f'{rest}{joiner}scope="{scope}"'
+    challenges = auth_params.parse(response.headers.get("WWW-Authenticate"))
+    bearer = next((c for c in challenges.items if c.scheme == "bearer"), auth_params.Challenge("bearer"))
+    scope = union_scopes(bearer.params.get("scope"), " ".join(wanted)) or ""
+    params = {"scope": scope, **{k: v for k, v in bearer.params.items() if k != "scope"}}
+    response.headers["WWW-Authenticate"] = auth_params.render(auth_params.Challenge("Bearer", params))
 
 
 def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: httpx2.Response) -> bool:
     """Whether a registration covers this login's redirect and the scopes the server asks for."""
     if uri not in (client.redirect_uris or []):
         return False
-    asked = (extract_field_from_www_auth(response, "scope") or "").split()
+    asked = (_bearer_param(response, "scope") or "").split()
     return client.scope is None or set(asked) <= set(client.scope.split())
 
 
-class ToolshellOAuth(OAuthClientProvider):
+class ToolshellOAuth(IssuerPin, OAuthClientProvider):
     """What toolshell adds around the SDK's flow (see the module docstring)."""
 
     _file: TokenFile
@@ -176,6 +192,15 @@ class ToolshellOAuth(OAuthClientProvider):
 
     def _fixed_client(self) -> OAuthClientInformationFull | None:
         return None
+
+    @functools.cached_property
+    def _echoes(self) -> Echoes:
+        return Echoes()
+
+    def _vet(self, request: httpx2.Request) -> None:
+        """Before the flow sends a request of its own: the pinned issuer, and what it must never show."""
+        self._check_issuer(request)
+        self._echoes.note(request)
 
     async def _initialize(self) -> None:
         await super()._initialize()
@@ -213,22 +238,32 @@ class ToolshellOAuth(OAuthClientProvider):
         response: httpx2.Response | None = None
         while True:
             self._sync()
+            if self._refresh_needs_metadata(self._refresh_due()):
+                # A refresh without metadata would go to the MCP server's origin: find the issuer's first.
+                for metadata_request in self._issuer_metadata_requests():
+                    if await self._take_metadata((yield metadata_request)):
+                        break
             flow = super()._auth_flow(request)
             try:
                 async with self._refresh_guard():
                     outgoing = await flow.__anext__()
                     if outgoing is not request:  # the SDK refreshes first
+                        self._vet(outgoing)
                         response = yield outgoing
+                        auth_params.tame(response)
                         outgoing = await flow.asend(response)
                         if self.context.current_tokens is None:
                             self._file.forget_tokens()  # the refresh token is dead: stop redeeming it
                 response = yield outgoing
+                auth_params.tame(response)
                 challenge = _challenge(response)
                 if challenge is not None and self._may_authorize():
                     self._before_authorizing(response)
                     while True:
                         outgoing = await flow.asend(response)
+                        self._vet(outgoing)
                         response = yield outgoing
+                        auth_params.tame(response)
                 if challenge != "login" or retried or not self.context.can_refresh_token():
                     self._report(response)  # a 401/403 reaches the transport: connection_required
                     return
@@ -237,6 +272,9 @@ class ToolshellOAuth(OAuthClientProvider):
             except StopAsyncIteration:
                 self._report(response)
                 return
+            except OAuthFlowError as exc:
+                self._echoes.scrub(exc)  # a token endpoint's error may quote what we sent it
+                raise
             finally:
                 await flow.aclose()
                 self._after_authorizing()
@@ -269,6 +307,7 @@ class CodeAuth(ToolshellOAuth):
         self._server = server
         self._file = file
         self._wanted = list(settings.scopes)
+        self._pinned_issuer = settings.issuer
         self._ui = ui
         self._port = settings.redirect_port
         self._loopback: LoopbackCallback | None = None
@@ -289,6 +328,9 @@ class CodeAuth(ToolshellOAuth):
         return self._ui is not None
 
     async def _perform_authorization(self) -> httpx2.Request:
+        metadata = self.context.oauth_metadata
+        where = str(metadata.authorization_endpoint) if metadata else self.context.server_url
+        self._check_issuer(httpx2.Request("POST", where))  # before the browser is sent there
         self._choose_secret_method()
         return await super()._perform_authorization()
 
@@ -373,6 +415,7 @@ class MachineAuth(_MachineFlow, ClientCredentialsOAuthProvider):
             )
         self._file = file
         self._wanted = list(settings.scopes)
+        self._pinned_issuer = settings.issuer
 
 
 class SignedMachineAuth(_MachineFlow, PrivateKeyJWTOAuthProvider):
@@ -396,3 +439,4 @@ class SignedMachineAuth(_MachineFlow, PrivateKeyJWTOAuthProvider):
             )
         self._file = file
         self._wanted = list(settings.scopes)
+        self._pinned_issuer = settings.issuer

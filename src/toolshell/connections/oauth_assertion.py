@@ -20,6 +20,8 @@ from mcp.client.auth import OAuthFlowError
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 
 from toolshell.config.models import OAuthConfig
+from toolshell.connections import auth_params
+from toolshell.connections.oauth_guard import Echoes
 from toolshell.connections.oauth_tokens import TokenFile
 
 AUDIENCE_ENV = "TOOLSHELL_OAUTH_AUDIENCE"
@@ -72,13 +74,19 @@ class AssertionAuth(IdentityAssertionOAuthProvider):
     async def _auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         flow = super()._auth_flow(request)
         response: httpx2.Response | None = None
+        echoes = Echoes()
         try:
             outgoing = await flow.__anext__()
             while True:
+                echoes.note(outgoing)
                 response = yield outgoing
+                auth_params.tame(response)
                 outgoing = await flow.asend(response)
         except StopAsyncIteration:
             if response is not None and self.on_outcome is not None:
                 self.on_outcome(response)
+        except OAuthFlowError as exc:
+            echoes.scrub(exc)  # the token endpoint's error may quote the ID-JAG or the secret
+            raise
         finally:
             await flow.aclose()

@@ -27,6 +27,7 @@ from toolshell.connections.bounded_stdio import Noise, bounded_stdio_client
 from toolshell.connections.http import StatusWatch, http_client
 from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
 from toolshell.connections.oauth_assertion import AssertionAuth
+from toolshell.connections.oauth_guard import guard_client
 from toolshell.errors import ErrorCode, ToolshellError
 
 BuiltinFactory = Callable[[], "Server[Any] | MCPServer"]
@@ -170,6 +171,10 @@ class HttpTarget:
 
     def _client(self, headers: dict[str, str], watch: StatusWatch, limit: int) -> httpx2.AsyncClient:
         client = http_client(headers, watch, self._oauth_auth(watch))
+        settings = oauth_settings(self._server)
+        if settings is not None:
+            configured = [u for u in (self._server.url, settings.issuer) if u]
+            guard_client(client, self._server.name, configured, settings.allow_private)
         bound_client(client, limit, self._dropped)
         return client
 

@@ -7,9 +7,8 @@ invalidation is never stored after it.
 
 from __future__ import annotations
 
-import re
-
 import mcp_types as types
+import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolshell.registry.linear_regex import pattern_notes
@@ -17,7 +16,7 @@ from toolshell.registry.linear_regex import pattern_notes
 MAX_PAGES = 100
 """A paginating server that never ends cannot hang a listing."""
 
-TOOL_NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+TOOL_NAME_RE = re2.compile(r"[A-Za-z0-9_.-]{1,128}")  # linear time: names come from the server
 """The MCP tool-name form. Anything else (a newline, an escape sequence, a bidi override) could
 forge output lines or make one tool look like another, so such a tool is not listed at all."""
 

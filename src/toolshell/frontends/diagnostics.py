@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from toolshell.config import Config
+from toolshell.frontends.listings import server_rows
 from toolshell.safe_text import escape
 
 
@@ -34,7 +35,7 @@ async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> 
         config = config.model_copy(update={"startup_wait_seconds": longest + 1})
         async with Host.open(config, state_dir=state_dir, on_server_progress=on_progress) as host:
             await host.catalog()  # lists the tools of every loaded server, so counts are known
-            rows = [s.to_json() for s in host.statuses()]
+            rows = server_rows(host.statuses(), host.redact)
     finally:
         if status is not None:
             status.stop()

@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolshell.config.names import fold
+from toolshell.connections.base import ServerStatus
 from toolshell.policy.approvals import ApprovalRequest
+from toolshell.redact import Redactor, redact_json
 from toolshell.scripts.store import SavedScript
 
 NEEDS_APPROVAL = "needs_approval"
@@ -63,6 +65,12 @@ def script_json(script: SavedScript, *, body: bool = False) -> dict[str, Any]:
     if body:
         out["body"] = script.body
     return out
+
+
+def server_rows(statuses: list[ServerStatus], redact: Redactor) -> list[dict[str, Any]]:
+    """Each server's status (`toolshell servers`, `GET /api/servers`), every field redacted: the
+    whole row goes through the redactor, so a field added to `ServerStatus` cannot show a secret."""
+    return [redact_json(s.to_json(), redact) for s in statuses]
 
 
 def runs_of(script: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -6,13 +6,15 @@ text and as `structuredContent`. When the upstream client declared elicitation, 
 approval and a server's own question are put to it (`frontends.upstream`): in `input_required`
 rounds for 2026-07-28 clients (the script waits, parked), as `elicitation/create` on the call's
 stream for older ones. A client without elicitation gets the stop report; servers' questions
-are declined.
+are declined. Over HTTP every request is authenticated (`serve_auth`), and the caller's identity
+goes on each session, so on every shell call and approval request.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import os
 import sys
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -30,6 +32,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.serve_auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.upstream import (
     Asker,
     ParkedRun,
@@ -93,12 +96,12 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     asks_upstream = approval.inline or "inline" not in approval.model_fields_set
 
     def session_for(ctx: ServerRequestContext[Any]) -> Session:
-        key = _client_key(ctx)
+        key, caller = _client_key(ctx), _caller(ctx)
         if key is None:
-            return host.session(source="agent")  # a stateless client: a fresh shell per call
+            return host.session(source="agent", caller=caller)  # a stateless client: a fresh shell per call
         session = sessions.get(key)
         if session is None:
-            session = sessions[key] = host.session(source="agent")
+            session = sessions[key] = host.session(source="agent", caller=caller)
             if len(sessions) > MAX_SESSIONS:
                 _, oldest = sessions.popitem(last=False)
                 oldest.close()
@@ -177,7 +180,9 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     server: Server[Any] = Server(
         "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, lifespan=_parking
     )
-    server.middleware.append(RequestStateBoundary(RequestStateSecurity.ephemeral(), default_audience="toolshell"))
+    # A parked run's requestState is bound to the caller that started it: another caller's retry fails.
+    security = RequestStateSecurity(keys=[os.urandom(32)], bind_principal=_caller)
+    server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
     return server
 
 
@@ -196,18 +201,36 @@ MAX_SESSIONS = 64
 
 
 def _client_key(ctx: ServerRequestContext[Any]) -> str | None:
-    """Who is calling: the stdio client, an HTTP session, or None for a stateless HTTP request
-    (2026-07-28 requests carry no session id, so two clients cannot be told apart)."""
+    """Which client's shell: the stdio client's, an HTTP session's (of its caller: the SDK lets only
+    the caller that opened a session use it), or None for a stateless HTTP request (2026-07-28
+    requests carry no session id, so two clients cannot be told apart)."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None:
         return "stdio"
     session_id = headers.get("mcp-session-id")
-    return f"http:{session_id}" if session_id else None
+    return f"http:{_caller(ctx)}:{session_id}" if session_id else None
+
+
+def _caller(ctx: ServerRequestContext[Any]) -> str | None:
+    """The identity `serve --http` authenticated (`serve_auth`); None over stdio and with `--no-auth`."""
+    scope = getattr(ctx.request, "scope", None)
+    return caller_of(scope) if isinstance(scope, dict) else None
 
 
 async def serve(
-    config: Config, state_dir: str | None, *, http: bool, host: str, port: int, config_path: str | None = None
+    config: Config,
+    state_dir: str | None,
+    *,
+    http: bool,
+    host: str,
+    port: int,
+    config_path: str | None = None,
+    no_auth: bool = False,
 ) -> None:
+    """Serve over stdio, or Streamable HTTP with every request authenticated (`serve_auth`):
+    `[serve.oauth]` when configured, else the serve token; `no_auth` only on loopback."""
+    if http and no_auth and not is_loopback(host):
+        raise ToolshellError(ErrorCode.INVALID_INPUT, f"--no-auth serves loopback addresses only, not {host}")
     name_process_options(config_path, state_dir)  # the grant hint names them
     # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
     # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
@@ -216,7 +239,8 @@ async def serve(
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible)
         if http:
-            await _serve_http(server, host, port, open_event_log(config.serve.event_store, h.store), ui=h)
+            gate = NO_AUTH if no_auth else _gate(config, h, host, port)
+            await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=h)
         else:
             # lazy: only the transport in use is imported
             from mcp.server.stdio import stdio_server
@@ -225,12 +249,21 @@ async def serve(
                 await server.run(read, write, server.create_initialization_options())
 
 
+def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:
+    if config.serve.oauth is not None:
+        from toolshell.frontends.serve_oauth import oauth_gate  # lazy: JWT and JWKS only for OAuth
+
+        return oauth_gate(config.serve.oauth, bind, port, os.environ)
+    return token_gate(serve_token(host.state_dir))
+
+
 async def _serve_http(
-    server: Server[Any], host: str, port: int, events: EventLog | None = None, ui: Host | None = None
+    server: Server[Any], host: str, port: int, gate: Gate, events: EventLog | None = None, ui: Host | None = None
 ) -> None:
-    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection).
-    SSE events get ids kept in `events` (in memory by default), so a dropped stream can be resumed.
-    With `ui`, the web page of that host is served under `/ui/` too (its token URL goes to stderr)."""
+    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection),
+    `/mcp` behind `gate` (its metadata routes public). SSE events get ids kept in `events` (in
+    memory by default), so a dropped stream can be resumed. With `ui`, the web page of that host is
+    served under `/ui/` too, with its own token (its URL goes to stderr)."""
     # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -246,7 +279,7 @@ async def _serve_http(
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
     )
-    routes: list[Any] = [Route("/mcp", endpoint=StreamableHTTPASGIApp(manager))]
+    routes: list[Any] = [Route("/mcp", endpoint=gate.wrap(StreamableHTTPASGIApp(manager))), *gate.public_routes]
     page = ""
     if ui is not None:
         from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
@@ -255,5 +288,7 @@ async def _serve_http(
         routes.append(mount)
         page = f"; the web page is on {url}"
     app = Starlette(routes=routes, lifespan=lambda _: manager.run())
-    print(f"toolshell serving MCP on http://{host}:{port}/mcp{page}", file=sys.stderr, flush=True)
+    if gate is NO_AUTH:
+        print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
+    print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)
     await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()

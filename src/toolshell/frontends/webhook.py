@@ -3,8 +3,9 @@
 Checks in order: the Host header (loopback names only unless configured, against DNS
 rebinding), the Origin header (a browser page on another site must not fire a trigger: that is
 cross-site request forgery when the trigger has no token), the trigger, its bearer token
-(constant-time compare; never logged or echoed), the body (an optional JSON object sent as
-`application/json`, merged over the trigger's input). Requiring the JSON content type matters
+(constant-time compare; never logged or echoed; only `allow_unauthenticated = true` goes
+without), the body (an optional JSON object sent as `application/json`, merged over the
+trigger's input). Requiring the JSON content type matters
 because a browser sends `text/plain` cross-site without asking the server first. Errors use the
 same JSON shape as `tools` error lines.
 """
@@ -56,7 +57,8 @@ def webhook_app(
     Args:
         runner: Runs the trigger (`runner.fire`).
         tokens: The bearer token of each trigger that names `secret_env`, by trigger name
-            (`tokens_from_env` builds it). A trigger that needs one but has none is refused.
+            (`tokens_from_env` builds it). A trigger without one is refused unless it sets
+            `allow_unauthenticated`.
         allowed_hosts: Host names accepted besides loopback ones (`localhost`, `127.0.0.1`, `::1`),
             in the Host header and in a browser's Origin header; `"*"` accepts any Host, for a
             deployment behind a proxy that checks hosts itself (Origin still needs a listed name).
@@ -72,7 +74,7 @@ def webhook_app(
             trigger = runner.triggers.get(name)
             if trigger is None or not trigger.webhook:
                 raise _refuse(ErrorCode.UNKNOWN_COMMAND, f"no webhook trigger named {name!r}")
-            if trigger.secret_env:
+            if not trigger.allow_unauthenticated:  # without secret_env there is no token: refused
                 _check_token(request.headers.get("authorization", ""), tokens.get(name), name)
             body = await _read_input(request, max_body_bytes)
             outcome = await runner.fire(name, body)

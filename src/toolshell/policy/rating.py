@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal, Protocol
@@ -67,12 +66,26 @@ _READ_ONLY_PHRASES = (
     "does not change",
     "never modifies",
 )
-_WORD = re.compile(r"[a-z]+")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Names and descriptions come from the server: words are split by plain string code, in one pass.
+
+
+def _ascii_words(text: str) -> list[str]:
+    """The runs of a-z in `text`."""
+    return "".join(ch if "a" <= ch <= "z" else " " for ch in text).split()
 
 
 def _name_words(name: str) -> list[str]:
-    return [w.lower() for w in re.split(r"[_\-\s.]+", _CAMEL.sub("_", name)) if w]
+    """`createIssue` / `create_issue` / `create-issue.v2` -> `create`, `issue` (, `v2`), lower case."""
+    out: list[str] = []
+    prev = ""
+    for ch in name:
+        if ch in "_-." or ch.isspace():
+            ch = " "
+        elif "A" <= ch <= "Z" and ("a" <= prev <= "z" or "0" <= prev <= "9"):
+            out.append(" ")
+        out.append(ch)
+        prev = ch
+    return "".join(out).lower().split()
 
 
 def _stem(word: str) -> str:
@@ -108,7 +121,7 @@ def heuristic_rating(entry: ToolEntry) -> Rating:
     text = entry.description.lower()
     if any(p in text for p in _READ_ONLY_PHRASES):
         return "read_only"
-    described = [_stem(w) for w in _WORD.findall(text)]
+    described = [_stem(w) for w in _ascii_words(text)]
     if any(w in CHANGE_VERBS for w in described + _schema_words(entry.input_schema)):
         return "changes"
     if any(w in READ_VERBS for w in described):

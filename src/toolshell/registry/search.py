@@ -8,9 +8,8 @@ word in a name beats the same word in a description.
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +23,6 @@ PARAM_DESCRIPTION_WEIGHT = 0.5
 
 _K1 = 1.2
 _B = 0.75
-_CHUNK = re.compile(r"[^\W_]+")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _MAX_DEPTH = 3
 
 
@@ -43,10 +40,32 @@ def tokenize(text: str) -> list[str]:
     A trailing plural `s` is dropped (`pulls` → `pull`) so singular and plural query words meet.
     """
     terms: list[str] = []
-    for chunk in _CHUNK.findall(text):
-        words = _CAMEL.findall(chunk) if chunk.isascii() else [chunk]
+    for chunk in "".join(ch if ch.isalnum() else " " for ch in text).split():
+        words = _camel_words(chunk) if chunk.isascii() else [chunk]
         terms += [_singular(w.lower()) for w in words]
     return terms
+
+
+def _camel_words(chunk: str) -> list[str]:
+    """`HTTPServer2go` -> `HTTP`, `Server`, `2`, `go`: an ASCII chunk split in one pass (names and
+    descriptions come from servers, so no backtracking regex reads them)."""
+    words: list[str] = []
+    i, n = 0, len(chunk)
+    while i < n:
+        j = _run_end(chunk, i, str.isupper)
+        if j > i + 1 and j < n and chunk[j].islower():
+            j -= 1  # `HTTPServer`: the last capital starts the next word
+        elif j <= i + 1:
+            j = _run_end(chunk, j, str.islower) if j > i or chunk[i].islower() else _run_end(chunk, i, str.isdigit)
+        words.append(chunk[i:j])
+        i = j
+    return words
+
+
+def _run_end(text: str, i: int, test: Callable[[str], bool]) -> int:
+    while i < len(text) and test(text[i]):
+        i += 1
+    return i
 
 
 def _singular(term: str) -> str:

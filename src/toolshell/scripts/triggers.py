@@ -77,6 +77,7 @@ class Trigger:
     webhook: bool = False
     input: dict[str, Any] = field(default_factory=dict)
     secret_env: str | None = None
+    allow_unauthenticated: bool = False
 
     @property
     def cron(self) -> CronSchedule | None:
@@ -84,19 +85,34 @@ class Trigger:
 
     @classmethod
     def from_config(cls, config: TriggerConfig) -> Trigger:
-        return cls(config.name, config.script, config.schedule, config.webhook, dict(config.input), config.secret_env)
+        return cls(
+            config.name,
+            config.script,
+            config.schedule,
+            config.webhook,
+            dict(config.input),
+            config.secret_env,
+            config.allow_unauthenticated,
+        )
 
 
 def tokens_from_env(triggers: Iterable[Trigger], env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The bearer token of each webhook trigger that names `secret_env`, keyed by trigger name.
 
     Raises:
-        ToolshellError: `unavailable` naming the variable when one is unset or empty, so a
-            webhook never starts open by mistake.
+        ToolshellError: `unavailable` naming the variable when one is unset or empty, and
+            `invalid_input` for a webhook with no `secret_env` that does not say
+            `allow_unauthenticated = true`, so a webhook never starts open by mistake.
     """
     env = os.environ if env is None else env
     tokens: dict[str, str] = {}
     for t in triggers:
+        if t.webhook and not t.secret_env and not t.allow_unauthenticated:
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"webhook trigger {t.name!r} has no secret_env, so anyone who reaches the port could fire it; "
+                f'set secret_env = "HOOK_TOKEN" (and export it), or allow_unauthenticated = true to serve it open',
+            )
         if t.webhook and t.secret_env:
             if not env.get(t.secret_env):
                 raise ToolshellError(

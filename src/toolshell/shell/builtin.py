@@ -92,6 +92,7 @@ class ToolsBuiltin:
             tool="-".join(w for w in (entry.server, entry.name) if w).replace("_", "-"),
             output_schema=entry.output_schema,
             taken=_taken_images(ctx) if _has_images(sent.result) else frozenset(),
+            redact=self.state.redact,  # before the images are written: their bytes can quote a secret
         )
         if rendered.error is not None:
             raise _tool_error(rendered.error, entry)

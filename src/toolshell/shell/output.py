@@ -10,7 +10,6 @@ the files are written by `shell.bash.OutputFiles`.
 
 from __future__ import annotations
 
-import re
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,13 @@ HEAD_SHARE = 0.4
 status, gets the rest."""
 SHELL_OUTPUT_LIMIT = 10 * 1024 * 1024
 """bashkit keeps at most this much of one shell call's stdout (and of its stderr); the rest is lost."""
-_PAGING = re.compile(r"limit|page|cursor|offset|^max|^top$|^first$|query|filter|fields|select|since|until", re.I)
+_PAGING_PARTS = ("limit", "page", "cursor", "offset", "query", "filter", "fields", "select", "since", "until")
+"""Input property names that ask a server for less (matched by string search: names come from it)."""
+
+
+def _pages(name: str) -> bool:
+    low = name.lower()
+    return any(p in low for p in _PAGING_PARTS) or low.startswith("max") or low in ("top", "first")
 
 
 def _size(text: str) -> int:
@@ -211,7 +216,7 @@ def where_saved(path: str | None, why_not: str = "", *, kept: int | None = None)
 def too_big(command: str, size: int, limit: int, input_schema: dict[str, Any]) -> ToolshellError:
     """The `tool_error` of a result past `max_result_bytes`: it says how to ask the server for less."""
     props = input_schema.get("properties") if isinstance(input_schema, dict) else None
-    names = sorted(n for n in (props if isinstance(props, dict) else {}) if _PAGING.search(n))
+    names = sorted(n for n in (props if isinstance(props, dict) else {}) if _pages(n))
     if names:
         how = f"ask the server for less with {', '.join(names)} (see `{command} --help`)"
     else:

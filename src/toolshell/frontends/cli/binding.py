@@ -23,8 +23,8 @@ def listen_address(bind: str, port: int, *, allow_remote: bool, what: str) -> st
     host = bind[1:-1] if bind.startswith("[") and bind.endswith("]") else bind
     if not is_loopback(host) and not allow_remote:
         raise click.UsageError(
-            f"--host {bind} would let other machines {what}, and there is no authentication; keep the "
-            "default 127.0.0.1, or pass --allow-remote behind an authenticating proxy"
+            f"--host {bind} would let other machines {what}; keep the default 127.0.0.1, or pass "
+            "--allow-remote to mean it (and put TLS in front: tokens cross the network)"
         )
     _try_bind(host, port)
     return host

@@ -17,19 +17,47 @@ from toolshell.frontends.cli.options import config_opt, load_config, run_async, 
 @click.option(
     "--allow-remote",
     is_flag=True,
-    help="Allow --host to be a non-loopback address. There is no authentication: put it behind a proxy that has.",
+    help="Allow --host to be a non-loopback address. Callers still need the token (or [serve.oauth]); "
+    "put it behind TLS.",
+)
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Serve --http without authentication, on a loopback address only: any local user can call it.",
 )
 def serve(
-    config_path: str | None, state_dir: str | None, use_http: bool, bind: str, port: int, allow_remote: bool
+    config_path: str | None,
+    state_dir: str | None,
+    use_http: bool,
+    bind: str,
+    port: int,
+    allow_remote: bool,
+    no_auth: bool,
 ) -> None:
-    """Run an MCP server that exposes `bash` (plus `keep_visible` tools)."""
+    """Run an MCP server that exposes `bash` (plus `keep_visible` tools).
+
+    With --http every request needs 'Authorization: Bearer <token>': the token is
+    $TOOLSHELL_SERVE_TOKEN, else the one in <state-dir>/serve-token (made on first start, 0600),
+    or an access token of the [serve.oauth] issuer.
+    """
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.frontends.mcp_server import is_loopback
     from toolshell.frontends.mcp_server import serve as serve_mcp
 
+    if no_auth and not use_http:
+        raise click.UsageError("--no-auth applies to --http only (stdio has no network to guard)")
     if use_http:
+        if no_auth and not is_loopback(bind.strip("[]")):
+            raise click.UsageError(f"--no-auth serves loopback addresses only; drop it to serve {bind} with the token")
         bind = listen_address(bind, port, allow_remote=allow_remote, what="run scripts with your tools")
     run_async(
         lambda: serve_mcp(
-            load_config(config_path), state_dir, http=use_http, host=bind, port=port, config_path=config_path
+            load_config(config_path),
+            state_dir,
+            http=use_http,
+            host=bind,
+            port=port,
+            config_path=config_path,
+            no_auth=no_auth,
         )
     )

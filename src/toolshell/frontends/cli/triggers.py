@@ -71,7 +71,8 @@ def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> 
 @click.option(
     "--allow-remote",
     is_flag=True,
-    help="Allow --host to be a non-loopback address. Only webhooks with secret_env check a token.",
+    help="Allow --host to be a non-loopback address. Webhooks check their secret_env token "
+    "(those with allow_unauthenticated = true check none).",
 )
 def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int, allow_remote: bool) -> None:
     """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""

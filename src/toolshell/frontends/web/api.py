@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from toolshell.config.names import fold
 from toolshell.errors import ErrorCode, ToolshellError
-from toolshell.frontends.listings import approval_json, grant_json, runs_of, script_json
+from toolshell.frontends.listings import approval_json, grant_json, runs_of, script_json, server_rows
 from toolshell.frontends.web.http import ApiError, endpoint, json_body
 from toolshell.host import Host
 from toolshell.policy.approvals import PENDING, Approvals
@@ -115,7 +115,7 @@ class Api:
         # Listing the catalog fills in the tool counts (lists are cached, so this is cheap).
         self._viewer = self._viewer or self.host.session(source="cli")
         await self.host.catalog(self._viewer)
-        return [s.to_json() for s in self.host.statuses()]
+        return server_rows(self.host.statuses(), self.host.redact)
 
     # --- saved scripts -----------------------------------------------------------------------
 

@@ -1,0 +1,204 @@
+"""Who may call `toolshell serve --http`, and who they are.
+
+Every request to `/mcp` carries `Authorization: Bearer <token>`; anything else gets 401 with one
+JSON error saying how to authenticate. The token is one of:
+
+- the serve token: `$TOOLSHELL_SERVE_TOKEN`, else `<state-dir>/serve-token` (generated on first
+  start, 0600). The caller's identity is `token:<first 16 hex digits of sha256(token)>`, never the
+  token itself;
+- with `[serve.oauth]`, an access token of that issuer for that audience (`serve_oauth`); the
+  identity is `oauth:<issuer>#<subject>`.
+
+`--no-auth` (loopback only) serves without either, and the caller has no identity (None), as
+over stdio. The identity goes on every shell call and approval request, and an HTTP session is
+usable only by the caller that opened it (the SDK's session manager compares the principal).
+Built on the SDK's server-side auth: `BearerAuthBackend`, `RequireAuthMiddleware`, the
+protected-resource metadata routes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from pydantic import AnyHttpUrl
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.routing import Route
+from starlette.types import ASGIApp, Send
+
+from toolshell.errors import ErrorCode, ToolshellError, error_body
+
+TOKEN_ENV = "TOOLSHELL_SERVE_TOKEN"
+TOKEN_FILE = "serve-token"
+
+
+class CallerToken(AccessToken):
+    """An `AccessToken` that knows the caller's identity string (what the timeline records)."""
+
+    caller: str
+
+
+def token_identity(token: str) -> str:
+    """`token:<16 hex>`: names the token's holder without revealing the token."""
+    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+
+
+def caller_of(scope: Mapping[str, Any]) -> str | None:
+    """The identity the auth middleware put on this request's scope, or None (unauthenticated)."""
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser) and isinstance(user.access_token, CallerToken):
+        return user.access_token.caller
+    return None
+
+
+# --- the serve token ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServeToken:
+    value: str
+    where: str
+    """Where a client finds it: the file's path, or `$TOOLSHELL_SERVE_TOKEN`."""
+
+
+def serve_token(state_dir: Path, env: Mapping[str, str] | None = None) -> ServeToken:
+    """`$TOOLSHELL_SERVE_TOKEN` when set, else the token in `<state_dir>/serve-token`, made on first use.
+
+    Raises:
+        ToolshellError: `unavailable` when the file is readable or writable by others (with the
+            chmod that fixes it), belongs to another user, is empty, or cannot be written.
+    """
+    env = os.environ if env is None else env
+    if env.get(TOKEN_ENV):
+        return ServeToken(env[TOKEN_ENV], f"${TOKEN_ENV}")
+    path = state_dir / TOKEN_FILE
+    if not path.exists():
+        _create_token_file(path)
+    return ServeToken(_read_token_file(path), str(path))
+
+
+def _create_token_file(path: Path) -> None:
+    """Write a new token to a private temporary file, then link it into place: a reader never sees
+    a partial file, and of two servers starting at once the first one's token wins."""
+    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a state kept elsewhere (Postgres) made none
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(secrets.token_urlsafe(32) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)
+    except OSError as e:
+        raise _unavailable(f"cannot write the serve token {path}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        info = path.stat()
+        if info.st_uid != os.getuid():
+            raise _unavailable(
+                f"the serve token {path} belongs to another user (uid {info.st_uid}); delete it to have a new one "
+                f"made, or take it over: chown {os.getuid()} {path}"
+            )
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise _unavailable(
+                f"the serve token {path} can be read or changed by other users; anyone who read it can call "
+                f"this server: run chmod 600 {path} (and delete it to have a new token made)"
+            )
+        token = path.read_text(encoding="utf-8").strip()
+    except OSError as e:
+        raise _unavailable(f"cannot read the serve token {path}: {e.strerror or e}") from None
+    if not token:
+        raise _unavailable(f"the serve token {path} is empty; delete it to have a new one made")
+    return token
+
+
+def _unavailable(message: str) -> ToolshellError:
+    return ToolshellError(ErrorCode.UNAVAILABLE, message)
+
+
+class StaticTokenVerifier(TokenVerifier):
+    """Accepts exactly one token, compared in constant time."""
+
+    def __init__(self, token: str) -> None:
+        self._expected = token.encode()
+        self.identity = token_identity(token)
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not hmac.compare_digest(token.encode(), self._expected):
+            return None
+        # The principal the session manager compares is (client_id, issuer, subject).
+        return CallerToken(token="", client_id=self.identity, subject=self.identity, scopes=[], caller=self.identity)
+
+
+# --- the gate in front of /mcp --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gate:
+    """How `/mcp` is guarded. `verifier=None` is `--no-auth`."""
+
+    verifier: TokenVerifier | None
+    how: str
+    """How to authenticate, for the 401 body and the start line (never the token)."""
+    resource_metadata_url: AnyHttpUrl | None = None
+    required_scopes: list[str] = field(default_factory=list)
+    public_routes: list[Route] = field(default_factory=list)
+    """Served without a token: the protected-resource metadata (RFC 9728)."""
+
+    def wrap(self, app: ASGIApp) -> ASGIApp:
+        """`app` behind the bearer check; unchanged with `--no-auth`."""
+        if self.verifier is None:
+            return app
+        required = _Required(app, self.required_scopes, self.resource_metadata_url, self.how)
+        return AuthenticationMiddleware(required, backend=BearerAuthBackend(self.verifier))
+
+
+NO_AUTH = Gate(None, "no authentication: --no-auth")
+
+
+def token_gate(token: ServeToken) -> Gate:
+    where = f"the token is in {token.where}" if not token.where.startswith("$") else f"the token is {token.where}"
+    return Gate(StaticTokenVerifier(token.value), f"send 'Authorization: Bearer <token>'; {where}")
+
+
+class _Required(RequireAuthMiddleware):
+    """The SDK's check, answering with one JSON error in toolshell's shape that says what to do."""
+
+    def __init__(self, app: ASGIApp, scopes: list[str], metadata: AnyHttpUrl | None, how: str) -> None:
+        super().__init__(app, scopes, metadata)
+        self.how = how
+
+    async def _send_auth_error(self, send: Send, status_code: int, error: str, description: str) -> None:
+        if status_code == 401:
+            message = f"this server needs a bearer token: {self.how} (a missing or unaccepted token gets this answer)"
+        else:
+            message = f"the token lacks a scope this server needs ({description}); get a token with it"
+        code = ErrorCode.CONNECTION_REQUIRED if status_code == 401 else ErrorCode.DENIED
+        body = json.dumps(error_body(ToolshellError(code, message))).encode()
+        challenge = f'Bearer error="{error}", error_description="{description}"'
+        if self.resource_metadata_url:
+            challenge += f', resource_metadata="{self.resource_metadata_url}"'
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"www-authenticate", challenge.encode()),
+        ]
+        await send({"type": "http.response.start", "status": status_code, "headers": headers})
+        await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,264 @@
+"""`[serve.oauth]`: access tokens of an OAuth issuer, checked for `toolshell serve --http`.
+
+The SDK's resource-server side takes any `TokenVerifier`; this module holds the two it lacks:
+
+- `JwtVerifier`: a JWT access token (RFC 9068) signed by one of the issuer's keys. The keys come
+  from the `jwks_uri` of the issuer's metadata (RFC 8414, or OpenID discovery), cached for a while
+  and fetched again, at most once a minute, when a token names a key not in the cache (rotation).
+  Checked: the signature with an allowed asymmetric algorithm, `iss`, `aud` (the configured
+  audience), `exp` (and `nbf`/`iat` when present), and a `sub`.
+- `IntrospectionVerifier`: an opaque token asked about at the issuer's RFC 7662 endpoint,
+  authenticating as the configured client; `active`, `iss`, `aud` and `exp` are checked the same.
+
+A token that fails any check is None (the caller gets 401); the reason is logged, never the token.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import httpx2
+import jwt
+from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
+from pydantic import AnyHttpUrl
+
+from toolshell.config.models import ServeOAuthConfig
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.frontends.serve_auth import CallerToken, Gate
+
+log = logging.getLogger("toolshell.serve")
+
+JWKS_TTL_SECONDS = 600.0
+"""How long fetched keys are trusted before they are fetched again."""
+REFETCH_SECONDS = 60.0
+"""An unknown key id fetches the keys again at most this often (a flood of forged ids costs one fetch)."""
+MAX_KEYS = 64
+"""More keys than this in a JWKS is refused: a set is a handful of keys."""
+RETRY_SECONDS = 5.0
+"""After a failed fetch of the metadata or the keys, how long tokens are refused without asking again
+(so an issuer that is down is not asked once per request)."""
+LEEWAY_SECONDS = 30
+"""Clock skew allowed on `exp`/`nbf`/`iat`."""
+HTTP_TIMEOUT = httpx2.Timeout(10.0)
+
+
+def oauth_identity(issuer: str, subject: str) -> str:
+    """`oauth:<issuer>#<subject>`: a subject is unique only per issuer."""
+    return f"oauth:{issuer.rstrip('/')}#{subject}"
+
+
+def _caller_token(claims: Mapping[str, Any], issuer: str, audience: str) -> CallerToken | None:
+    subject = claims.get("sub")
+    if not isinstance(subject, str) or not subject:
+        log.warning("serve: refused a token with no subject")
+        return None
+    client = claims.get("client_id") or claims.get("azp") or subject
+    exp = claims.get("exp")
+    return CallerToken(
+        token="",
+        client_id=str(client),
+        subject=subject,
+        scopes=_scopes(claims.get("scope", claims.get("scp"))),
+        expires_at=int(exp) if isinstance(exp, int | float) else None,
+        resource=audience,
+        claims={"iss": issuer},
+        caller=oauth_identity(issuer, subject),
+    )
+
+
+def _scopes(value: Any) -> list[str]:
+    """`scope` is a space-separated string (RFC 9068, RFC 7662); some issuers send a list as `scp`."""
+    if isinstance(value, str):
+        return value.split()
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+class _Issuer:
+    """The issuer's metadata, fetched once (by the first token that needs it)."""
+
+    def __init__(self, issuer: str, http: Callable[[], httpx2.AsyncClient]) -> None:
+        self.issuer = issuer
+        self._http = http
+        self._metadata: dict[str, Any] | None = None
+        self._failed: tuple[float, Exception] | None = None
+        self._lock = anyio.Lock()
+
+    async def metadata(self) -> dict[str, Any]:
+        async with self._lock:
+            if self._metadata is None:
+                if self._failed and time.monotonic() - self._failed[0] < RETRY_SECONDS:
+                    raise self._failed[1]
+                try:
+                    self._metadata = await self._discover()
+                except (httpx2.HTTPError, LookupError, ValueError) as e:
+                    self._failed = (time.monotonic(), e)
+                    raise
+            return self._metadata
+
+    async def _discover(self) -> dict[str, Any]:
+        urls = build_oauth_authorization_server_metadata_discovery_urls(self.issuer, self.issuer)
+        async with self._http() as http:
+            for url in urls:
+                response = await http.get(url)
+                if response.status_code != 200:
+                    continue
+                document = response.json()
+                if isinstance(document, dict) and str(document.get("issuer", "")).rstrip("/") == self.issuer.rstrip(
+                    "/"
+                ):
+                    return document
+                log.warning("serve: %s names another issuer; ignored", url)
+        raise LookupError(f"no authorization server metadata for {self.issuer} (tried {', '.join(urls)})")
+
+
+class JwtVerifier(TokenVerifier):
+    """JWT access tokens of one issuer for one audience (see the module docstring)."""
+
+    def __init__(self, config: ServeOAuthConfig, http: Callable[[], httpx2.AsyncClient] | None = None) -> None:
+        self.config = config
+        self._http = http or (lambda: httpx2.AsyncClient(timeout=HTTP_TIMEOUT))
+        self._issuer = _Issuer(config.issuer, self._http)
+        self._keys: dict[str, jwt.PyJWK] = {}
+        self._fetched_at = self._tried_at = -float("inf")
+        self._lock = anyio.Lock()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            header = jwt.get_unverified_header(token)
+            if header.get("alg") not in self.config.algorithms:
+                log.warning("serve: refused a token signed with %r", header.get("alg"))
+                return None
+            key = await self._key(str(header.get("kid", "")))
+            if key is None:
+                return None
+            metadata = await self._issuer.metadata()
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=self.config.algorithms,
+                audience=self.config.audience,
+                issuer=str(metadata["issuer"]),
+                leeway=LEEWAY_SECONDS,
+                options={"require": ["exp", "iss", "aud", "sub"]},
+            )
+        except jwt.InvalidTokenError as e:
+            log.warning("serve: refused a token: %s", e)
+            return None
+        except (httpx2.HTTPError, LookupError, ValueError) as e:
+            log.warning("serve: cannot check tokens against %s: %s", self.config.issuer, e)
+            return None
+        return _caller_token(claims, self.config.issuer, self.config.audience)
+
+    async def _key(self, kid: str) -> jwt.PyJWK | None:
+        async with self._lock:
+            now = time.monotonic()
+            stale = now - self._fetched_at > JWKS_TTL_SECONDS and now - self._tried_at > RETRY_SECONDS
+            unknown = kid not in self._keys and now - self._tried_at > REFETCH_SECONDS
+            if stale or unknown:
+                self._tried_at = now
+                self._keys = await self._fetch_keys()  # on failure the keys fetched before stay in use
+                self._fetched_at = now
+        found = self._keys.get(kid) or (next(iter(self._keys.values())) if not kid and len(self._keys) == 1 else None)
+        if found is None:
+            log.warning("serve: refused a token signed by an unknown key %r", kid)
+        return found
+
+    async def _fetch_keys(self) -> dict[str, jwt.PyJWK]:
+        uri = (await self._issuer.metadata()).get("jwks_uri")
+        if not isinstance(uri, str):
+            raise LookupError(f"the metadata of {self.config.issuer} has no jwks_uri")
+        async with self._http() as http:
+            response = await http.get(uri)
+        response.raise_for_status()
+        keys = response.json().get("keys")
+        if not isinstance(keys, list) or len(keys) > MAX_KEYS:
+            raise LookupError(f"{uri} is not a JWKS of at most {MAX_KEYS} keys")
+        found: dict[str, jwt.PyJWK] = {}
+        for data in keys:
+            try:
+                key = jwt.PyJWK.from_dict(data)
+            except (jwt.PyJWKError, jwt.InvalidKeyError):
+                continue  # a key of a type this host cannot use: tokens signed by it are refused
+            found[str(data.get("kid", ""))] = key
+        return found
+
+
+class IntrospectionVerifier(TokenVerifier):
+    """Opaque tokens, asked about at the issuer's RFC 7662 endpoint."""
+
+    def __init__(
+        self, config: ServeOAuthConfig, client_secret: str, http: Callable[[], httpx2.AsyncClient] | None = None
+    ) -> None:
+        assert config.introspection_endpoint and config.client_id  # the config model checks both
+        self.config = config
+        self._endpoint = config.introspection_endpoint
+        self._auth = httpx2.BasicAuth(config.client_id, client_secret)
+        self._http = http or (lambda: httpx2.AsyncClient(timeout=HTTP_TIMEOUT))
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            async with self._http() as http:
+                response = await http.post(self._endpoint, data={"token": token}, auth=self._auth)
+            response.raise_for_status()
+            claims = response.json()
+        except (httpx2.HTTPError, ValueError) as e:
+            log.warning("serve: cannot introspect at %s: %s", self._endpoint, e)
+            return None
+        reason = self._refusal(claims)
+        if reason:
+            log.warning("serve: refused a token: %s", reason)
+            return None
+        return _caller_token(claims, self.config.issuer, self.config.audience)
+
+    def _refusal(self, claims: Any) -> str | None:
+        if not isinstance(claims, dict) or claims.get("active") is not True:
+            return "not active"
+        if str(claims.get("iss", self.config.issuer)).rstrip("/") != self.config.issuer.rstrip("/"):
+            return "issued by another issuer"
+        audience = claims.get("aud")
+        audiences = audience if isinstance(audience, list) else [audience]
+        if self.config.audience not in audiences:
+            return "issued for another audience"
+        exp = claims.get("exp")
+        if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < time.time():
+            return "expired"
+        return None
+
+
+def oauth_gate(config: ServeOAuthConfig, bind: str, port: int, env: Mapping[str, str]) -> Gate:
+    """The gate of `[serve.oauth]`: its verifier, and the public protected-resource metadata (RFC 9728)
+    that a 401's `WWW-Authenticate` points clients to.
+
+    Raises:
+        ToolshellError: `unavailable` when the introspection client's secret variable is unset.
+    """
+    verifier: TokenVerifier
+    if config.introspection_endpoint:
+        assert config.client_secret_env  # the config model requires it with an endpoint
+        secret = env.get(config.client_secret_env)
+        if not secret:
+            raise ToolshellError(
+                ErrorCode.UNAVAILABLE,
+                f"[serve.oauth] takes the introspection secret from ${config.client_secret_env}, which is not set; "
+                f"export {config.client_secret_env}=… before starting",
+            )
+        verifier = IntrospectionVerifier(config, secret)
+    else:
+        verifier = JwtVerifier(config)
+    host = f"[{bind}]" if ":" in bind else bind
+    resource = AnyHttpUrl(config.resource_url or f"http://{host}:{port}/mcp")
+    metadata = build_resource_metadata_url(resource)
+    routes = create_protected_resource_routes(
+        resource, [AnyHttpUrl(config.issuer)], scopes_supported=config.required_scopes or None
+    )
+    how = (
+        f"send 'Authorization: Bearer <access token>' with a token from {config.issuer} for {config.audience} "
+        f"(how to get one: {metadata})"
+    )
+    return Gate(verifier, how, metadata, list(config.required_scopes), routes)
