@@ -30,8 +30,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import JSONRPCMessage, jsonrpc_message_adapter
 
-from toolshell.store.protocol import StateStore
 from toolshell.store.event_log import MAX_BYTES, MAX_EVENTS, StateEventStore, StoredEvent
+from toolshell.store.protocol import StateStore
 
 
 class EventLog(Protocol):
