@@ -34,6 +34,18 @@ def refused_note(tools: list[types.Tool]) -> str | None:
     return f"{len(bad)} tool(s) not listed: their names are not of the MCP form [A-Za-z0-9_.-]{{1,128}}: {shown}{more}"
 
 
+def capped_note(cap: int, dropped: int, unread: bool) -> str | None:
+    """What `toolshell servers` says about the tools left out past `max_tools`, or None."""
+    if not dropped and not unread:
+        return None
+    left = [f"{dropped:,} more were dropped"] if dropped else []
+    left += ["its later pages were not read"] if unread else []
+    return (
+        f"it lists more tools than max_tools = {cap:,}: the first {cap:,} are kept, {' and '.join(left)}; "
+        "raise max_tools for this server in the config to keep more"
+    )
+
+
 def is_private(result: types.ListToolsResult, protocol_version: str | None) -> bool:
     """Whether the server marked this list private. Before 2026-07-28 there is no such field
     (the SDK's model defaults it to "private", so only a value that came over the wire counts)."""
@@ -59,12 +71,20 @@ class ToolCache:
             return self._private[session_id]
         return self._shared
 
-    def put(self, fetched: list[types.Tool], *, private: bool, session_id: str, generation: int) -> list[types.Tool]:
+    def put(
+        self,
+        fetched: list[types.Tool],
+        *,
+        private: bool,
+        session_id: str,
+        generation: int,
+        capped: str | None = None,
+    ) -> list[types.Tool]:
         """Store a fetched list, unless the cache was invalidated since the fetch began; return the
-        tools that may be listed (those with a well-formed name)."""
+        tools that may be listed (those with a well-formed name). `capped` says what the listing left out."""
         tools = [t for t in fetched if TOOL_NAME_RE.fullmatch(t.name)]
         note = refused_note(fetched)
-        self.notes = [note] if note else []
+        self.notes = [n for n in (capped, note) if n]
         self.notes += [f"tool {t.name}: {n}" for t in tools for n in pattern_notes(t.input_schema)]
         self.last_count = len(tools)
         if generation != self.generation:
