@@ -4,13 +4,17 @@ that looks like a closed connection, a schema whose checking takes exponential t
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
+from _net_support import free_port, wait_until_serving
 from toolshell.config import Config
 from toolshell.frontends.diagnostics import render_servers
 from toolshell.host import Host
@@ -31,6 +35,71 @@ def status_of(host: Host) -> dict[str, Any]:
 def error_of(stderr: str) -> dict[str, Any]:
     error: dict[str, Any] = json.loads(stderr)["error"]
     return error
+
+
+# --- a schema whose checking takes exponential time --------------------------------------------
+
+
+@pytest.fixture
+def serving(tmp_path: Path) -> Iterator[str]:
+    """`toolshell serve --http` in its own process (a frozen loop there cannot freeze the test),
+    with a hostile server whose `deep` tool has a 17-level doubling schema; yields its URL."""
+    config = tmp_path / "toolshell.toml"
+    args = json.dumps([HOSTILE, "deep=17"])
+    config.write_text(
+        f'[[mcp.servers]]\nname = "evil"\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n'
+        '[approval]\nmode = "off"\n'
+    )
+    port = free_port()
+    exe = str(Path(sys.executable).parent / "toolshell")
+    serve = ["serve", "--http", "--port", str(port), "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    proc = subprocess.Popen([exe, *serve], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:  # a loop frozen in a check does not even see SIGTERM
+            proc.kill()
+            proc.wait(10)
+
+
+async def _bash(url: str, script: str, out: dict[str, Any], key: str, started: anyio.Event | None = None) -> None:
+    async with Client(url) as client:
+        if started is not None:
+            started.set()
+        result = await client.call_tool("bash", {"script": script})
+    out[key] = json.loads(result.content[0].text)
+
+
+async def test_a_wrong_input_to_an_exponential_schema_is_answered_and_another_session_meanwhile_completes(
+    serving: str,
+) -> None:
+    out: dict[str, Any] = {}
+    with anyio.fail_after(30):  # a safety net only: checking this input in full takes minutes
+        await wait_until_serving(serving, 30)
+        async with anyio.create_task_group() as tg:
+            other = anyio.Event()
+            tg.start_soon(_bash, serving, "tools evil echo text=meanwhile", out, "other", other)
+            await other.wait()  # the other session is connected before the hostile call starts
+            tg.start_soon(_bash, serving, "tools evil deep x=5", out, "deep")
+    assert (out["deep"]["exit_code"], out["deep"]["stdout"]) == (0, "called deep\n")  # the server judges it
+    assert out["other"]["stdout"] == "meanwhile\n"
+
+
+async def test_servers_says_which_schema_is_checked_only_for_type_object() -> None:
+    async with Host.open(hostile("deep=12")) as host:
+        session = host.session()
+        wrong = await session.run("tools evil deep x=5")
+        fine = await session.run("tools evil echo text=42")
+        status = status_of(host)
+    assert (wrong.exit_code, wrong.stdout, fine.stdout) == (0, "called deep\n", "42\n")
+    assert status["notes"] == [
+        "tool deep: its input schema takes more than 5,000 steps to check (nested anyOf/oneOf/allOf or $refs "
+        "that multiply); its input is checked only for type object, and the server judges the rest"
+    ]
+    assert "    note: tool deep: its input schema takes more than 5,000 steps" in render_servers([status])
 
 
 # --- giant tool lists -------------------------------------------------------------------------
@@ -75,8 +144,9 @@ async def test_a_listing_within_max_tools_has_no_note() -> None:
     assert (status["tool_count"], "notes" in status) == (12, False)
 
 
-def test_max_tools_must_be_a_positive_count() -> None:
-    with pytest.raises(ValueError, match="max_tools"):
+def test_max_tools_is_set_per_server_and_must_be_a_positive_count() -> None:
+    assert [s.max_tools for s in hostile(max_tools=5).mcp.servers] == [5]
+    with pytest.raises(ValueError, match="max_tools\n  Input should be greater than or equal to 1"):
         hostile(max_tools=0)
 
 

@@ -33,6 +33,7 @@ from toolshell.connections.timer import CAP_FACTOR, CallTimer
 from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, capped_note, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.registry.validate import late_notes
 from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ class ClientConnection:
             tool_count=self._cache.last_count,
             last_error=self._last_error,
             stderr_tail=self._target.stderr_tail(),
-            notes=[*self._cache.notes, *self._target.notes()],
+            notes=[*self._cache.notes, *late_notes(self.name), *self._target.notes()],
             restarts=max(0, self._starts - 1),
             auth_reason=self._auth_reason if self._state is ConnState.NEEDS_AUTH else None,
         )

@@ -13,6 +13,7 @@ import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolshell.registry.linear_regex import pattern_notes
+from toolshell.registry.schema_cost import cost_note
 
 MAX_PAGES = 100
 """A paginating server that never ends cannot hang a listing."""
@@ -32,6 +33,13 @@ def refused_note(tools: list[types.Tool]) -> str | None:
     shown = ", ".join(ascii(name) for name in bad[:MAX_REFUSED_NOTES])
     more = f" and {len(bad) - MAX_REFUSED_NOTES} more" if len(bad) > MAX_REFUSED_NOTES else ""
     return f"{len(bad)} tool(s) not listed: their names are not of the MCP form [A-Za-z0-9_.-]{{1,128}}: {shown}{more}"
+
+
+def _schema_notes(schema: dict[str, object]) -> list[str]:
+    """What checking inputs against this schema leaves out: patterns RE2 cannot run, or all but
+    `type: object` when the check would take too much work."""
+    cost = cost_note(schema)
+    return [*pattern_notes(schema), *([cost] if cost else [])]
 
 
 def capped_note(cap: int, dropped: int, unread: bool) -> str | None:
@@ -85,7 +93,7 @@ class ToolCache:
         tools = [t for t in fetched if TOOL_NAME_RE.fullmatch(t.name)]
         note = refused_note(fetched)
         self.notes = [n for n in (capped, note) if n]
-        self.notes += [f"tool {t.name}: {n}" for t in tools for n in pattern_notes(t.input_schema)]
+        self.notes += [f"tool {t.name}: {n}" for t in tools for n in _schema_notes(t.input_schema)]
         self.last_count = len(tools)
         if generation != self.generation:
             return list(tools)
