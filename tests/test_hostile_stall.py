@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 
 from _net_support import free_port, wait_until_serving
+from toolshell.command.schema_text import schema_lines
 from toolshell.config import Config
 from toolshell.frontends.diagnostics import render_servers
 from toolshell.host import Host
@@ -100,6 +101,16 @@ async def test_servers_says_which_schema_is_checked_only_for_type_object() -> No
         "that multiply); its input is checked only for type object, and the server judges the rest"
     ]
     assert "    note: tool deep: its input schema takes more than 5,000 steps" in render_servers([status])
+
+
+async def test_help_for_an_exponential_schema_follows_none_of_its_refs() -> None:
+    async with Host.open(hostile("deep=20")) as host:
+        shown = await host.session().run("tools evil deep --help")
+    assert shown.stdout.splitlines()[2:4] == ["Input:", "  x  any"]
+
+
+def test_help_for_a_schema_that_refers_to_itself_ends() -> None:
+    assert schema_lines({"properties": {"x": {"anyOf": [{"$ref": "#/properties/x"}]}}}) == ["  x  any"]
 
 
 # --- giant tool lists -------------------------------------------------------------------------
