@@ -103,6 +103,12 @@ async def test_servers_says_which_schema_is_checked_only_for_type_object() -> No
     assert "    note: tool deep: its input schema takes more than 5,000 steps" in render_servers([status])
 
 
+async def test_a_result_against_an_exponential_output_schema_is_passed_on_unchecked() -> None:
+    async with Host.open(hostile("deepout=14")) as host:
+        result = await host.session().run("tools evil deepout")
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "unchecked\n", "")
+
+
 async def test_help_for_an_exponential_schema_follows_none_of_its_refs() -> None:
     async with Host.open(hostile("deep=20")) as host:
         shown = await host.session().run("tools evil deep --help")
