@@ -30,12 +30,16 @@ MAX_PATHS = 5_000
 """Subschema visits one check may take. At 15-40 µs a visit for `$ref`-heavy schemas, a wrong input
 to a schema just under it takes 0.07-0.15 s; tool schemas are far below it (a large one: hundreds)."""
 
-_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
+REF_KEYWORDS = ("$ref", "$dynamicRef", "$recursiveRef")
+OVER_NOTE = (
+    f"its input schema takes more than {MAX_PATHS:,} steps to check (nested anyOf/oneOf/allOf or $refs "
+    "that multiply); its input is checked only for type object, and the server judges the rest"
+)
 _SINGLE = ("not", "if", "then", "else", "additionalProperties", "propertyNames", "unevaluatedProperties")
 _SINGLE_ITEMS = ("items", "additionalItems", "contains", "unevaluatedItems")
 _LISTS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _MAPS = ("properties", "patternProperties", "dependentSchemas", "dependencies")
-_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", *_REFS)
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas", *REF_KEYWORDS)
 """Keywords applied to the same instance; `unevaluated*` walks these a second time to learn what
 they evaluated, so a schema with it costs them twice."""
 _NO_REMOTE_REFS: referencing.Registry[Any] = SPECIFICATIONS.combine(referencing.Registry())
@@ -44,6 +48,8 @@ _NO_REMOTE_REFS: referencing.Registry[Any] = SPECIFICATIONS.combine(referencing.
 
 @dataclass(frozen=True)
 class Cost:
+    """What `paths` found."""
+
     paths: int
     """Subschema visits of one check (at most `MAX_PATHS` + 1: past the cap counting stops)."""
     recursive: bool
@@ -55,13 +61,8 @@ class Cost:
 
 
 def cost_note(schema: Any) -> str | None:
-    """What `toolshell servers` says about a schema over the bound, or None."""
-    if not paths(schema).over:
-        return None
-    return (
-        f"its input schema takes more than {MAX_PATHS:,} steps to check (nested anyOf/oneOf/allOf or $refs "
-        "that multiply); its input is checked only for type object, and the server judges the rest"
-    )
+    """What `toolshell servers` says about an input schema over the bound, or None."""
+    return OVER_NOTE if paths(schema).over else None
 
 
 def paths(schema: Any) -> Cost:
@@ -87,7 +88,6 @@ class _Frame:
 
 @dataclass
 class _Walk:
-    spec: Any
     done: dict[int, int] = field(default_factory=dict)  # id(subschema) → its paths
     on_path: set[int] = field(default_factory=set)
     recursive: bool = False
@@ -95,7 +95,7 @@ class _Walk:
 
 def _count(root: dict[str, Any], resolver: Any, spec: Any) -> Cost:
     """Paths of the schema graph from `root`: depth first without recursion (a schema may be deep)."""
-    walk = _Walk(spec)
+    walk = _Walk()
     frames = [_Frame(root, _children(root, resolver, spec))]
     walk.on_path.add(id(root))
     while frames:
@@ -138,7 +138,7 @@ def _children(node: dict[str, Any], resolver: Any, spec: Any) -> Iterator[tuple[
     if "unevaluatedProperties" in node or "unevaluatedItems" in node:
         for sub in _subschemas(node, _IN_PLACE):
             yield sub, _within(sub, resolver, spec)
-    for keyword in _REFS:
+    for keyword in REF_KEYWORDS:
         ref = node.get(keyword)
         if not isinstance(ref, str) or resolver is None:
             continue
@@ -180,7 +180,7 @@ def _has_refs(schema: dict[str, Any]) -> bool:
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            if any(k in node for k in _REFS):
+            if any(k in node for k in REF_KEYWORDS):
                 return True
             stack.extend(node.values())
         elif isinstance(node, list):

@@ -32,7 +32,7 @@ from jsonschema.validators import extend
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.linear_regex import linear_validator, pattern_notes, schema_format_checker
-from toolshell.registry.schema_cost import MAX_PATHS, cost_note, paths
+from toolshell.registry.schema_cost import MAX_PATHS, OVER_NOTE, REF_KEYWORDS, paths
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +50,6 @@ class _Compiled:
 
 _cache: OrderedDict[str, _Compiled] = OrderedDict()
 _late_notes: OrderedDict[tuple[str, str], str] = OrderedDict()  # (server, tool) → found while checking
-_REFS = ("$ref", "$dynamicRef", "$recursiveRef")
 _steps = threading.local()  # `left`: `$ref` steps the check under way may still take
 TOO_COSTLY = (
     f"checking an input against its recursive input schema took more than {MAX_PATHS:,} $ref steps; "
@@ -76,7 +75,7 @@ def _budgeted(keyword: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _with_ref_budget(cls: type[Validator]) -> type[Validator]:
-    budgeted = {k: _budgeted(fn) for k, fn in cls.VALIDATORS.items() if k in _REFS}
+    budgeted = {k: _budgeted(fn) for k, fn in cls.VALIDATORS.items() if k in REF_KEYWORDS}
     out: type[Validator] = extend(cls, budgeted)  # type: ignore[no-untyped-call]  # jsonschema's is untyped
     return out
 
@@ -104,7 +103,7 @@ def _compile(schema: dict[str, Any]) -> _Compiled:
         return _Compiled(None, "the input schema is nested too deeply to check")
     cost = paths(schema)
     if cost.over:
-        return _object_only(cls, cost_note(schema) or "")
+        return _object_only(cls, OVER_NOTE)
     if cost.recursive:
         cls = _with_ref_budget(cls)
     return _Compiled(cls(schema, registry=_NO_REMOTE_REFS), notes=tuple(pattern_notes(schema)))
