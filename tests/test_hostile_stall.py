@@ -53,7 +53,17 @@ def serving(tmp_path: Path) -> Iterator[str]:
     )
     port = free_port()
     exe = str(Path(sys.executable).parent / "toolshell")
-    serve = ["serve", "--http", "--port", str(port), "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    serve = [
+        "serve",
+        "--http",
+        "--no-auth",
+        "--port",
+        str(port),
+        "--config",
+        str(config),
+        "--state-dir",
+        str(tmp_path / "state"),
+    ]
     proc = subprocess.Popen([exe, *serve], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         yield f"http://127.0.0.1:{port}/mcp"
