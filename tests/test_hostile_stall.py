@@ -4,7 +4,6 @@ that looks like a closed connection, a schema whose checking takes exponential t
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,9 +11,9 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 
-from _net_support import free_port, wait_until_serving
+from _hostile_serve_support import bash_into, serving_hostile
+from _net_support import wait_until_serving
 from toolshell.command.schema_text import schema_lines
 from toolshell.config import Config
 from toolshell.frontends.diagnostics import render_servers
@@ -43,45 +42,10 @@ def error_of(stderr: str) -> dict[str, Any]:
 
 @pytest.fixture
 def serving(tmp_path: Path) -> Iterator[str]:
-    """`toolshell serve --http` in its own process (a frozen loop there cannot freeze the test),
-    with a hostile server whose `deep` tool has a 17-level doubling schema; yields its URL."""
-    config = tmp_path / "toolshell.toml"
-    args = json.dumps([HOSTILE, "deep=17"])
-    config.write_text(
-        f'[[mcp.servers]]\nname = "evil"\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n'
-        '[approval]\nmode = "off"\n'
-    )
-    port = free_port()
-    exe = str(Path(sys.executable).parent / "toolshell")
-    serve = [
-        "serve",
-        "--http",
-        "--no-auth",
-        "--port",
-        str(port),
-        "--config",
-        str(config),
-        "--state-dir",
-        str(tmp_path / "state"),
-    ]
-    proc = subprocess.Popen([exe, *serve], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:  # a loop frozen in a check does not even see SIGTERM
-            proc.kill()
-            proc.wait(10)
-
-
-async def _bash(url: str, script: str, out: dict[str, Any], key: str, started: anyio.Event | None = None) -> None:
-    async with Client(url) as client:
-        if started is not None:
-            started.set()
-        result = await client.call_tool("bash", {"script": script})
-    out[key] = json.loads(result.content[0].text)
+    """`toolshell serve --http` in its own process, with a hostile server whose `deep` tool has a
+    17-level doubling schema; yields its URL."""
+    with serving_hostile(tmp_path, [HOSTILE, "deep=17"]) as url:
+        yield url
 
 
 async def test_a_wrong_input_to_an_exponential_schema_is_answered_and_another_session_meanwhile_completes(
@@ -92,9 +56,9 @@ async def test_a_wrong_input_to_an_exponential_schema_is_answered_and_another_se
         await wait_until_serving(serving, 30)
         async with anyio.create_task_group() as tg:
             other = anyio.Event()
-            tg.start_soon(_bash, serving, "tools evil echo text=meanwhile", out, "other", other)
+            tg.start_soon(bash_into, serving, "tools evil echo text=meanwhile", out, "other", other)
             await other.wait()  # the other session is connected before the hostile call starts
-            tg.start_soon(_bash, serving, "tools evil deep x=5", out, "deep")
+            tg.start_soon(bash_into, serving, "tools evil deep x=5", out, "deep")
     assert (out["deep"]["exit_code"], out["deep"]["stdout"]) == (0, "called deep\n")  # the server judges it
     assert out["other"]["stdout"] == "meanwhile\n"
 
