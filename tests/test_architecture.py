@@ -20,6 +20,7 @@ LAYERS: list[list[str]] = [
         "toolshell.result",
         "toolshell.redact",
         "toolshell.safe_text",
+        "toolshell.utf8",
     ],
     ["toolshell.store"],
     ["toolshell.config"],

@@ -252,13 +252,31 @@ def _group(*excs: Exception) -> ExceptionGroup:
     return ExceptionGroup("outer", [ExceptionGroup("inner", list(excs))])
 
 
+_CLOSED = MCPError(types.CONNECTION_CLOSED, "Connection closed")
+_ENDED = Situation("x", "calling 'echo'", stream_ended=True)
+
+
 @pytest.mark.parametrize(
-    ("exc", "status", "expected"),
+    ("exc", "where", "expected"),
     [
         (
-            _group(RuntimeError("noise"), MCPError(types.CONNECTION_CLOSED, "Connection closed")),
-            None,
+            _group(RuntimeError("noise"), _CLOSED),
+            _ENDED,
             ("unavailable", "server 'x' closed the connection while calling 'echo'", True),
+        ),
+        (  # the same code from a server whose stream goes on is that server's own error
+            _CLOSED,
+            None,
+            ("tool_error", "server 'x' failed while calling 'echo': Connection closed (code -32000)", False),
+        ),
+        (
+            MCPError(types.CONNECTION_CLOSED, "SSE stream ended without a response"),
+            None,
+            (
+                "unavailable",
+                "the answer stream from server 'x' broke while calling 'echo': SSE stream ended without a response",
+                True,
+            ),
         ),
         (
             MCPError(types.INVALID_PARAMS, "Unknown tool: nope"),
@@ -267,7 +285,7 @@ def _group(*excs: Exception) -> ExceptionGroup:
         ),
         (
             _group(MCPError(types.INTERNAL_ERROR, "Server returned an error response")),
-            401,
+            Situation("x", "calling 'echo'", http_status=401),
             (
                 "connection_required",
                 "server 'x' refused us (HTTP 401) while calling 'echo'; it needs authorization: "
@@ -284,8 +302,8 @@ def _group(*excs: Exception) -> ExceptionGroup:
     ],
 )
 def test_foreign_errors_are_translated_most_specific_first(
-    exc: BaseException, status: int | None, expected: tuple[str, str, bool]
+    exc: BaseException, where: Situation | None, expected: tuple[str, str, bool]
 ) -> None:
-    err = translate(exc, Situation("x", "calling 'echo'", http_status=status))
+    err = translate(exc, where or Situation("x", "calling 'echo'"))
     assert (str(err.code), err.message, err.retryable) == expected
     assert err.code in ErrorCode

@@ -114,3 +114,17 @@ async def test_host_call_tool_and_the_llm_adapter_redact_like_the_shell(tmp_path
     assert adapter.startswith("I use ***") and "refused ***" in adapter_error
     assert TOKEN not in adapter + adapter_error + json.dumps(rows)
     assert len([c for r in rows for c in r["calls"]]) == 4, "every direct call has its timeline row"
+
+
+async def test_a_script_or_a_direct_input_with_a_lone_surrogate_is_invalid_input_not_an_internal_error(
+    tmp_path: Path,
+) -> None:
+    async with Host.open(_config(tmp_path), state_dir=tmp_path / "state") as host:
+        async with Client(build_server(host, await host.visible_tools())) as client:
+            script = await client.call_tool("bash", {"script": "echo \udcff"})
+            direct = await client.call_tool("mcp_leaky__whoami", {"note": "\udcff"})
+            after = await client.call_tool("bash", {"script": "echo still here"})
+    assert json.loads(json.loads(script.content[0].text)["stderr"])["error"]["code"] == "invalid_input"
+    assert "not UTF-8 text" in script.content[0].text
+    assert direct.is_error and json.loads(direct.content[0].text)["error"]["code"] == "invalid_input"
+    assert json.loads(after.content[0].text)["stdout"] == "still here\n"

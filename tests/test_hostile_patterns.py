@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
 
-from _net_support import free_port, wait_until_serving
+from _hostile_serve_support import bash_into, serving_hostile
+from _net_support import wait_until_serving
 from toolshell.errors import ToolshellError
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.linear_regex import pattern_notes
@@ -25,44 +23,9 @@ EVIL_INPUT = "a" * 40 + "!"
 
 @pytest.fixture
 def serving(tmp_path: Path) -> Iterator[str]:
-    """`toolshell serve --http` in its own process (a frozen loop there cannot freeze the test),
-    with the hostile server configured; yields its URL."""
-    config = tmp_path / "toolshell.toml"
-    config.write_text(
-        f'[[mcp.servers]]\nname = "evil"\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(HOSTILE))}]\n'
-        '[approval]\nmode = "off"\n'
-    )
-    port = free_port()
-    exe = str(Path(sys.executable).parent / "toolshell")
-    args = [
-        "serve",
-        "--http",
-        "--no-auth",
-        "--port",
-        str(port),
-        "--config",
-        str(config),
-        "--state-dir",
-        str(tmp_path / "state"),
-    ]
-    proc = subprocess.Popen([exe, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:  # a loop frozen in a regex does not even see SIGTERM
-            proc.kill()
-            proc.wait(10)
-
-
-async def _bash(url: str, script: str, out: dict[str, Any], key: str, started: anyio.Event | None = None) -> None:
-    async with Client(url) as client:
-        if started is not None:
-            started.set()
-        result = await client.call_tool("bash", {"script": script})
-    out[key] = json.loads(result.content[0].text)
+    """`toolshell serve --http` in its own process, with the hostile server configured; yields its URL."""
+    with serving_hostile(tmp_path, [str(HOSTILE)]) as url:
+        yield url
 
 
 @pytest.mark.anyio
@@ -72,10 +35,10 @@ async def test_a_catastrophic_pattern_is_answered_and_another_sessions_call_mean
         await wait_until_serving(serving, 30)
         async with anyio.create_task_group() as tg:
             second = anyio.Event()
-            tg.start_soon(_bash, serving, "tools evil echo text=meanwhile", out, "other", second)
+            tg.start_soon(bash_into, serving, "tools evil echo text=meanwhile", out, "other", second)
             await second.wait()  # the other session is connected before the hostile call starts
-            tg.start_soon(_bash, serving, f"tools evil match text={EVIL_INPUT}", out, "evil")
-            tg.start_soon(_bash, serving, "tools evil match text=aaaa", out, "fine")
+            tg.start_soon(bash_into, serving, f"tools evil match text={EVIL_INPUT}", out, "evil")
+            tg.start_soon(bash_into, serving, "tools evil match text=aaaa", out, "fine")
     evil = json.loads(out["evil"]["stderr"])["error"]
     assert (evil["code"], evil["message"].split(": at ")[1].split(". Run")[0]) == (
         "invalid_input",

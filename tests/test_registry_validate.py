@@ -13,6 +13,8 @@ import pytest
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry import ToolEntry, resolve_key, schema_problem, validate_input
 from toolshell.registry import validate as validate_module
+from toolshell.registry.schema_cost import MAX_PATHS, paths
+from toolshell.registry.validate import late_notes, schema_notes
 
 GET_PULL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -39,6 +41,7 @@ def _empty_cache() -> Iterator[None]:
     validate_module._cache.clear()
     yield
     validate_module._cache.clear()
+    validate_module._late_notes.clear()
 
 
 @pytest.fixture
@@ -239,3 +242,86 @@ def test_an_unknown_key_comes_back_unchanged_without_flag_dashes() -> None:
     assert resolve_key("colour", SCHEMA) == "colour"
     assert resolve_key("--colour", SCHEMA) == "colour"
     assert resolve_key("x", {"type": "object"}) == "x"
+
+
+# --- the work of a check is bounded ---------------------------------------------------------------
+
+
+def doubling_chain(depth: int) -> dict[str, Any]:
+    """`a_i = anyOf[$ref a_i+1, $ref a_i+1]`: each level doubles the work of checking a wrong `x`."""
+    defs: dict[str, Any] = {
+        f"a{i}": {"anyOf": [{"$ref": f"#/$defs/a{i + 1}"}, {"$ref": f"#/$defs/a{i + 1}"}]} for i in range(depth)
+    }
+    defs[f"a{depth}"] = {"type": "string"}
+    return {"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": defs}
+
+
+def test_a_schema_whose_check_multiplies_past_the_bound_is_checked_only_for_type_object() -> None:
+    entry = ToolEntry("s", "deep", input_schema=doubling_chain(12))  # 2**14 visits for jsonschema
+    validate_input(entry, {"x": 5})  # let through at once: the server judges it
+    [note] = schema_notes(entry.input_schema)
+    assert note == (
+        f"its input schema takes more than {MAX_PATHS:,} steps to check (nested anyOf/oneOf/allOf or $refs "
+        "that multiply); its input is checked only for type object, and the server judges the rest"
+    )
+    assert schema_problem(entry.input_schema) is None
+
+
+def test_a_schema_under_the_bound_is_still_checked_in_full() -> None:
+    entry = ToolEntry("s", "deep", input_schema=doubling_chain(3))
+    assert "at /x: 5 is not valid under any of the given schemas" in _message(entry, {"x": 5})
+    validate_input(entry, {"x": "text"})
+    assert schema_notes(entry.input_schema) == []
+
+
+@pytest.mark.parametrize(
+    ("depth", "expected"), [(1, 7), (2, 15), (10, 4095), (11, MAX_PATHS + 1), (300, MAX_PATHS + 1)]
+)
+def test_the_cost_counts_every_path_to_a_subschema_and_stops_at_the_bound(depth: int, expected: int) -> None:
+    assert paths(doubling_chain(depth)).paths == expected
+
+
+def test_the_cost_of_a_recursive_schema_counts_each_cycle_once() -> None:
+    cost = paths({"type": "object", "properties": {"left": {"$ref": "#"}, "right": {"$ref": "#"}}})
+    assert (cost.paths, cost.recursive) == (5, True)
+
+
+def test_the_cost_of_a_malformed_schema_is_counted_without_failing() -> None:
+    malformed = {"properties": {"a": 5, "b": {"$ref": 7}}, "anyOf": "x", "$ref": "#/nowhere", "$id": 3, "items": [True]}
+    assert paths(malformed).paths == 3
+
+
+def branching_recursion() -> dict[str, Any]:
+    """Two ways down to the same child at every level: the work doubles with each level of input."""
+    down = {"properties": {"x": {"$ref": "#"}}}
+    return {"type": "object", "anyOf": [down, {"properties": {"x": {"$ref": "#"}}}]}
+
+
+def nested(depth: int, leaf: Any) -> dict[str, Any]:
+    value: Any = leaf
+    for _ in range(depth):
+        value = {"x": value}
+    return {"x": value}
+
+
+def test_a_recursive_schema_that_runs_out_of_steps_is_then_checked_only_for_type_object() -> None:
+    entry = ToolEntry("s", "tree", input_schema=branching_recursion())
+    assert "is not valid under any of the given schemas" in _message(entry, nested(3, 5))  # checked in full
+    validate_input(entry, nested(16, 5))  # 2**17 `$ref`s to follow: over the budget, let through
+    assert late_notes("s") == [f"tool tree: {validate_module.TOO_COSTLY}"]
+    assert late_notes("other") == []
+    validate_input(entry, nested(3, 5))  # from now on: type object only
+    assert schema_notes(entry.input_schema) == [validate_module.TOO_COSTLY]
+
+
+def test_a_recursive_schema_checks_a_deep_input_whose_work_grows_with_its_size() -> None:
+    tree: dict[str, Any] = {
+        "type": "object",
+        "properties": {"value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#"}}},
+    }
+    entry = ToolEntry("s", "tree", input_schema=tree)
+    value: dict[str, Any] = {"value": "one"}
+    for _ in range(30):  # 60 `$ref`s to follow, well within the budget
+        value = {"value": 1, "children": [value, {"value": 2}]}
+    assert f'at {"/children/0" * 30}/value: "one" is not of type "integer".' in _message(entry, value)
+    assert late_notes("s") == []

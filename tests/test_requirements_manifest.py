@@ -23,3 +23,21 @@ def test_every_test_the_manifest_names_exists() -> None:
         f"{file}::{name}" for file, name in named if not (ROOT / file).is_file() or name not in _defined(ROOT / file)
     ]
     assert missing == []
+
+
+_NAMED = re.compile(r"`(?:(tests/[\w/]+\.py)|…)::(\w+)`")
+
+
+def test_every_test_the_security_page_names_exists() -> None:
+    """`tests/f.py::name`, and `…::name` for another test of the file named last."""
+    text = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    named: list[tuple[str, str]] = []
+    current = ""
+    for file, name in _NAMED.findall(text):
+        current = file or current
+        named.append((current, name))
+    assert len(named) > 80 and all(file for file, _ in named)
+    missing = [
+        f"{file}::{name}" for file, name in named if not (ROOT / file).is_file() or name not in _defined(ROOT / file)
+    ]
+    assert missing == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import shlex
 import time
@@ -42,6 +43,7 @@ from toolshell.shell.output import Bounded, Collected, Collector, bound, where_s
 from toolshell.shell.precheck import Precheck
 from toolshell.shell.state import ShellCallState
 from toolshell.timeline.sinks import EventSink
+from toolshell.utf8 import not_utf8
 
 _CANCEL_NOISE = "execution cancelled"
 Source = Literal["agent", "cli", "trigger", "script"]
@@ -157,6 +159,9 @@ class Session:
         Raises:
             ToolshellError: `unknown_command`, `invalid_input`, `denied`, `needs_approval`, `unavailable`...
         """
+        refused = not_utf8("the input", json.dumps(arguments, ensure_ascii=False))
+        if refused is not None:  # lone surrogates from a client's JSON: no server could read them
+            raise ToolshellError(ErrorCode.INVALID_INPUT, refused)
         services = self.services
         words = [server, tool] if server else [tool]
         ledger = Ledger(uuid.uuid4().hex[:16], self.id, 1, services.sink, services.redact, caller=self.caller)
@@ -235,6 +240,9 @@ class Session:
         `answerer` answers the servers' questions for this run only (default: the session's);
         `approver` asks about calls that need approval in this run (the caller applied `inline`).
         """
+        refused = not_utf8("the script", script, script=True)
+        if refused is not None:  # lone surrogates from a client's JSON: bashkit and the store take UTF-8 only
+            return RunResult(1, "", error_line(ToolshellError(ErrorCode.INVALID_INPUT, refused)))
         async with self._lock:
             kept = self.answerer, self._run_approver
             if answerer != "session":

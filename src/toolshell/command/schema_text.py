@@ -2,7 +2,8 @@
 
 One line per property: `name  type  (required)  description (one of: …; default: …)`, nested
 object properties indented beneath. Local `$ref`s (`#/$defs/…`, as pydantic writes them) are
-followed so nested models show their fields too.
+followed so nested models show their fields too, unless following them could multiply without
+end (a recursive schema, or one over `schema_cost.MAX_PATHS`): then no `$ref` is followed.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import shlex
 import string
 from typing import Any
+
+from toolshell.registry.schema_cost import paths
 
 _MAX_DEPTH = 3
 _KEY_START = frozenset(string.ascii_letters + "_")
@@ -31,7 +34,13 @@ def schema_lines(schema: dict[str, Any]) -> list[str]:
     Returns:
         One line per property (nested properties follow their parent); `[]` when there are none.
     """
-    return _lines(schema, schema, "  ", 0)
+    return _lines(schema, _refs_root(schema), "  ", 0)
+
+
+def _refs_root(schema: dict[str, Any]) -> dict[str, Any]:
+    """Where `$ref`s are looked up: the schema, or nowhere when following them could multiply."""
+    cost = paths(schema)
+    return {} if cost.over or cost.recursive else schema
 
 
 def _lines(node: dict[str, Any], root: dict[str, Any], indent: str, depth: int) -> list[str]:
@@ -158,8 +167,9 @@ def example_call(command: str, schema: dict[str, Any]) -> str:
     found = schema.get("properties")
     props: dict[str, Any] = found if isinstance(found, dict) else {}
     words = [command]
+    root = _refs_root(schema)
     words += [
-        _example_arg(name, _deref(props[name], schema), schema)
+        _example_arg(name, _deref(props[name], root), root)
         for name in schema.get("required") or []
         if name in props and _simple_key(name)
     ]

@@ -136,6 +136,8 @@ class ServerConfig(_Model):
     """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
     max_concurrent_calls: int = Field(default=8, ge=1)
     """Calls in flight to this server at once, from every session together; more wait their turn."""
+    max_tools: int = Field(default=10_000, ge=1, le=1_000_000)
+    """The most tools kept from this server's listing; the rest (and the pages after them) are dropped, with a note."""
 
     @field_validator("name")
     @classmethod

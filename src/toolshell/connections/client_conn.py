@@ -30,9 +30,10 @@ from toolshell.connections.runner import Runner
 from toolshell.connections.session_meta import SessionClient, request_meta
 from toolshell.connections.targets import Target
 from toolshell.connections.timer import CAP_FACTOR, CallTimer
-from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, is_private
+from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, capped_note, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.registry.validate import late_notes
 from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -102,13 +103,15 @@ class ClientConnection:
             runner, generation = self._runner, self._cache.generation
             try:
                 with anyio.fail_after(self.server.timeout_seconds):
-                    tools, private = await self._fetch_tools(client, session)
+                    tools, private, capped = await self._fetch_tools(client, session)
             except Exception as e:  # noqa: BLE001 - translated below, groups included
                 if attempt == 0 and await self._renewed_session(e, runner):
                     continue
                 raise self._listing_failed(e, runner) from None
             self._succeeded(runner)
-            return self._cache.put(tools, private=private, session_id=session.session_id, generation=generation)
+            return self._cache.put(
+                tools, private=private, session_id=session.session_id, generation=generation, capped=capped
+            )
         raise AssertionError("unreachable")
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
@@ -147,7 +150,7 @@ class ClientConnection:
             tool_count=self._cache.last_count,
             last_error=self._last_error,
             stderr_tail=self._target.stderr_tail(),
-            notes=[*self._cache.notes, *self._target.notes()],
+            notes=[*self._cache.notes, *late_notes(self.name), *self._target.notes()],
             restarts=max(0, self._starts - 1),
             auth_reason=self._auth_reason if self._state is ConnState.NEEDS_AUTH else None,
         )
@@ -219,7 +222,7 @@ class ClientConnection:
             return
         if runner.error is None:  # stopped before it connected (close, reconnect)
             return
-        runner.failure = self._could_not_start(runner.error)
+        runner.failure = self._could_not_start(runner.error, runner.stream_ended.is_set())
         self._runner = None
         self._failure = runner.failure
         self._last_error = runner.failure.message
@@ -243,8 +246,8 @@ class ClientConnection:
             retryable=True,
         )
 
-    def _could_not_start(self, exc: BaseException) -> ToolshellError:
-        where = self._situation("starting")
+    def _could_not_start(self, exc: BaseException, stream_ended: bool) -> ToolshellError:
+        where = dataclasses.replace(self._situation("starting"), stream_ended=stream_ended)
         err = translate(exc, dataclasses.replace(where, stderr_line=None))  # said once, below
         if err.code is not ErrorCode.UNAVAILABLE or not err.retryable:
             return err
@@ -307,11 +310,12 @@ class ClientConnection:
         return True
 
     def _failed(self, exc: BaseException, runner: Runner | None, action: str) -> ToolshellError:
-        err = translate(exc, self._situation(action))
+        ended = runner is not None and (runner.stream_ended.is_set() or runner.done.is_set())
+        err = translate(exc, dataclasses.replace(self._situation(action), stream_ended=ended))
         if err.code is ErrorCode.CONNECTION_REQUIRED and runner is self._runner:
             self._last_error = err.message
             self._refused()  # the session stays open: the next request may carry a fresh token
-        elif is_connection_lost(exc):
+        elif is_connection_lost(exc, stream_ended=ended):
             self._lost(runner)
         return err
 
@@ -363,19 +367,25 @@ class ClientConnection:
             msg = f"{prefix} timed out after {timer.idle:g}s without progress"
         return ToolshellError(ErrorCode.UNAVAILABLE, msg, retryable=True)
 
-    async def _fetch_tools(self, client: Client, session: SessionContext) -> tuple[list[types.Tool], bool]:
+    async def _fetch_tools(self, client: Client, session: SessionContext) -> tuple[list[types.Tool], bool, str | None]:
+        """The listing, page by page, up to `max_tools`: past it nothing more is kept or fetched.
+        Returns the tools, whether the list is private, and what was left out (a note) if anything."""
+        cap = self.server.max_tools
         tools: list[types.Tool] = []
         private = False
+        dropped = 0
         cursor: str | None = None
         meta = request_meta(session.to_json())
         for _ in range(MAX_PAGES):
             page = await client.list_tools(cursor=cursor, meta=meta)
-            tools.extend(page.tools)
+            room = cap - len(tools)
+            tools.extend(page.tools[:room])
+            dropped += max(0, len(page.tools) - room)
             private = private or is_private(page, client.protocol_version)
             cursor = page.next_cursor
-            if not cursor:
+            if not cursor or len(tools) >= cap:
                 break
-        return tools, private
+        return tools, private, capped_note(cap, dropped, unread=bool(cursor) and len(tools) >= cap)
 
     # --- notifications --------------------------------------------------------------------------
 

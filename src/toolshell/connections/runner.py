@@ -6,6 +6,9 @@ open connection has its own task: it enters the client, keeps the stderr reader 
 `tools/list_changed` listener beside it, waits to be told to stop, then exits the client and
 cleans up. It is started without the caller's `CURRENT_CALL`, so SDK tasks spawned under it
 never mistake an old call for the one asking a question.
+
+The runner also watches the stream of messages from the server: its end is the one sure sign
+that the connection is gone (an error's code is not: see `translate.is_connection_lost`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from types import TracebackType
+from typing import Any
 
 import anyio
 from mcp.client import Client
@@ -40,6 +46,56 @@ def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
     task.add_done_callback(_alive.discard)
 
 
+class _EndWatch:
+    """The read stream a transport hands the client, marking `ended` when it ends.
+
+    It keeps the SDK's `ReadStream` protocol, including `last_context` (the sender's context
+    that the Streamable HTTP transport attaches to each message)."""
+
+    def __init__(self, inner: Any, ended: anyio.Event) -> None:
+        self._inner = inner
+        self._ended = ended
+
+    @property
+    def last_context(self) -> contextvars.Context | None:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._ended.set()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _EndWatch:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _EndWatch:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
+        return result
+
+
+@asynccontextmanager
+async def _watched(transport: AbstractAsyncContextManager[Any], ended: anyio.Event) -> AsyncIterator[Any]:
+    async with transport as (read_stream, write_stream):
+        yield _EndWatch(read_stream, ended), write_stream
+
+
 class Runner:
     """One attempt at an open connection, from spawn to teardown."""
 
@@ -62,6 +118,9 @@ class Runner:
         """The connection's report of `error`, shared by every caller that waited on this attempt."""
         self.ready = anyio.Event()
         """Set when the client is open or the attempt failed (then `error` says why)."""
+        self.stream_ended = anyio.Event()
+        """Set when the stream of messages from the server ended: the connection is gone. (An
+        in-process server has no stream; its connection ends only with the runner, `done`.)"""
         self.done = anyio.Event()
         self._stop = anyio.Event()
         self._scope = anyio.CancelScope()
@@ -87,7 +146,10 @@ class Runner:
 
     async def _run(self) -> None:
         try:
-            client = self._make_client(self._attempt.client_arg())
+            arg = self._attempt.client_arg()
+            if isinstance(arg, AbstractAsyncContextManager):  # a transport, not an in-process server
+                arg = _watched(arg, self.stream_ended)
+            client = self._make_client(arg)
             async with anyio.create_task_group() as tg:
                 # Read stderr from the spawn on: a chatty server must not block on a full pipe.
                 tg.start_soon(self._attempt.background)

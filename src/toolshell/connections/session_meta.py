@@ -23,12 +23,15 @@ from contextlib import AsyncExitStack
 from typing import Any, cast
 
 import mcp_types as types
+from jsonschema import Draft202012Validator
+from jsonschema.protocols import Validator
 from mcp.client import Client
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolshell.connections.elicitation import CURRENT_CALL
+from toolshell.registry.schema_cost import paths
 
 SESSION_META_KEY = "io.toolshell/session"
 """The request `_meta` key under which a server finds the calling session's context."""
@@ -70,6 +73,19 @@ class _SessionAwareClientSession(ClientSession):
             meta[types.CLIENT_CAPABILITIES_META_KEY] = caps
 
         self._stamp = stamp_with_session
+
+    def _output_schema_validator(self, name: str, output_schema: dict[str, Any]) -> Validator:
+        """The SDK checks structured results against the server's output schema with jsonschema,
+        whose work a schema can multiply without bound (`schema_cost`); such a schema, or a
+        recursive one (its work grows with the result), is not checked: the result passes as sent."""
+        if name not in self._tool_output_validators:
+            cost = paths(output_schema)
+            if cost.over or cost.recursive:
+                self._tool_output_validators[name] = _ANY_RESULT
+        return super()._output_schema_validator(name, output_schema)
+
+
+_ANY_RESULT: Validator = Draft202012Validator(True)
 
 
 def _caller_can_answer() -> bool:

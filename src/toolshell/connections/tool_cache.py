@@ -12,6 +12,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolshell.registry.linear_regex import pattern_notes
+from toolshell.registry.schema_cost import cost_note
 
 MAX_PAGES = 100
 """A paginating server that never ends cannot hang a listing."""
@@ -31,6 +32,25 @@ def refused_note(tools: list[types.Tool]) -> str | None:
     shown = ", ".join(ascii(name) for name in bad[:MAX_REFUSED_NOTES])
     more = f" and {len(bad) - MAX_REFUSED_NOTES} more" if len(bad) > MAX_REFUSED_NOTES else ""
     return f"{len(bad)} tool(s) not listed: their names are not of the MCP form [A-Za-z0-9_.-]{{1,128}}: {shown}{more}"
+
+
+def _schema_notes(schema: dict[str, object]) -> list[str]:
+    """What checking inputs against this schema leaves out: patterns RE2 cannot run, or all but
+    `type: object` when the check would take too much work."""
+    cost = cost_note(schema)
+    return [*pattern_notes(schema), *([cost] if cost else [])]
+
+
+def capped_note(cap: int, dropped: int, unread: bool) -> str | None:
+    """What `toolshell servers` says about the tools left out past `max_tools`, or None."""
+    if not dropped and not unread:
+        return None
+    left = [f"{dropped:,} more were dropped"] if dropped else []
+    left += ["its later pages were not read"] if unread else []
+    return (
+        f"it lists more tools than max_tools = {cap:,}: the first {cap:,} are kept, {' and '.join(left)}; "
+        "raise max_tools for this server in the config to keep more"
+    )
 
 
 def is_private(result: types.ListToolsResult, protocol_version: str | None) -> bool:
@@ -58,13 +78,21 @@ class ToolCache:
             return self._private[session_id]
         return self._shared
 
-    def put(self, fetched: list[types.Tool], *, private: bool, session_id: str, generation: int) -> list[types.Tool]:
+    def put(
+        self,
+        fetched: list[types.Tool],
+        *,
+        private: bool,
+        session_id: str,
+        generation: int,
+        capped: str | None = None,
+    ) -> list[types.Tool]:
         """Store a fetched list, unless the cache was invalidated since the fetch began; return the
-        tools that may be listed (those with a well-formed name)."""
+        tools that may be listed (those with a well-formed name). `capped` says what the listing left out."""
         tools = [t for t in fetched if TOOL_NAME_RE.fullmatch(t.name)]
         note = refused_note(fetched)
-        self.notes = [note] if note else []
-        self.notes += [f"tool {t.name}: {n}" for t in tools for n in pattern_notes(t.input_schema)]
+        self.notes = [n for n in (capped, note) if n]
+        self.notes += [f"tool {t.name}: {n}" for t in tools for n in _schema_notes(t.input_schema)]
         self.last_count = len(tools)
         if generation != self.generation:
             return list(tools)

@@ -20,6 +20,8 @@ from toolshell.errors import ErrorCode, ToolshellError
 
 SESSION_TERMINATED = "Session terminated"
 """The message the SDK's Streamable HTTP transport gives a 404 on a request that carried a session id."""
+STREAM_BROKE = "SSE stream "
+"""How the SDK's Streamable HTTP transport begins the error it gives a request whose event stream broke."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Situation:
     """The server's `WWW-Authenticate` reason with its last 401/403, described (see `http.describe_challenge`)."""
     oauth: bool = False
     """Whether the server logs in with OAuth (else its `headers` carry the credentials)."""
+    stream_ended: bool = False
+    """Whether the stream of messages from the server has ended: the connection itself is gone."""
 
 
 def first_leaf(exc: BaseException) -> BaseException:
@@ -69,11 +73,16 @@ def is_session_lost(exc: BaseException, http_status: int | None) -> bool:
     return http_status == 404 and isinstance(leaf, MCPError) and leaf.code == types.INVALID_REQUEST
 
 
-def is_connection_lost(exc: BaseException) -> bool:
-    """Whether the transport itself is gone (process exited, socket closed), not just this request."""
+def is_connection_lost(exc: BaseException, *, stream_ended: bool) -> bool:
+    """Whether the transport itself is gone (process exited, socket closed), not just this request.
+
+    An `MCPError` says so only when the stream from the server has really ended. Its code cannot:
+    the SDK's own closed-stream error is -32000, which is also the first code JSON-RPC leaves to
+    servers for errors of their own, so a server answering -32000 is alive and merely failing.
+    """
     leaf = first_leaf(exc)
     if isinstance(leaf, MCPError):
-        return leaf.code == types.CONNECTION_CLOSED
+        return stream_ended
     return isinstance(leaf, httpx2.TransportError | ConnectionError | EOFError | BrokenPipeError)
 
 
@@ -142,11 +151,14 @@ def _refused(name: str, where: Situation) -> ToolshellError:
 
 def _from_mcp_error(err: MCPError, name: str, where: Situation) -> ToolshellError:
     code, message = err.code, err.message
-    if code == types.CONNECTION_CLOSED:
+    if code == types.CONNECTION_CLOSED and where.stream_ended:
         said = f"; its last words on stderr: {where.stderr_line!r}" if where.stderr_line else ""
         return ToolshellError(
             ErrorCode.UNAVAILABLE, f"{name} closed the connection while {where.action}{said}", retryable=True
         )
+    if code == types.CONNECTION_CLOSED and message.startswith(STREAM_BROKE):
+        broke = f"the answer stream from {name} broke while {where.action}: {message}"
+        return ToolshellError(ErrorCode.UNAVAILABLE, broke, retryable=True)
     if code == types.REQUEST_TIMEOUT:
         return ToolshellError(ErrorCode.UNAVAILABLE, f"{name} timed out while {where.action}", retryable=True)
     if code == types.INVALID_REQUEST and message == SESSION_TERMINATED:

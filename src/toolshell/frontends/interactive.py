@@ -13,8 +13,8 @@ import click
 
 from toolshell.config import Config
 from toolshell.frontends.console import say_waiting
-from toolshell.frontends.utf8 import not_utf8
 from toolshell.safe_text import escape, escape_lines
+from toolshell.utf8 import not_utf8
 
 _BANNER = """toolshell — a sandboxed shell with every tool behind `tools`.
 Try: tools --help · tools search <words> · tools plan <<'EOF' … EOF

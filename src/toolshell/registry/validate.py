@@ -6,24 +6,33 @@ invalid (or cannot be used: an unresolvable `$ref`, a bad regex) never blocks a 
 is let through, the server judges it, and `schema_problem` says what is wrong with the schema.
 `$ref`s are resolved only inside the schema; nothing is fetched over the network. Regexes run on
 RE2 (`linear_regex`), in linear time; a pattern RE2 cannot compile is skipped, with a note.
+
+The work of a check is bounded too (`schema_cost`): a schema whose check could take more than
+`MAX_PATHS` subschema visits is compiled to a check of `type: object` only, with a note. A
+recursive schema, whose work grows with the input, gets a budget of `$ref` steps per check; one
+check over it turns that schema into a `type: object` check as well, noted for `toolshell servers`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import referencing
 from jsonschema.exceptions import SchemaError, best_match
 from jsonschema.protocols import Validator
+from jsonschema.validators import extend
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.linear_regex import linear_validator, pattern_notes, schema_format_checker
+from toolshell.registry.schema_cost import MAX_PATHS, OVER_NOTE, REF_KEYWORDS, paths
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +49,35 @@ class _Compiled:
 
 
 _cache: OrderedDict[str, _Compiled] = OrderedDict()
+_late_notes: OrderedDict[tuple[str, str], str] = OrderedDict()  # (server, tool) → found while checking
+_steps = threading.local()  # `left`: `$ref` steps the check under way may still take
+TOO_COSTLY = (
+    f"checking an input against its recursive input schema took more than {MAX_PATHS:,} $ref steps; "
+    "its input is now checked only for type object, and the server judges the rest"
+)
+
+
+class _OverBudget(Exception):
+    """A check of a recursive schema used up its `$ref` steps."""
+
+
+def _budgeted(keyword: Callable[..., Any]) -> Callable[..., Any]:
+    """A `$ref`-like keyword that spends one step of the check under way each time it is followed."""
+
+    def spend(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        left = getattr(_steps, "left", MAX_PATHS) - 1
+        if left < 0:
+            raise _OverBudget
+        _steps.left = left
+        return keyword(validator, value, instance, schema)
+
+    return spend
+
+
+def _with_ref_budget(cls: type[Validator]) -> type[Validator]:
+    budgeted = {k: _budgeted(fn) for k, fn in cls.VALIDATORS.items() if k in REF_KEYWORDS}
+    out: type[Validator] = extend(cls, budgeted)  # type: ignore[no-untyped-call]  # jsonschema's is untyped
+    return out
 
 
 def _canonical(schema: Any) -> str | None:
@@ -63,7 +101,17 @@ def _compile(schema: dict[str, Any]) -> _Compiled:
         return _Compiled(None, f"the input schema is invalid at {_pointer(e.absolute_path)}: {_short(e.message)}")
     except RecursionError:
         return _Compiled(None, "the input schema is nested too deeply to check")
+    cost = paths(schema)
+    if cost.over:
+        return _object_only(cls, OVER_NOTE)
+    if cost.recursive:
+        cls = _with_ref_budget(cls)
     return _Compiled(cls(schema, registry=_NO_REMOTE_REFS), notes=tuple(pattern_notes(schema)))
+
+
+def _object_only(cls: type[Validator], note: str) -> _Compiled:
+    """The check left for a schema that takes too much work: the input is an object."""
+    return _Compiled(cls({"type": "object"}), notes=(note,))
 
 
 _keys: dict[int, tuple[dict[str, Any], str | None]] = {}
@@ -109,6 +157,23 @@ def _mark_unusable(schema: dict[str, Any], problem: str) -> None:
         _cache[key] = _Compiled(None, problem)
 
 
+def _mark_too_costly(entry: ToolEntry) -> None:
+    """A recursive schema ran out of steps: from now on its inputs are checked only for type object."""
+    log.warning("tool %s: %s", entry.command, TOO_COSTLY)
+    key = _canonical(entry.input_schema)
+    compiled = _cache.get(key) if key is not None else None
+    if key is not None and compiled is not None and compiled.validator is not None:
+        _cache[key] = _object_only(type(compiled.validator), TOO_COSTLY)
+    _late_notes[(entry.server or "", entry.name)] = TOO_COSTLY
+    if len(_late_notes) > CACHE_SIZE:
+        _late_notes.popitem(last=False)
+
+
+def late_notes(server: str) -> list[str]:
+    """What checking found about this server's schemas after they were listed, for `toolshell servers`."""
+    return [f"tool {tool}: {note}" for (name, tool), note in _late_notes.items() if name == server]
+
+
 def schema_problem(schema: dict[str, Any]) -> str | None:
     """What is wrong with a tool's input schema, or None when it is usable. For diagnostics."""
     return _compiled(schema).problem
@@ -130,14 +195,17 @@ def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     Raises:
         ToolshellError: `invalid_input`, naming the failing path (JSON pointer) and how to see the schema.
     """
-    compiled = _compiled(entry.input_schema)
-    if compiled.validator is None:
+    validator = _compiled(entry.input_schema).validator
+    if validator is None:
         return
     try:
         # The common case first: `is_valid` stops at the first failure and builds no error objects.
-        if compiled.validator.is_valid(arguments):
+        if _within_budget(validator.is_valid, arguments):
             return
-        error = best_match(compiled.validator.iter_errors(arguments))
+        error = _within_budget(lambda a: best_match(validator.iter_errors(a)), arguments)
+    except _OverBudget:
+        _mark_too_costly(entry)
+        return  # `arguments` is an object: all that is checked from now on
     except Exception as e:  # input faults are yielded, never raised: this is a fault of the schema
         _mark_unusable(entry.input_schema, f"the input schema cannot be used: {_short(str(e))}")
         return
@@ -150,6 +218,11 @@ def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
         f"Run `{entry.command} --help` for the schema.",
         detail={"path": path, "validator": error.validator},
     )
+
+
+def _within_budget(check: Callable[[Any], Any], arguments: Any) -> Any:
+    _steps.left = MAX_PATHS
+    return check(arguments)
 
 
 def _message(error: Any) -> str:

@@ -12,7 +12,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from toolshell.errors import ConfigError, ToolshellError, error_line
-from toolshell.frontends.utf8 import bad_byte, not_utf8
+from toolshell.utf8 import bad_byte, not_utf8
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
