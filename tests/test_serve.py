@@ -24,13 +24,17 @@ async def test_the_agent_sees_one_bash_tool_whose_result_is_the_run_json() -> No
         result = await client.call_tool("bash", {"script": "tools text-metrics text-length text=hello"})
     assert [t.name for t in tools.tools] == ["bash"]
     assert "tools --help" in (tools.tools[0].description or "")
-    assert json.loads(result.content[0].text) == {
+    body = json.loads(result.content[0].text)
+    assert body == {
         "exit_code": 0,
         "success": True,
         "stdout": "5\n",
         "stderr": "",
         "hints": ["text_metrics: Use text_length when you need a Unicode scalar count of supplied text."],
+        "shell": body["shell"],
     }
+    assert body["shell"].startswith("sh_") and result.structured_content == body
+    assert result.content[1].text == f"shell: {body['shell']} (pass it as `shell` to keep it)"
 
 
 async def test_keep_visible_tools_stay_direct_and_callable_from_the_shell_too() -> None:

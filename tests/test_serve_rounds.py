@@ -139,7 +139,15 @@ async def test_bash_has_a_title_an_output_schema_and_returns_structured_content(
         result = await client.call_tool("bash", {"script": "echo hi"})
         version = client.session.initialize_result
     assert (bash.title, bash.output_schema) == (BASH_TITLE, BASH_OUTPUT_SCHEMA)
-    assert result.structured_content == {"exit_code": 0, "success": True, "stdout": "hi\n", "stderr": ""}
+    shell = (result.structured_content or {}).get("shell")
+    assert result.structured_content == {
+        "exit_code": 0,
+        "success": True,
+        "stdout": "hi\n",
+        "stderr": "",
+        "shell": shell,
+    }
+    assert isinstance(shell, str) and shell.startswith("sh_")
     assert version is None or version.server_info.version == __version__
 
 

@@ -11,6 +11,7 @@ commit: only the objects the store does not hold yet are written.
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ import anyio
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.result import RunResult
 from toolshell.shell.handles import Forged, Kept, ShellHandles
+from toolshell.store.keys import for_purpose, key_ring
 
 if TYPE_CHECKING:
     from toolshell.host import Host
@@ -63,9 +65,29 @@ class Shells:
         self.max_live = max_live
         self._live: OrderedDict[str, _Live] = OrderedDict()
 
+    @classmethod
+    def for_host(cls, host: Host) -> Shells:
+        """The shells of `host`, kept in its store, with `[serve]`'s bounds and the state key ring.
+
+        Raises:
+            ToolshellError: `invalid_input` when the store is shared and no key ring is configured.
+        """
+        serve = host.config.serve
+        handles = ShellHandles(
+            host.store,
+            idle_seconds=serve.shell_idle_seconds,
+            max_per_caller=serve.max_shells_per_caller,
+            max_bytes=serve.max_shell_bytes,
+        )
+        return cls(host, handles, for_purpose(state_ring(host), "shell-seal"))
+
     def new(self, caller: str | None) -> str:
         """A new, empty shell's handle."""
         return self.handles.new(caller)
+
+    def for_session(self, session_key: str, caller: str | None) -> str:
+        """The handle of the shell a client session keeps (`ShellHandles.for_session`)."""
+        return self.handles.for_session(session_key, caller)
 
     async def run(self, caller: str | None, handle: str | None, script: str, **options: Any) -> RunResult:
         """Run `script` in the caller's shell `handle` (a new shell when None); `options` go to
@@ -179,4 +201,13 @@ class Shells:
         self._live.clear()
 
 
-__all__ = ["Shells"]
+def state_ring(host: Host) -> list[bytes]:
+    """The state key ring of `host` (`[serve] state_keys_env`, else the state dir's own key; refused
+    on a shared store without one)."""
+    serve = host.config.serve
+    return key_ring(
+        os.environ.get(serve.state_keys_env), host.state_dir, shared=host.store.shared, env_name=serve.state_keys_env
+    )
+
+
+__all__ = ["Shells", "state_ring"]

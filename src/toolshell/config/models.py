@@ -387,6 +387,15 @@ class ServeConfig(_Model):
 
     event_store: Literal["memory", "state"] = "memory"
     oauth: ServeOAuthConfig | None = None
+    shell_idle_seconds: float = Field(default=3600.0, gt=0, le=_YEAR)
+    """A shell handle unused this long is gone."""
+    max_shells_per_caller: int = Field(default=32, ge=1, le=100_000)
+    """Shells one caller keeps; past it, that caller's shell idle longest goes."""
+    max_shell_bytes: int = Field(default=64 * 1024 * 1024, ge=4096, le=1 << 34)
+    """The most a shell's saved state may take; past it the state is not kept (the result says so)."""
+    state_keys_env: str = "TOOLSHELL_STATE_KEYS"
+    """The environment variable holding the state key ring (base64url keys, newest first) that seals
+    shells and `requestState` for every worker; without it, a local store uses `<state-dir>/state-key`."""
 
 
 class Config(_Model):

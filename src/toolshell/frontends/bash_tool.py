@@ -22,16 +22,20 @@ Inside it, `tools` calls every tool of every configured MCP server:
   tools search <words>              find tools
   tools <server> <tool> k=v --flag '{"json": 1}'   call (stdin JSON works too)
   tools plan <<'EOF' … EOF          what a script would call, with risk
-Filter results with jq and print only what you need. Errors are one JSON line on stderr, exit 1.
-Fan out with & and wait: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
-Pipes get whole results; output past the cap keeps head and tail and names a file holding all of it."""
+Filter with jq; print only what you need. Errors are one JSON line on stderr, exit 1.
+Fan out: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
+Pipes get whole results; output past the cap keeps head and tail and names a file with all of it.
+Pass a result's `shell` back to keep its files, cd and variables."""
 
 BASH_DESCRIPTION = BASH_USAGE
 """The description without the server list (no host at hand)."""
 
 BASH_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"script": {"type": "string", "description": "The bash script to run."}},
+    "properties": {
+        "script": {"type": "string", "description": "The bash script to run."},
+        "shell": {"type": "string", "description": "An earlier result's `shell`, to run there."},
+    },
     "required": ["script"],
     "additionalProperties": False,
 }
@@ -43,8 +47,9 @@ BASH_OUTPUT_SCHEMA: dict[str, Any] = {
         "success": {"type": "boolean"},
         "stdout": {"type": "string"},
         "stderr": {"type": "string"},
-        "tools": {"type": "object", "description": "The stop report: what the script did through `tools`."},
+        "tools": {"type": "object", "description": "The stop report."},
         "hints": {"type": "array", "items": {"type": "string"}},
+        "shell": {"type": "string"},
     },
     "required": ["exit_code", "success", "stdout", "stderr"],
 }

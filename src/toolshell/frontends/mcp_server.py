@@ -16,7 +16,7 @@ import ipaddress
 import json
 import os
 import sys
-from collections import OrderedDict
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -46,19 +46,22 @@ from toolshell.frontends.upstream import (
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
-from toolshell.session import Session
+from toolshell.shells import Shells, state_ring
+from toolshell.store.keys import for_purpose
 from toolshell.version import __version__
 
 _GONE = "this answer is for a bash call that is no longer waiting (it ended or timed out); run the script again"
 
 
+_BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
+
+
 def _bash_result(result: RunResult) -> types.CallToolResult:
     body = result.to_json()
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))],
-        structured_content=body,
-        is_error=not result.success,
-    )
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))]
+    if result.shell is not None:  # for models that read only text: the handle to pass back
+        content.append(types.TextContent(type="text", text=f"shell: {result.shell} (pass it as `shell` to keep it)"))
+    return types.CallToolResult(content=content, structured_content=body, is_error=not result.success)
 
 
 def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
@@ -84,29 +87,26 @@ async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
         tg.cancel_scope.cancel()
 
 
-def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
-    """The lowlevel server: `bash` plus proxies for the `keep_visible` tools."""
-    # One toolshell session (one shell, its files and variables) per upstream client: over stdio the
-    # process serves one client; over HTTP, one per `Mcp-Session-Id`. A stateless HTTP request gets
-    # a fresh shell: sharing one between clients that cannot be told apart would leak their files.
-    sessions: OrderedDict[str, Session] = OrderedDict()
+def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | None = None) -> Server[Any]:
+    """The lowlevel server: `bash` plus proxies for the `keep_visible` tools.
+
+    Each `bash` call runs in a shell named by a handle (`toolshell.shells`): the one the call passes
+    as `shell`; else the one its client session keeps (the stdio client of this process, an HTTP
+    `Mcp-Session-Id`: any worker on the store finds it); else, for a stateless 2026-07-28 request,
+    a new one. The result names it, so the client can pass it back.
+    """
+    shells = shells or Shells.for_host(host)
+    stdio_key = f"stdio:{uuid.uuid4().hex}"  # the one client of this process; never another process's
     visible = {e.flat_name: e for e in keep_visible}
     approval = host.config.approval
     # Under serve a client that declared elicitation is asked unless `[approval] inline = false`.
     asks_upstream = approval.inline or "inline" not in approval.model_fields_set
 
-    def session_for(ctx: ServerRequestContext[Any]) -> Session:
-        key, caller = _client_key(ctx), _caller(ctx)
-        if key is None:
-            return host.session(source="agent", caller=caller)  # a stateless client: a fresh shell per call
-        session = sessions.get(key)
-        if session is None:
-            session = sessions[key] = host.session(source="agent", caller=caller)
-            if len(sessions) > MAX_SESSIONS:
-                _, oldest = sessions.popitem(last=False)
-                oldest.close()
-        sessions.move_to_end(key)
-        return session
+    def handle_for(ctx: ServerRequestContext[Any], asked: str | None) -> str | None:
+        if asked is not None:
+            return asked
+        key = _client_key(ctx, stdio_key)
+        return None if key is None else shells.for_session(key, _caller(ctx))
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         bash = types.Tool(
@@ -118,19 +118,17 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
         )
         return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
 
-    async def run_bash(ctx: ServerRequestContext[Any], script: str, asker: Asker | None) -> types.CallToolResult:
-        session = session_for(ctx)
+    async def run_bash(
+        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None
+    ) -> types.CallToolResult:
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
-        try:
-            result = await session.run(script, answerer=answerer, approver=approver)
-        finally:
-            if _client_key(ctx) is None:
-                session.close()
+        handle = handle_for(ctx, shell)
+        result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
         return _bash_result(result)
 
     async def park_bash(
-        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, script: str
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, script: str, shell: str | None
     ) -> types.CallToolResult | types.InputRequiredResult:
         """A 2026-07-28 client that can answer: the script runs parked, questions become rounds."""
         parking: Parking = ctx.lifespan_context
@@ -145,7 +143,7 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
 
             async def execute() -> None:
                 try:
-                    run.finish(await run_bash(ctx, script, run))
+                    run.finish(await run_bash(ctx, script, shell, run))
                 except Exception as exc:  # the boundary of a background run: its caller gets the error
                     run.finish(error_result(ToolshellError(ErrorCode.UNAVAILABLE, f"bash failed: {exc}")))
 
@@ -160,28 +158,32 @@ def build_server(host: Host, keep_visible: list[ToolEntry]) -> Server[Any]:
     ) -> types.CallToolResult | types.InputRequiredResult:
         args = dict(params.arguments or {})
         if params.name == "bash":
-            script = args.get("script")
-            if not isinstance(script, str):
-                return error_result(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "<bash script>"}'))
+            script, shell = args.get("script"), args.get("shell")
+            if not isinstance(script, str) or not isinstance(shell, str | None):
+                return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
             if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
-                return await park_bash(ctx, params, script)
+                return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
-            return await run_bash(ctx, script, asker)
+            return await run_bash(ctx, script, shell, asker)
         entry = visible.get(params.name)
         if entry is None:
             unknown = f"no tool {params.name!r}; call `bash` and use `tools --help` inside it"
             return error_result(ToolshellError(ErrorCode.UNKNOWN_COMMAND, unknown))
+        session = host.session(source="agent", caller=_caller(ctx))  # a direct call needs no shell
         try:
-            direct: types.CallToolResult = await session_for(ctx).call_tool(entry.server, entry.name, args)
+            direct: types.CallToolResult = await session.call_tool(entry.server, entry.name, args)
             return direct
         except ToolshellError as e:
             return error_result(e)
+        finally:
+            session.close()
 
     server: Server[Any] = Server(
         "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, lifespan=_parking
     )
     # A parked run's requestState is bound to the caller that started it: another caller's retry fails.
-    security = RequestStateSecurity(keys=[os.urandom(32)], bind_principal=_caller)
+    # It is sealed with the state key ring, so any worker holding the ring can open it.
+    security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
     return server
 
@@ -196,17 +198,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-MAX_SESSIONS = 64
-"""HTTP clients whose sessions are kept; the least recently used one is closed past this."""
-
-
-def _client_key(ctx: ServerRequestContext[Any]) -> str | None:
-    """Which client's shell: the stdio client's, an HTTP session's (of its caller: the SDK lets only
-    the caller that opened a session use it), or None for a stateless HTTP request (2026-07-28
-    requests carry no session id, so two clients cannot be told apart)."""
+def _client_key(ctx: ServerRequestContext[Any], stdio_key: str) -> str | None:
+    """Which client session's shell: the stdio client's, an HTTP session's (of its caller: the SDK
+    lets only the caller that opened a session use it), or None for a stateless HTTP request
+    (2026-07-28 requests carry no session id: such a client passes its shell's handle)."""
     headers = getattr(ctx.request, "headers", None)
     if headers is None:
-        return "stdio"
+        return stdio_key
     session_id = headers.get("mcp-session-id")
     return f"http:{_caller(ctx)}:{session_id}" if session_id else None
 

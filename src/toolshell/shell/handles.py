@@ -48,7 +48,15 @@ MIGRATIONS = [
         mac TEXT NOT NULL,
         PRIMARY KEY (handle, id)
     );
+    """,
     """
+    CREATE TABLE shell_sessions (
+        session_key TEXT PRIMARY KEY,
+        caller TEXT NOT NULL,
+        handle TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 ]
 
 PREFIX = "sh_"
@@ -106,6 +114,35 @@ class ShellHandles:
             for row in kept[self.max_per_caller :]:
                 _drop(tx, row["handle"])
         return handle
+
+    def for_session(self, session_key: str, caller: str | None) -> str:
+        """The handle of the shell a client session (`Mcp-Session-Id`, the stdio client) keeps, made
+        on its first call; any worker finds the same one."""
+        who = caller or ANONYMOUS
+        rows = self.store.query(
+            "SELECT handle FROM shell_sessions WHERE session_key = ? AND caller = ?", (session_key, who)
+        )
+        if rows and self._alive(rows[0]["handle"], caller):
+            return str(rows[0]["handle"])
+        handle = self.new(caller)
+        with self.store.transaction():  # two first calls at once: one handle wins, both use it
+            if rows:  # the session's shell is gone: it gets a new one
+                self.store.execute(
+                    "DELETE FROM shell_sessions WHERE session_key = ? AND handle = ?", (session_key, rows[0]["handle"])
+                )
+            self.store.execute(
+                "INSERT INTO shell_sessions (session_key, caller, handle, created_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (session_key) DO NOTHING",
+                (session_key, who, handle, time.time()),
+            )
+            won = self.store.query("SELECT handle FROM shell_sessions WHERE session_key = ?", (session_key,))
+        return str(won[0]["handle"])
+
+    def _alive(self, handle: str, caller: str | None) -> bool:
+        rows = self.store.query(
+            "SELECT used_at FROM shell_handles WHERE handle = ? AND caller = ?", (handle, caller or ANONYMOUS)
+        )
+        return bool(rows) and rows[0]["used_at"] >= time.time() - self.idle_seconds
 
     def find(self, handle: str, caller: str | None, keys: list[bytes]) -> Kept | None:
         """The caller's shell with this handle, or None: unknown, another caller's, or expired.
@@ -194,6 +231,7 @@ class ShellHandles:
 
 
 def _drop(tx: Transaction, handle: str) -> None:
+    tx.execute("DELETE FROM shell_sessions WHERE handle = ?", (handle,))
     tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
     tx.execute("DELETE FROM shell_handles WHERE handle = ?", (handle,))
 

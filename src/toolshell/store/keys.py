@@ -26,6 +26,17 @@ MIN_BYTES = 32
 KEY_FILE = "state-key"
 
 
+def for_purpose(ring: list[bytes], purpose: str) -> list[bytes]:
+    """The ring's keys for one use (`"request-state"`, `"shell-seal"`, …): each derived with HKDF,
+    so no key serves two purposes; the order (newest first) is kept."""
+    # lazy: cryptography is only needed once a ring is used
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+    info = f"toolshell {purpose}".encode()
+    return [HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=info).derive(key) for key in ring]
+
+
 def new_key() -> str:
     """A fresh key as the ring spells it (what `toolshell serve --new-state-key` prints)."""
     return base64.urlsafe_b64encode(secrets.token_bytes(MIN_BYTES)).decode().rstrip("=")

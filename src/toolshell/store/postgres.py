@@ -68,6 +68,8 @@ class PostgresStore:
     """
 
     engine = "postgresql"
+    shared = True
+    """Whether other hosts may share it (every worker that points at the database)."""
 
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 10.0) -> None:
         self._current: ContextVar[Any] = ContextVar(f"toolshell_pg_tx_{id(self)}", default=None)

@@ -42,6 +42,9 @@ class StateStore(Protocol):
 
     engine: str
     """"sqlite" or "postgresql": for diagnostics and `store.dialect`, never for a caller's branch."""
+    shared: bool
+    """Whether processes on other hosts share it: then what seals state for them (the key ring)
+    must be configured, never made by one process."""
 
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         """Apply the steps of `component` not applied yet, in order, each once across every process."""

@@ -57,6 +57,8 @@ class Store:
     """`Store(path)` for a file, `Store(":memory:")` for tests."""
 
     engine = "sqlite"
+    shared = False
+    """Whether other hosts may share it (one host's file)."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
         """Open (creating if needed) the database at `path`.
