@@ -99,3 +99,22 @@ async def test_a_worker_on_a_shared_store_without_a_key_ring_refuses_to_start(st
         with serving(tmp_path / "state", env={"TOOLSHELL_SERVE_TOKEN": TOKEN, "TOOLSHELL_STATE_URL": store_url}):
             pass
     assert "TOOLSHELL_STATE_KEYS" in str(refused.value)
+
+
+async def test_the_llm_adapter_and_the_python_api_use_the_same_handles(tmp_path: Path) -> None:
+    # lazy: the adapter module is what this test is about
+    from toolshell import Shells
+    from toolshell.frontends.llm import run_tool_call
+
+    async with Host.open(state_dir=tmp_path / "state") as host:
+        shells = Shells.for_host(host)
+        first = json.loads(await run_tool_call(shells, "bash", {"script": "echo kept > f; cd /tmp"}))
+        second = json.loads(
+            await run_tool_call(shells, "bash", {"script": "cat /home/user/f; pwd", "shell": first["shell"]})
+        )
+        by_api = await shells.run(None, first["shell"], "echo $PWD")
+        other = json.loads(await run_tool_call(shells, "bash", {"script": "ls"}))
+        shells.close()
+    assert (second["stdout"], second["shell"]) == ("kept\n/tmp\n", first["shell"])
+    assert (by_api.stdout, by_api.shell) == ("/tmp\n", first["shell"])
+    assert other["shell"] != first["shell"] and other["stdout"] == ""

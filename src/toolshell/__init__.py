@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 from toolshell.version import __version__
 
-__all__ = ["Config", "Host", "Session", "ToolshellError", "ErrorCode", "__version__"]
+__all__ = ["Config", "Host", "Session", "Shells", "ToolshellError", "ErrorCode", "__version__"]
 
 if TYPE_CHECKING:
     from toolshell.config import Config
     from toolshell.errors import ErrorCode, ToolshellError
     from toolshell.host import Host
     from toolshell.session import Session
+    from toolshell.shells import Shells
 
 
 def __getattr__(name: str) -> Any:
@@ -27,6 +28,11 @@ def __getattr__(name: str) -> Any:
         from toolshell.session import Session
 
         return Session
+    if name == "Shells":
+        # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)
+        from toolshell.shells import Shells
+
+        return Shells
     if name == "Config":
         # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)
         from toolshell.config import Config

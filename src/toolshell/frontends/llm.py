@@ -2,6 +2,11 @@
 
     tools = tool_definitions(host, "anthropic")      # [{"name": "bash", "description", "input_schema"}, …]
     output = await run_tool_call(session, "bash", {"script": "tools --help"})
+    output = await run_tool_call(Shells.for_host(host), "bash", {"script": "…", "shell": "sh_…"})
+
+With a `Session`, every `bash` call runs in that session's shell. With `Shells`, a call runs in the
+shell its `shell` argument names (a new one without it) and the output names the shell, so the
+model keeps its shell by passing it back: the same handles `toolshell serve` gives out.
 
 The model sees `bash` plus the `keep_visible` tools; everything else is behind `tools` in the shell.
 """
@@ -17,6 +22,7 @@ from toolshell.frontends.bash_tool import BASH_SCHEMA, bash_description
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session
+from toolshell.shells import Shells
 
 Shape = Literal["anthropic", "openai"]
 
@@ -42,13 +48,29 @@ async def tool_definitions(
     return defs
 
 
-async def run_tool_call(session: Session, name: str, arguments: dict[str, Any]) -> str:
-    """Run one tool call of the model; returns the text to send back as the tool result."""
+async def run_tool_call(
+    target: Session | Shells, name: str, arguments: dict[str, Any], *, caller: str | None = None
+) -> str:
+    """Run one tool call of the model in a session, or in the shells by handle; returns the text to
+    send back as the tool result. `caller` is whose shells they are (with `Shells`)."""
     if name == "bash":
-        script = arguments.get("script")
-        if not isinstance(script, str):
-            return _error(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…"}'))
-        return json.dumps((await session.run(script)).to_json(), ensure_ascii=False)
+        script, shell = arguments.get("script"), arguments.get("shell")
+        if not isinstance(script, str) or not isinstance(shell, str | None):
+            return _error(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…", "shell": "sh_…"}'))
+        if isinstance(target, Shells):
+            result = await target.run(caller, shell, script)
+        else:
+            result = await target.run(script)
+        return json.dumps(result.to_json(), ensure_ascii=False)
+    session = target if isinstance(target, Session) else target.host.session(caller=caller)
+    try:
+        return await _direct(session, name, arguments)
+    finally:
+        if session is not target:
+            session.close()
+
+
+async def _direct(session: Session, name: str, arguments: dict[str, Any]) -> str:
     entry = next((e for e in await session.visible_tools() if e.flat_name == name), None)
     if entry is None:
         err = ToolshellError(ErrorCode.UNKNOWN_COMMAND, f"no direct tool {name!r}; use bash and `tools --help`")
