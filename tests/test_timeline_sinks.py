@@ -82,6 +82,8 @@ def test_sqlite_rows_carry_every_event_field():
         "duration_ms": 20.0,
         "source": "trigger",
         "caller": None,
+        "worker": None,
+        "ended_by": None,
         "calls": [
             {
                 "id": "n4",

@@ -93,6 +93,8 @@ class Host:
     ) -> None:
         self.config = with_inproc(config or Config(), servers or {})
         self.redact = Redactor(self.config.secrets)
+        self.worker_id = uuid.uuid4().hex[:16]
+        """This host among the workers sharing its store (`store.workers`)."""
         guard_logs(self.config.secrets)
         self._inproc = dict(servers or {})
         self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
@@ -123,6 +125,7 @@ class Host:
             target=self.connections.target,
             end=self._end_session,
             visible_tools=self.visible_tools,
+            worker=self.worker_id,
         )
 
     @classmethod

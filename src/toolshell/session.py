@@ -69,6 +69,8 @@ class SessionServices:
     """Forget what the host keeps for a session id (open questions, runtime switches)."""
     visible_tools: Callable[[Session], Awaitable[list[ToolEntry]]]
     """The `keep_visible` tools: `Host.visible_tools`."""
+    worker: str = ""
+    """The host's id among the workers on its store (`Host.worker_id`)."""
 
 
 class Session:
@@ -164,7 +166,15 @@ class Session:
             raise ToolshellError(ErrorCode.INVALID_INPUT, refused)
         services = self.services
         words = [server, tool] if server else [tool]
-        ledger = Ledger(uuid.uuid4().hex[:16], self.id, 1, services.sink, services.redact, caller=self.caller)
+        ledger = Ledger(
+            uuid.uuid4().hex[:16],
+            self.id,
+            1,
+            services.sink,
+            services.redact,
+            caller=self.caller,
+            worker=services.worker,
+        )
         script = shlex.join(["tools", *words])
         started, exit_code = time.time(), 1
         ledger.shell_call(script, started, self.source, None)
@@ -262,6 +272,7 @@ class Session:
             services.sink,
             services.redact,
             caller=self.caller,
+            worker=services.worker or None,
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows

@@ -33,6 +33,7 @@ class Ledger:
         sink: where timeline events go.
         redact: takes the config's secrets out of the previews.
         caller: who made the shell call (`Session.caller`), recorded on its row.
+        worker: the host running it (`Host.worker_id`), recorded on its row.
     """
 
     def __init__(
@@ -43,9 +44,11 @@ class Ledger:
         sink: EventSink,
         redact: Redactor | None = None,
         caller: str | None = None,
+        worker: str | None = None,
     ) -> None:
         self.shell_call_id = shell_call_id
         self.caller = caller
+        self.worker = worker
         self.session_id = session_id
         self.call_limit = call_limit
         self.sink = sink
@@ -76,6 +79,10 @@ class Ledger:
             self.hints.extend(f"{source}: {hint}" for hint in hints_from_result(result))
         if ok:
             self.emit(prepared.entry, prepared.input, "completed", None, started)
+        if risk_level != READ_ONLY:  # what changed something is written now, not in the next batch
+            flush = getattr(self.sink, "flush", None)
+            if flush is not None:
+                flush()
 
     def failed_in_flight(self, prepared: PreparedCall, risk_level: str, err: ToolshellError) -> None:
         """Record a call that was sent and failed (a timeout or a crash may still have changed something)."""
@@ -103,6 +110,7 @@ class Ledger:
                 duration_ms=None if exit_code is None else (time.time() - started_at) * 1000,
                 source=source,  # type: ignore[arg-type]  # one of agent/cli/trigger/script
                 caller=self.caller,
+                worker=self.worker,
             )
         )
 

@@ -393,6 +393,9 @@ class ServeConfig(_Model):
     """Shells one caller keeps; past it, that caller's shell idle longest goes."""
     max_shell_bytes: int = Field(default=64 * 1024 * 1024, ge=4096, le=1 << 34)
     """The most a shell's saved state may take; past it the state is not kept (the result says so)."""
+    heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
+    """How often a serving worker says it is alive; one silent for three beats counts as dead, and
+    another worker ends the shell calls it left running."""
     state_keys_env: str = "TOOLSHELL_STATE_KEYS"
     """The environment variable holding the state key ring (base64url keys, newest first) that seals
     shells and `requestState` for every worker; without it, a local store uses `<state-dir>/state-key`."""

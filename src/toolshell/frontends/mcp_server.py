@@ -48,6 +48,8 @@ from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
+from toolshell.store.workers import Workers
+from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
 _GONE = "this answer is for a bash call that is no longer waiting (it ended or timed out); run the script again"
@@ -236,15 +238,32 @@ async def serve(
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as h:
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible)
-        if http:
-            gate = NO_AUTH if no_auth else _gate(config, h, host, port)
-            await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=h)
-        else:
-            # lazy: only the transport in use is imported
-            from mcp.server.stdio import stdio_server
+        workers = Workers(h.store, config.serve.heartbeat_seconds)
+        workers.register(h.worker_id)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_keep_alive, workers, h)
+            if http:
+                gate = NO_AUTH if no_auth else _gate(config, h, host, port)
+                await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=h)
+            else:
+                # lazy: only the transport in use is imported
+                from mcp.server.stdio import stdio_server
 
-            async with stdio_server() as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+                async with stdio_server() as (read, write):
+                    await server.run(read, write, server.create_initialization_options())
+            tg.cancel_scope.cancel()
+        workers.forget(h.worker_id)
+
+
+async def _keep_alive(workers: Workers, host: Host) -> None:
+    """Beat, and end what dead workers left open: their running shell calls are marked lost."""
+    while True:
+        for dead in workers.dead():
+            if dead != host.worker_id:
+                mark_lost(host.store, [dead])
+                workers.forget(dead)
+        workers.beat(host.worker_id)
+        await anyio.sleep(workers.heartbeat_seconds)
 
 
 def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:

@@ -124,6 +124,10 @@ class ShellCall:
     source: Source
     caller: str | None = None
     """Who made the call: the identity `toolshell serve` authenticated, or None (this machine's user)."""
+    worker: str | None = None
+    """The host that ran it (`Host.worker_id`), so a worker that died can be told apart."""
+    ended_by: str | None = None
+    """Why it ended without its own exit: "worker_lost" when its worker died mid-call."""
     type: str = field(default="shell.call", init=False)
 
     def to_dict(self) -> dict[str, Any]:

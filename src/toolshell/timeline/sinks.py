@@ -25,7 +25,9 @@ CREATE TABLE IF NOT EXISTS shell_calls (
     started_at DOUBLE PRECISION NOT NULL,
     duration_ms DOUBLE PRECISION,
     source TEXT NOT NULL,
-    caller TEXT
+    caller TEXT,
+    worker TEXT,
+    ended_by TEXT
 );
 CREATE INDEX IF NOT EXISTS shell_calls_session ON shell_calls (session_id, started_at);
 CREATE TABLE IF NOT EXISTS nested_calls (
@@ -43,7 +45,10 @@ CREATE TABLE IF NOT EXISTS nested_calls (
 CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, started_at);
 """
 
-_SHELL_COLUMNS = ("id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller")
+_SHELL_COLUMNS = (
+    "id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller", "worker",
+    "ended_by",
+)  # fmt: skip
 _NESTED_COLUMNS = (
     "id", "shell_call_id", "session_id", "command", "input_preview", "outcome", "error_code", "duration_ms",
     "started_at",
@@ -125,7 +130,8 @@ class SqliteSink:
 
 def _ensure(store: StateStore) -> None:
     store.migrate("timeline", [SCHEMA])
-    store.ensure_column("shell_calls", "caller", "TEXT")  # a state made before callers were recorded
+    for column in ("caller", "worker", "ended_by"):  # a state made before these were recorded
+        store.ensure_column("shell_calls", column, "TEXT")
 
 
 def _upsert_sql(table: str, columns: Sequence[str]) -> str:
@@ -139,6 +145,24 @@ def _upsert_sql(table: str, columns: Sequence[str]) -> str:
 def _values(columns: Sequence[str], event: Event) -> list[Any]:
     values = event.to_dict()
     return [values[c] for c in columns]
+
+
+LOST_EXIT = 137
+"""The exit code of a shell call whose worker died mid-call (as a shell reports SIGKILL)."""
+
+
+def mark_lost(store: StateStore, workers: Sequence[str]) -> int:
+    """End the shell calls the dead `workers` left running: exit 137, `ended_by` "worker_lost"."""
+    if not workers:
+        return 0
+    _ensure(store)
+    marks = ", ".join("?" * len(workers))
+    done = store.execute(
+        "UPDATE shell_calls SET exit_code = ?, ended_by = 'worker_lost' "
+        f"WHERE exit_code IS NULL AND worker IN ({marks})",
+        (LOST_EXIT, *workers),
+    )
+    return done.rowcount
 
 
 def query(store: StateStore, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
@@ -189,6 +213,8 @@ def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) ->
     for row in rows:
         when = datetime.fromtimestamp(row["started_at"], tz or datetime.now().astimezone().tzinfo)
         exit_text = "running" if row["exit_code"] is None else f"exit {row['exit_code']}"
+        if row.get("ended_by") == "worker_lost":
+            exit_text += " (its worker stopped mid-call)"
         took = "" if row["duration_ms"] is None else f"  {_duration(row['duration_ms'])}"
         lines.append(
             f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{row['source']}]  {_one_line(row['script_preview'])}  "

@@ -1,0 +1,66 @@
+"""The workers on one store: who is alive, by heartbeat, so a worker that died is noticed.
+
+Each serving host registers under its own id and beats every `[serve] heartbeat_seconds`; one
+silent for three beats is taken as dead. Another worker then ends what the dead one left open (its
+shell calls are marked as lost in the timeline) and forgets it. A worker killed with SIGKILL loses
+nothing it recorded: its approval requests stay answerable, its shells stay in the store.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from toolshell.store.protocol import StateStore
+
+MIGRATIONS = [
+    """
+    CREATE TABLE workers (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid BIGINT NOT NULL,
+        started_at DOUBLE PRECISION NOT NULL,
+        heartbeat_at DOUBLE PRECISION NOT NULL
+    );
+    """
+]
+MISSED_BEATS = 3
+"""Beats a worker may miss before it counts as dead."""
+
+
+class Workers:
+    """The worker registry in a `StateStore`.
+
+    Args:
+        store: the store the workers share.
+        heartbeat_seconds: how often a live worker beats.
+    """
+
+    def __init__(self, store: StateStore, heartbeat_seconds: float) -> None:
+        store.migrate("workers", MIGRATIONS)
+        self.store = store
+        self.heartbeat_seconds = heartbeat_seconds
+
+    def register(self, worker: str) -> None:
+        now = time.time()
+        self.store.execute(
+            "INSERT INTO workers (id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+            (worker, socket.gethostname(), os.getpid(), now, now),
+        )
+
+    def beat(self, worker: str) -> None:
+        self.store.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (time.time(), worker))
+
+    def dead(self) -> list[str]:
+        """The workers silent for `MISSED_BEATS` beats."""
+        cutoff = time.time() - MISSED_BEATS * self.heartbeat_seconds
+        return [str(r["id"]) for r in self.store.query("SELECT id FROM workers WHERE heartbeat_at < ?", (cutoff,))]
+
+    def alive(self, worker: str) -> bool:
+        rows = self.store.query("SELECT heartbeat_at FROM workers WHERE id = ?", (worker,))
+        return bool(rows) and rows[0]["heartbeat_at"] >= time.time() - MISSED_BEATS * self.heartbeat_seconds
+
+    def forget(self, worker: str) -> None:
+        self.store.execute("DELETE FROM workers WHERE id = ?", (worker,))
