@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from _serve_auth_support import Served, client, serving
 from _store_support import ENGINES, fresh_database, postgres_server, store_url  # noqa: F401  (fixtures)
@@ -118,3 +119,43 @@ async def test_the_llm_adapter_and_the_python_api_use_the_same_handles(tmp_path:
     assert (second["stdout"], second["shell"]) == ("kept\n/tmp\n", first["shell"])
     assert (by_api.stdout, by_api.shell) == ("/tmp\n", first["shell"])
     assert other["shell"] != first["shell"] and other["stdout"] == ""
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+async def test_a_legacy_session_is_sticky_and_its_shell_handle_still_works_on_another_worker(
+    store_url: str, tmp_path: Path
+) -> None:
+    """The sticky rule: an `Mcp-Session-Id` is served by the worker that opened it (another answers
+    404, the SDK's answer for an unknown session); the shell behind it is in the store, so after
+    re-initializing on another worker the client keeps its files by passing the handle back."""
+    # lazy: raw HTTP only for the request the SDK client would not make
+    import httpx2
+
+    env = {"TOOLSHELL_SERVE_TOKEN": TOKEN, "TOOLSHELL_STATE_URL": store_url, "TOOLSHELL_STATE_KEYS": new_key()}
+    for name in ("one", "two"):
+        (tmp_path / name).mkdir()
+    with serving(tmp_path / "one" / "state", env=env) as one, serving(tmp_path / "two" / "state", env=env) as two:
+        seen: list[str] = []
+
+        async def record(response: Any) -> None:
+            seen.extend([response.headers["mcp-session-id"]] if "mcp-session-id" in response.headers else [])
+
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        async with httpx2.AsyncClient(headers=auth, event_hooks={"response": [record]}) as http:
+            async with Client(streamable_http_client(one.url, http_client=http), mode="legacy") as c:
+                first = await _bash(c, "echo kept > f")
+        session_id = seen[0]
+        headers = {
+            "Authorization": f"Bearer {TOKEN}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+            "Mcp-Session-Id": session_id,
+            "Mcp-Protocol-Version": "2025-11-25",
+        }
+        body = {"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {}}
+        async with httpx2.AsyncClient() as http:
+            elsewhere = await http.post(two.url, json=body, headers=headers)
+        async with client(two.url, TOKEN, mode="legacy") as c:
+            again = await _bash(c, "cat f", first["shell"])
+    assert len(session_id) >= 16 and elsewhere.status_code == 404
+    assert (again["stdout"], again["shell"]) == ("kept\n", first["shell"])
