@@ -10,7 +10,12 @@ PostgreSQL when `--postgres` or `TOOLSHELL_TEST_POSTGRES_URL` names one):
 - same worker: `Shells.run` on one worker, call after call (each call saves an incremental commit);
 - alternating: two workers on one store taking turns (each call checks the shell out, then saves).
 
-Reported: the median per call, and the cost added over bare. Results go to `scale_results.json`.
+Reported: the median per call, and the cost added over bare.
+
+Then, with PostgreSQL, the throughput of 1, 2 and 3 `toolshell serve --http` workers on one
+database: 8 concurrent 2026-07-28 clients, each making 25 `bash` calls in its own shell, sent
+round-robin across the workers call by call (each call restores the shell where it lands).
+Results go to `scale_results.json`.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -94,6 +100,77 @@ async def _measure(store_for: Any, state: Path, size: int, calls: int) -> dict[s
     return figures
 
 
+CLIENTS, CALLS_EACH = 8, 25
+TOKEN = "scale-benchmark-token-0123456789abcdef"
+
+
+def _start_workers(postgres: str, workers: int, tmp: str) -> tuple[list[Any], list[str]]:
+    """`workers` serve processes on one database, each listening once this returns."""
+    # lazy: only the throughput part starts processes
+    import shutil
+    import socket
+    import subprocess
+
+    env = {**os.environ, "TOOLSHELL_SERVE_TOKEN": TOKEN, "TOOLSHELL_STATE_URL": postgres}
+    env["TOOLSHELL_STATE_KEYS"] = new_key()
+    exe = shutil.which("toolshell") or str(Path(sys.executable).parent / "toolshell")
+    procs, ports = [], []
+    for i in range(workers):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        argv = [exe, "serve", "--http", "--port", str(ports[-1]), "--state-dir", f"{tmp}/w{i}"]
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    for port in ports:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    return procs, [f"http://127.0.0.1:{p}/mcp" for p in ports]
+
+
+async def _throughput(postgres: str, workers: int) -> dict[str, float]:
+    """Calls a second through `workers` serve processes on one PostgreSQL database."""
+    # lazy: only this part needs the HTTP client
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def one_client(n: int, urls: list[str]) -> None:
+        handle: str | None = None
+        async with AsyncExitStack() as stack:
+            http = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=60))
+            clients = [
+                await stack.enter_async_context(Client(streamable_http_client(u, http_client=http))) for u in urls
+            ]
+            for i in range(CALLS_EACH):
+                args = {"script": f"echo {i} >> log; wc -l < log"} | ({"shell": handle} if handle else {})
+                result = await clients[(n + i) % len(clients)].call_tool("bash", args)
+                handle = json.loads(result.content[0].text)["shell"]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        procs, urls = _start_workers(postgres, workers, tmp)
+        try:
+            started = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for n in range(CLIENTS):
+                    tg.start_soon(one_client, n, urls)
+            seconds = time.perf_counter() - started
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(10)
+    calls = CLIENTS * CALLS_EACH
+    return {"workers": workers, "calls": calls, "seconds": seconds, "calls_per_s": calls / seconds}
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40)
@@ -124,6 +201,12 @@ async def main() -> None:
                 f"  files {figures['files_bytes']} B, full commit {figures['commit_bytes']} B",
                 flush=True,
             )
+    if args.postgres:
+        results["throughput"] = []
+        for n in (1, 2, 3):
+            figures = await _throughput(args.postgres, n)
+            results["throughput"].append(figures)
+            print(f"{n} worker(s): {figures['calls_per_s']:.1f} bash calls/s ({figures['calls']} calls)", flush=True)
     (HERE / "scale_results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
