@@ -1,0 +1,119 @@
+"""Many trigger processes on one state store act as one: each schedule slot runs once, and a
+webhook with an `Idempotency-Key` runs once. Real processes on each engine: three scheduler
+processes ticking 50 slots, and two `toolshell triggers serve` processes answering webhooks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from _store_support import ENGINES, postgres_server, store_url
+from _triggers_support import (
+    SLOTS,
+    TOKEN,
+    claims_rows,
+    go,
+    raw_post,
+    save_script,
+    start_workers,
+    trigger_runs,
+    trigger_servers,
+)
+from toolshell.scripts.claims import slot_text
+
+__all__ = ["postgres_server", "store_url"]  # fixtures, imported for pytest
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_three_scheduler_processes_over_fifty_slots_run_each_slot_exactly_once(store_url: str) -> None:
+    workers = start_workers(store_url, 3)
+    go(workers)
+    results = {w.owner: w.result() for w in workers}
+    ran = Counter(slot for slots, _ in results.values() for slot in slots)
+    calls = sum(c for _, c in results.values())
+    rows = claims_rows(store_url)
+    print("runs per process:", {owner: len(slots) for owner, (slots, _) in results.items()})
+    assert calls == 50
+    assert ran == Counter(slot_text(s) for s in SLOTS), "every slot ran, and none twice"
+    assert sorted(r["slot"] for r in rows) == sorted(slot_text(s) for s in SLOTS)
+    assert {r["claimed_by"] for r in rows} <= set(results)
+    assert all(r["exit_code"] == 0 and r["finished_at"] is not None for r in rows)
+    for owner, (slots, _) in results.items():
+        assert sorted(slots) == sorted(r["slot"] for r in rows if r["claimed_by"] == owner)
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_a_webhook_posted_twice_with_one_idempotency_key_to_two_servers_runs_once(
+    store_url: str, tmp_path: Path
+) -> None:
+    config = save_script(tmp_path, store_url)
+    with trigger_servers(config, store_url, 2) as (one, two):
+        key = {"Idempotency-Key": "deploy-2026-12-01-a1b2"}
+        first = httpx2.post(one.url, json={"text": "abc"}, headers={**AUTH, **key}, timeout=60)
+        again = httpx2.post(two.url, json={"text": "abc"}, headers={**AUTH, **key}, timeout=60)
+        runs = trigger_runs(store_url)
+        (row,) = claims_rows(store_url)
+    assert first.status_code == 200 and first.json()["stdout"] == "3\n"
+    assert "idempotent-replayed" not in first.headers
+    assert (again.status_code, again.json()) == (200, first.json()), "the repeat answers with the first outcome"
+    assert again.headers["idempotent-replayed"] == "true"
+    assert runs == 1
+    assert (row["kind"], row["slot"], row["exit_code"]) == ("webhook", "deploy-2026-12-01-a1b2", 0)
+    assert row["claimed_by"].endswith(f":{one.proc.pid}")
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_a_webhook_without_an_idempotency_key_runs_every_time_it_is_posted(store_url: str, tmp_path: Path) -> None:
+    config = save_script(tmp_path, store_url)
+    with trigger_servers(config, store_url, 2) as servers:
+        answers = [httpx2.post(s.url, json={"text": "abcd"}, headers=AUTH, timeout=60) for s in (*servers, *servers)]
+        runs = trigger_runs(store_url)
+    assert [a.status_code for a in answers] == [200] * 4
+    assert all(a.json()["stdout"] == "4\n" and "idempotent-replayed" not in a.headers for a in answers)
+    assert runs == 4
+    assert claims_rows(store_url) == []
+
+
+BAD_KEYS = {
+    "empty": b"",
+    "too long": b"k" * 256,
+    "a control character": b"deploy\x01x",
+    "a delete character": b"deploy\x7fx",
+    "a tab": b"deploy\tx",
+    "a non-ASCII character": "déploy".encode(),
+}
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+def test_a_bad_idempotency_key_gets_one_clear_400_and_runs_nothing(store_url: str, tmp_path: Path) -> None:
+    config = save_script(tmp_path, store_url)
+    with trigger_servers(config, store_url, 1) as (server,):
+        answers = {why: raw_post(server.port, [b"Idempotency-Key: " + key]) for why, key in BAD_KEYS.items()}
+        twice = raw_post(server.port, [b"Idempotency-Key: a", b"Idempotency-Key: b"])
+        runs = trigger_runs(store_url)
+    form = "a key is 1 to 255 printable ASCII characters, e.g. a UUID"
+    for why, (status, body) in answers.items():
+        assert status == 400, why
+        message = body["error"]["message"]
+        assert body["error"]["code"] == "invalid_input" and message.endswith(form), (why, message)
+        assert "deploy" not in message and "kkkk" not in message, "the key is never echoed"
+    assert answers["too long"][1]["error"]["message"].startswith("the Idempotency-Key header is 256 characters long")
+    assert answers["a control character"][1]["error"]["message"].startswith(
+        "the Idempotency-Key header holds a control or non-ASCII character"
+    )
+    assert twice == (
+        400,
+        {
+            "error": {
+                "code": "invalid_input",
+                "message": f"send one Idempotency-Key header, not 2; {form}",
+                "retryable": False,
+            }
+        },
+    )
+    assert runs == 0
+    assert claims_rows(store_url) == []
