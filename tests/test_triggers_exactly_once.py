@@ -7,9 +7,11 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
+from _cli_support import toolshell
 from _store_support import ENGINES, postgres_server, store_url
 from _triggers_support import (
     SLOTS,
@@ -22,7 +24,8 @@ from _triggers_support import (
     trigger_runs,
     trigger_servers,
 )
-from toolshell.scripts.claims import slot_text
+from toolshell.scripts.claims import KEY_TTL, TriggerClaims, slot_text
+from toolshell.store.engines import open_store
 
 __all__ = ["postgres_server", "store_url"]  # fixtures, imported for pytest
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -57,6 +60,9 @@ def test_a_webhook_posted_twice_with_one_idempotency_key_to_two_servers_runs_onc
         again = httpx2.post(two.url, json={"text": "abc"}, headers={**AUTH, **key}, timeout=60)
         runs = trigger_runs(store_url)
         (row,) = claims_rows(store_url)
+        together = anyio.run(_post_together, [s.url for s in (one, two)], {**AUTH, "Idempotency-Key": "race"})
+        runs_after_race = trigger_runs(store_url)
+    history = toolshell("triggers", "history", "--config", str(config), env={"TOOLSHELL_STATE_URL": store_url})
     assert first.status_code == 200 and first.json()["stdout"] == "3\n"
     assert "idempotent-replayed" not in first.headers
     assert (again.status_code, again.json()) == (200, first.json()), "the repeat answers with the first outcome"
@@ -64,6 +70,25 @@ def test_a_webhook_posted_twice_with_one_idempotency_key_to_two_servers_runs_onc
     assert runs == 1
     assert (row["kind"], row["slot"], row["exit_code"]) == ("webhook", "deploy-2026-12-01-a1b2", 0)
     assert row["claimed_by"].endswith(f":{one.proc.pid}")
+    statuses = sorted(r.status_code for r in together)
+    assert statuses in ([200, 200], [200, 409]), "one runs; the other replays it, or hears it is still going"
+    assert runs_after_race == 2
+    assert history.returncode == 0
+    lines = history.stdout.splitlines()
+    assert len(lines) == 2 and lines[1].startswith('deploy               key "deploy-2026-12-01-a1b2" exit 0')
+
+
+async def _post_together(urls: list[str], headers: dict[str, str]) -> list[httpx2.Response]:
+    """POST one request to each server at once."""
+    answers: list[httpx2.Response] = []
+    async with httpx2.AsyncClient(timeout=60) as http, anyio.create_task_group() as tg:
+        for url in urls:
+
+            async def post(url: str = url) -> None:
+                answers.append(await http.post(url, json={"text": "ab"}, headers=headers))
+
+            tg.start_soon(post)
+    return answers
 
 
 @pytest.mark.parametrize("store_url", ENGINES, indirect=True)
@@ -117,3 +142,23 @@ def test_a_bad_idempotency_key_gets_one_clear_400_and_runs_nothing(store_url: st
     )
     assert runs == 0
     assert claims_rows(store_url) == []
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_an_idempotency_key_is_held_for_a_day_then_claimed_afresh_on_either_engine(store_url: str) -> None:
+    store = open_store(store_url)
+    try:
+        one, two = TriggerClaims(store, owner="one"), TriggerClaims(store, owner="two")
+        assert one.claim_key("deploy", "k", "digest-a") is None
+        running = two.claim_key("deploy", "k", "digest-a")
+        one.finish("deploy", "webhook", "k", {"exit_code": 0, "stdout": "ok\n", "stderr": "", "tools": None})
+        done = two.claim_key("deploy", "k", "digest-a")
+        store.execute("UPDATE trigger_claims SET claimed_at = claimed_at - ?", (KEY_TTL.total_seconds() + 1,))
+        expired = two.claim_key("deploy", "k", "digest-b")
+        (row,) = one.history()
+    finally:
+        store.close()
+    assert running is not None and (running.claimed_by, running.outcome) == ("one", None)
+    assert done is not None and done.outcome == {"exit_code": 0, "stdout": "ok\n", "stderr": "", "tools": None}
+    assert expired is None, "an expired key is claimed again"
+    assert (row["claimed_by"], row["finished_at"], row["exit_code"]) == ("two", None, None)
