@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
@@ -24,8 +25,11 @@ from _triggers_support import (
     trigger_runs,
     trigger_servers,
 )
+from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerRunner
 from toolshell.scripts.claims import KEY_TTL, TriggerClaims, slot_text
 from toolshell.store.engines import open_store
+from toolshell.store.postgres import PostgresStore
 
 __all__ = ["postgres_server", "store_url"]  # fixtures, imported for pytest
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -162,3 +166,48 @@ def test_an_idempotency_key_is_held_for_a_day_then_claimed_afresh_on_either_engi
     assert done is not None and done.outcome == {"exit_code": 0, "stdout": "ok\n", "stderr": "", "tools": None}
     assert expired is None, "an expired key is claimed again"
     assert (row["claimed_by"], row["finished_at"], row["exit_code"]) == ("two", None, None)
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+def test_while_the_shared_store_is_unreachable_no_slot_or_keyed_webhook_runs_and_the_loop_goes_on(
+    store_url: str, postgres_server: str
+) -> None:
+    calls: list[str] = []
+
+    async def run(script: str, input: dict[str, Any], source: str) -> RunOutcome:
+        calls.append(script)
+        return RunOutcome(0)
+
+    store = PostgresStore(store_url, timeout=2)
+    triggers = [Trigger("every5", "report", "*/5 * * * *"), Trigger("hook", "deploy", webhook=True)]
+    runner = TriggerRunner(triggers, run, ManualClock(SLOTS[0]), TriggerClaims(store))
+    _refuse_connections(postgres_server, store_url)
+
+    async def scenario() -> tuple[list[dict[str, RunOutcome]], list[str], ToolshellError, RunOutcome]:
+        with anyio.fail_after(30):
+            ticks = [await runner.run_due(SLOTS[1]), await runner.run_due(SLOTS[2])]  # cut, then refused
+            with pytest.raises(ToolshellError) as refused:
+                await runner.fire("hook", {}, key="k")
+            ran_by_then = list(calls)
+            return ticks, ran_by_then, refused.value, await runner.fire("hook")
+
+    try:
+        ticks, ran_by_then, refused, unkeyed = anyio.run(scenario)
+    finally:
+        store.close()
+    assert (ticks, ran_by_then) == ([{}, {}], [])
+    assert (refused.code, refused.retryable) == (ErrorCode.UNAVAILABLE, True)
+    assert "nothing ran, try again when it is back" in refused.message
+    assert unkeyed == RunOutcome(0) and calls == ["deploy"], "a webhook without a key needs no claim"
+
+
+def _refuse_connections(server: str, url: str) -> None:
+    """Make the database refuse every connection and cut the open ones: the store is unreachable."""
+    # lazy: psycopg is needed only where PostgreSQL runs
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    name = conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,))

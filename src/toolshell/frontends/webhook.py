@@ -88,6 +88,8 @@ def webhook_app(
                 outcome = await runner.fire(name, body, key)
             except KeyInUse as e:
                 raise _Refusal(e, 409, {"Retry-After": "5"}) if e.running else _Refusal(e, 422) from None
+            except ToolshellError as e:  # the store holding the keys is unreachable: 503, nothing ran
+                raise _Refusal(e) from None
         except _Refusal as r:
             log.warning("webhook %s: refused (%s)", name, r.error.code)
             return JSONResponse(error_body(r.error), r.status, headers=r.headers)

@@ -28,7 +28,7 @@ import anyio.lowlevel
 from toolshell.config.cron import CronSchedule
 from toolshell.config.triggers import TriggerConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_line
-from toolshell.scripts.claims import TriggerClaims, request_hash, slot_text
+from toolshell.scripts.claims import Kind, TriggerClaims, request_hash, slot_text
 from toolshell.scripts.clock import Clock, ManualClock, SystemClock
 from toolshell.store.sqlite import Store
 
@@ -157,6 +157,18 @@ def tokens_from_env(triggers: Iterable[Trigger], env: Mapping[str, str] | None =
     return tokens
 
 
+def _store_failure(e: Exception) -> ToolshellError:
+    """A failure of the claims' store as one `unavailable` error (the engine's own, if it made one)."""
+    if isinstance(e, ToolshellError):
+        return e
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return ToolshellError(
+        ErrorCode.UNAVAILABLE,
+        f"the state store could not record the claim ({first}); nothing ran, try again when it is back",
+        retryable=True,
+    )
+
+
 class TriggerRunner:
     """Runs scheduled triggers when their time comes, and webhook triggers on request.
 
@@ -207,16 +219,32 @@ class TriggerRunner:
             self._next[name] = later
             if name in self._running:
                 log.warning("trigger %s: slot %s skipped here, its previous run is still going", name, slot_text(slot))
-            elif self.claims.claim_slot(name, slot):
+            elif self._claim(name, slot):
                 due.append((self.triggers[name], slot))
-            else:
-                log.info("trigger %s: slot %s was claimed by another process", name, slot_text(slot))
         return due
+
+    def _claim(self, name: str, slot: datetime) -> bool:
+        try:
+            claimed = self.claims.claim_slot(name, slot)
+        except Exception as e:  # the store is unreachable: run nothing rather than maybe twice
+            message = _store_failure(e).message
+            log.warning("trigger %s: slot %s not run, it could not be claimed: %s", name, slot_text(slot), message)
+            return False
+        if not claimed:
+            log.info("trigger %s: slot %s was claimed by another process", name, slot_text(slot))
+        return claimed
 
     async def _run_slot(self, trigger: Trigger, slot: datetime) -> RunOutcome:
         outcome = await self._run_one(trigger, dict(trigger.input))
-        self.claims.finish(trigger.name, "schedule", slot_text(slot), outcome.record())
+        self._finish(trigger.name, "schedule", slot_text(slot), outcome)
         return outcome
+
+    def _finish(self, name: str, kind: Kind, slot: str, outcome: RunOutcome) -> None:
+        try:
+            self.claims.finish(name, kind, slot, outcome.record())
+        except Exception as e:  # the run happened; only its line in the history is missing
+            message = _store_failure(e).message
+            log.warning("trigger %s: the outcome of %s could not be recorded: %s", name, slot, message)
 
     async def _run_one(self, trigger: Trigger, input: dict[str, Any]) -> RunOutcome:
         # One failing run must not stop the others nor the loop: every error becomes an outcome.
@@ -253,7 +281,8 @@ class TriggerRunner:
         claims' store: a repeat gets the first run's outcome (`replayed`) without running.
 
         Raises:
-            ToolshellError: `unknown_command` when no webhook trigger has that name.
+            ToolshellError: `unknown_command` when no webhook trigger has that name;
+                `unavailable` when the store to claim the key in cannot be reached.
             KeyInUse: the key's first run is still going, or it came with another input.
         """
         trigger = self.triggers.get(name)
@@ -263,10 +292,13 @@ class TriggerRunner:
         if key is None:
             return await self._run_one(trigger, merged)
         digest = request_hash(merged)
-        held = self.claims.claim_key(name, key, digest)
+        try:
+            held = self.claims.claim_key(name, key, digest)
+        except Exception as e:
+            raise _store_failure(e) from None
         if held is None:
             outcome = await self._run_one(trigger, merged)
-            self.claims.finish(name, "webhook", key, outcome.record())
+            self._finish(name, "webhook", key, outcome)
             return outcome
         if held.request_hash != digest:
             raise KeyInUse(
