@@ -243,8 +243,7 @@ class TriggerRunner:
         try:
             self.claims.finish(name, kind, slot, outcome.record())
         except Exception as e:  # the run happened; only its line in the history is missing
-            message = _store_failure(e).message
-            log.warning("trigger %s: the outcome of %s could not be recorded: %s", name, slot, message)
+            log.warning("trigger %s: the outcome of %s could not be recorded in the store: %s", name, slot, e)
 
     async def _run_one(self, trigger: Trigger, input: dict[str, Any]) -> RunOutcome:
         # One failing run must not stop the others nor the loop: every error becomes an outcome.
