@@ -11,6 +11,9 @@ from pydantic import ValidationError
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerConfig, TriggerRunner, tokens_from_env
+from toolshell.scripts.claims import TriggerClaims
+from toolshell.scripts.triggers import CATCH_UP
+from toolshell.store.sqlite import Store
 
 START = datetime(2025, 1, 1, 10, 7, tzinfo=UTC)
 
@@ -240,3 +243,61 @@ async def test_serve_without_schedules_reports_started_and_waits_to_be_cancelled
         async with anyio.create_task_group() as tg:
             await tg.start(runner.serve)
             tg.cancel_scope.cancel()
+
+
+# --- claims: many runners on one store ---------------------------------------------------------
+
+
+def _claimed(store: Store) -> list[tuple[str, str]]:
+    return [
+        (r["slot"], r["claimed_by"]) for r in store.query("SELECT slot, claimed_by FROM trigger_claims ORDER BY slot")
+    ]
+
+
+@pytest.mark.anyio
+async def test_two_runners_on_one_store_run_a_slot_once_whatever_moment_each_looks_at_it():
+    store, one, two = Store(":memory:"), Recorder(), Recorder()
+    trigger = Trigger("q", "s", "*/15 * * * *")
+    first = TriggerRunner([trigger], one, ManualClock(START), TriggerClaims(store, owner="one"))
+    second = TriggerRunner([trigger], two, ManualClock(START), TriggerClaims(store, owner="two"))
+    assert list(await second.run_due(START.replace(minute=29, second=59))) == ["q"]
+    assert await first.run_due(START.replace(minute=15, second=1)) == {}, "the 10:15 slot is taken, not 'now'"
+    assert list(await first.run_due(START.replace(minute=30, second=0))) == ["q"]
+    assert await second.run_due(START.replace(minute=44)) == {}
+    assert (len(one.calls), len(two.calls)) == (1, 1)
+    assert _claimed(store) == [("2025-01-01T10:15:00Z", "two"), ("2025-01-01T10:30:00Z", "one")]
+
+
+@pytest.mark.anyio
+async def test_a_runner_started_soon_after_a_slot_no_process_ran_runs_it_and_one_started_later_does_not():
+    store, run = Store(":memory:"), Recorder()
+    trigger = Trigger("q", "s", "*/15 * * * *")
+    late = START.replace(minute=15) + CATCH_UP + timedelta(seconds=1)
+    soon = TriggerRunner([trigger], run, ManualClock(START.replace(minute=19)), TriggerClaims(store))
+    later = TriggerRunner([trigger], run, ManualClock(late), TriggerClaims(Store(":memory:")))
+    assert soon.next_runs() == {"q": START.replace(minute=15)}
+    assert list(await soon.run_due(START.replace(minute=19))) == ["q"]
+    assert later.next_runs() == {"q": START.replace(minute=30)}
+    assert await later.run_due(late) == {}
+    assert _claimed(store)[0][0] == "2025-01-01T10:15:00Z"
+
+
+@pytest.mark.anyio
+async def test_a_runner_that_slept_through_slots_claims_only_the_latest_of_them():
+    store, run = Store(":memory:"), Recorder()
+    runner = TriggerRunner([Trigger("q", "s", "*/15 * * * *")], run, ManualClock(START), TriggerClaims(store))
+    await runner.run_due(START + timedelta(hours=5))
+    assert [slot for slot, _ in _claimed(store)] == ["2025-01-01T15:00:00Z"]
+
+
+@pytest.mark.anyio
+async def test_a_finished_scheduled_run_records_its_outcome_in_the_history():
+    store = Store(":memory:")
+    claims = TriggerClaims(store, owner="me")
+    runner = TriggerRunner([Trigger("q", "s", "*/15 * * * *")], Recorder(), ManualClock(START), claims)
+    await runner.run_due(START.replace(minute=15))
+    (row,) = claims.history()
+    assert {k: row[k] for k in ("trigger_name", "kind", "slot", "claimed_by", "exit_code")} == {
+        "trigger_name": "q", "kind": "schedule", "slot": "2025-01-01T10:15:00Z", "claimed_by": "me", "exit_code": 0,
+    }  # fmt: skip
+    assert row["finished_at"] >= row["claimed_at"]

@@ -7,11 +7,14 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
 
 from toolshell.frontends.webhook import webhook_app
 from toolshell.scripts import ManualClock, RunOutcome, Trigger, TriggerRunner
+from toolshell.scripts.claims import KEY_TTL, TriggerClaims
+from toolshell.store.sqlite import Store
 
 TOKEN = "s3cr3t-t0ken"
 
@@ -321,3 +324,96 @@ async def test_a_failing_run_is_reported_in_the_response():
         "stderr": "boom\n",
         "tools": {"done": [], "read_only_calls": 2},
     }
+
+
+# --- Idempotency-Key ---------------------------------------------------------------------------
+
+
+def _keyed_client(runner: TriggerRunner) -> httpx2.AsyncClient:
+    app = webhook_app(runner, {"guarded": TOKEN})
+    return httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app), base_url="http://127.0.0.1:8765")
+
+
+def _runner(run: Any, claims: TriggerClaims | None = None) -> TriggerRunner:
+    return TriggerRunner(TRIGGERS, run, ManualClock(datetime(2025, 1, 1, tzinfo=UTC)), claims)
+
+
+@pytest.mark.anyio
+async def test_a_repeat_with_the_same_idempotency_key_answers_the_first_outcome_without_running():
+    run = Recorder()
+    async with _keyed_client(_runner(run)) as client:
+        first = await client.post("/hooks/open", json={"n": 2}, headers={"Idempotency-Key": "k-1"})
+        again = await client.post("/hooks/open", json={"n": 2}, headers={"Idempotency-Key": "k-1"})
+        other = await client.post("/hooks/open", json={"n": 2}, headers={"Idempotency-Key": "k-2"})
+    assert (first.status_code, again.status_code, other.status_code) == (200, 200, 200)
+    assert again.json() == first.json() and again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in first.headers and "idempotent-replayed" not in other.headers
+    assert len(run.calls) == 2
+
+
+@pytest.mark.anyio
+async def test_an_idempotency_key_reused_with_another_body_gets_422_without_running():
+    run = Recorder()
+    async with _keyed_client(_runner(run)) as client:
+        await client.post("/hooks/open", json={"n": 2}, headers={"Idempotency-Key": "k"})
+        other = await client.post("/hooks/open", json={"n": 3}, headers={"Idempotency-Key": "k"})
+    assert other.status_code == 422
+    assert other.json() == _error(
+        "invalid_input",
+        "this Idempotency-Key was already used for a request with another body; send a new key for a new request",
+    )
+    assert len(run.calls) == 1
+
+
+@pytest.mark.anyio
+async def test_a_repeat_while_the_first_run_is_going_gets_409_then_the_outcome_once_it_ends():
+    started, release = anyio.Event(), anyio.Event()
+    calls: list[dict[str, Any]] = []
+
+    async def slow(script: str, input: dict[str, Any], source: str) -> RunOutcome:
+        calls.append(input)
+        started.set()
+        await release.wait()
+        return RunOutcome(0, stdout="deployed\n")
+
+    answers: list[httpx2.Response] = []
+    key = {"Idempotency-Key": "deploy-42"}
+    with anyio.fail_after(10):
+        async with _keyed_client(_runner(slow)) as client:
+
+            async def first() -> None:
+                answers.append(await client.post("/hooks/open", headers=key))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first)
+                await started.wait()
+                during = await client.post("/hooks/open", headers=key)
+                release.set()
+            after = await client.post("/hooks/open", headers=key)
+    assert during.status_code == 409 and during.headers["retry-after"] == "5"
+    assert during.json()["error"]["retryable"] is True
+    assert "still going" in during.json()["error"]["message"]
+    assert answers[0].status_code == 200 and answers[0].json()["stdout"] == "deployed\n"
+    assert (after.status_code, after.json(), after.headers["idempotent-replayed"]) == (200, answers[0].json(), "true")
+    assert len(calls) == 1
+
+
+@pytest.mark.anyio
+async def test_an_idempotency_key_runs_again_once_it_has_expired():
+    run, store = Recorder(), Store(":memory:")
+    async with _keyed_client(_runner(run, TriggerClaims(store))) as client:
+        await client.post("/hooks/open", headers={"Idempotency-Key": "k"})
+        store.execute("UPDATE trigger_claims SET claimed_at = claimed_at - ?", (KEY_TTL.total_seconds() + 1,))
+        later = await client.post("/hooks/open", headers={"Idempotency-Key": "k"})
+        repeat = await client.post("/hooks/open", headers={"Idempotency-Key": "k"})
+    assert "idempotent-replayed" not in later.headers and repeat.headers["idempotent-replayed"] == "true"
+    assert len(run.calls) == 2
+
+
+@pytest.mark.anyio
+async def test_a_stranger_without_the_token_gets_401_before_its_idempotency_key_is_looked_at():
+    run = Recorder()
+    async with _keyed_client(_runner(run)) as client:
+        unauthenticated = await client.post("/hooks/guarded", headers={"Idempotency-Key": "x" * 300})
+    assert unauthenticated.status_code == 401, "the token is checked first: keys are no oracle for strangers"
+    assert run.calls == []

@@ -1,7 +1,8 @@
 """`toolshell triggers`: schedules and webhooks that run saved scripts with no model call.
 
 Runs are recorded in the timeline like any other shell call (source `trigger`) and are never
-asked anything: a call that needs approval stops the run and leaves a pending request.
+asked anything: a call that needs approval stops the run and leaves a pending request. Every
+server on one state store claims its runs there, so each slot runs in one of them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.webhook import webhook_app
 from toolshell.host import Host
+from toolshell.scripts.claims import TriggerClaims
 from toolshell.scripts.triggers import RunOutcome, Trigger, TriggerRunner, tokens_from_env
 
 
@@ -34,7 +36,7 @@ async def fire(config: Config, state_dir: str | None, name: str) -> RunOutcome:
 async def serve_triggers(config: Config, state_dir: str | None, bind: str, port: int) -> None:
     async with Host.open(config, state_dir=state_dir) as host:
         found = _triggers(config)
-        runner = TriggerRunner(found, host.run_saved_script)
+        runner = TriggerRunner(found, host.run_saved_script, claims=TriggerClaims(host.store))
         app = webhook_app(runner, tokens_from_env(found))
         server = uvicorn.Server(uvicorn.Config(app, host=bind, port=port, log_level="warning"))
         hooks = [t.name for t in found if t.webhook]

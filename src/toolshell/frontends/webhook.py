@@ -8,6 +8,11 @@ without), the body (an optional JSON object sent as `application/json`, merged o
 trigger's input). Requiring the JSON content type matters
 because a browser sends `text/plain` cross-site without asking the server first. Errors use the
 same JSON shape as `tools` error lines.
+
+An `Idempotency-Key` header (1 to 255 printable ASCII characters, e.g. a UUID) makes the request
+run once across every trigger server sharing the state store, for `KEY_TTL` (24 hours): a repeat
+with the same body gets the first run's answer and the header `Idempotent-Replayed: true`; a
+repeat while that run is going gets 409 with `Retry-After`; the key with another body gets 422.
 """
 
 from __future__ import annotations
@@ -26,13 +31,14 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from toolshell.errors import ErrorCode, ToolshellError, error_body, http_status
-from toolshell.scripts.triggers import TriggerRunner
+from toolshell.scripts.triggers import KeyInUse, TriggerRunner
 
 log = logging.getLogger("toolshell.triggers")
 
 MAX_BODY_BYTES = 1_000_000
 MAX_DEPTH = 64
 """How deeply a body may nest. Deeper ones are refused before anything walks them recursively."""
+MAX_KEY_LENGTH = 255
 
 
 class _Refusal(Exception):
@@ -76,12 +82,19 @@ def webhook_app(
                 raise _refuse(ErrorCode.UNKNOWN_COMMAND, f"no webhook trigger named {name!r}")
             if not trigger.allow_unauthenticated:  # without secret_env there is no token: refused
                 _check_token(request.headers.get("authorization", ""), tokens.get(name), name)
+            key = _idempotency_key(request.headers.getlist("idempotency-key"))
             body = await _read_input(request, max_body_bytes)
-            outcome = await runner.fire(name, body)
+            try:
+                outcome = await runner.fire(name, body, key)
+            except KeyInUse as e:
+                raise _Refusal(e, 409, {"Retry-After": "5"}) if e.running else _Refusal(e, 422) from None
+            except ToolshellError as e:  # the store holding the keys is unreachable: 503, nothing ran
+                raise _Refusal(e) from None
         except _Refusal as r:
             log.warning("webhook %s: refused (%s)", name, r.error.code)
             return JSONResponse(error_body(r.error), r.status, headers=r.headers)
-        return JSONResponse({"trigger": name, "script": trigger.script, **outcome.to_dict()})
+        replayed = {"Idempotent-Replayed": "true"} if outcome.replayed else None
+        return JSONResponse({"trigger": name, "script": trigger.script, **outcome.to_dict()}, headers=replayed)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         error = ToolshellError(ErrorCode.UNKNOWN_COMMAND, "webhooks are served at POST /hooks/<trigger>")
@@ -149,6 +162,25 @@ def _check_token(header: str, expected: str | None, name: str) -> None:
         raise _refuse(
             ErrorCode.DENIED, "the bearer token is not the one this webhook expects", 401, www_authenticate="Bearer"
         )
+
+
+def _idempotency_key(values: list[str]) -> str | None:
+    """The request's Idempotency-Key, if it sent one; never echoed (it may be anything)."""
+    if not values:
+        return None
+    form = f"1 to {MAX_KEY_LENGTH} printable ASCII characters, e.g. a UUID"
+    if len(values) > 1:
+        raise _refuse(ErrorCode.INVALID_INPUT, f"send one Idempotency-Key header, not {len(values)}; a key is {form}")
+    key = values[0]
+    if not key:
+        why = "is empty"
+    elif len(key) > MAX_KEY_LENGTH:
+        why = f"is {len(key)} characters long"
+    elif not (key.isascii() and key.isprintable()):
+        why = "holds a control or non-ASCII character"
+    else:
+        return key
+    raise _refuse(ErrorCode.INVALID_INPUT, f"the Idempotency-Key header {why}; a key is {form}")
 
 
 async def _read_input(request: Request, limit: int) -> dict[str, Any] | None:

@@ -1,10 +1,10 @@
-"""`toolshell triggers list|fire|serve`."""
+"""`toolshell triggers list|history|fire|serve`."""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from datetime import UTC, datetime
 
 import click
 
@@ -32,21 +32,49 @@ def triggers() -> None:
 def triggers_list(config_path: str | None) -> None:
     """The configured triggers and when each schedule runs next."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
-    from toolshell.scripts.triggers import Trigger, TriggerRunner
+    from toolshell.scripts.triggers import Trigger
 
     loaded = guard(lambda: load_config(config_path))
     found = [Trigger.from_config(t) for t in loaded.triggers]
-    nexts = TriggerRunner(found, _never_run).next_runs()
+    now = datetime.now().astimezone()
     if not found:
         click.echo("no [[triggers]] in the config")
     for t in found:
-        when = f"next {nexts[t.name]:%Y-%m-%d %H:%M}" if t.name in nexts else "webhook only"
+        when = f"next {cron.next_after(now):%Y-%m-%d %H:%M}" if (cron := t.cron) else "webhook only"
         hook = f"POST /hooks/{t.name}" if t.webhook else ""
         click.echo(f"{t.name:<20} script={t.script:<20} {t.schedule or '-':<16} {when}  {hook}".rstrip())
 
 
-async def _never_run(*_: Any) -> Any:
-    raise AssertionError("listing triggers runs nothing")
+@triggers.command("history")
+@config_opt
+@state_opt
+@click.argument("name", required=False)
+@click.option("--limit", type=click.IntRange(1, 10_000), default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def triggers_history(
+    config_path: str | None, state_dir: str | None, name: str | None, limit: int, as_json: bool
+) -> None:
+    """The latest trigger runs on this state store, newest first: which slot or Idempotency-Key,
+    which process claimed it, when, and its exit code (blank while it runs)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell import config as cfg
+    from toolshell.scripts.claims import TriggerClaims
+    from toolshell.store.engines import open_store
+
+    loaded = guard(lambda: load_config(config_path))
+    claims = guard(lambda: TriggerClaims(open_store(cfg.state_location(loaded, state_dir))))
+    rows = claims.history(name, limit)
+    claims.store.close()
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, ensure_ascii=False))
+        return
+    if not rows:
+        click.echo("no trigger runs recorded yet")
+    for r in rows:
+        when = datetime.fromtimestamp(r["claimed_at"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        slot = r["slot"] if r["kind"] == "schedule" else "key " + json.dumps(r["slot"])
+        ended = "running" if r["finished_at"] is None else f"exit {r['exit_code']}"
+        click.echo(f"{r['trigger_name']:<20} {slot:<24} {ended:<8} claimed {when} by {r['claimed_by']}")
 
 
 @triggers.command("fire")
