@@ -42,6 +42,9 @@ class StateStore(Protocol):
 
     engine: str
     """"sqlite" or "postgresql": for diagnostics and `store.dialect`, never for a caller's branch."""
+    shared: bool
+    """Whether other hosts reach this store: what it holds leaves the state directory (so secrets in
+    it are sealed with the configured key ring, `store.keys`)."""
 
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         """Apply the steps of `component` not applied yet, in order, each once across every process."""
@@ -58,6 +61,13 @@ class StateStore(Protocol):
     def query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Row]: ...
 
     def transaction(self) -> AbstractContextManager[Transaction]: ...
+
+    def lock_row(self, table: str, key_column: str, key: str) -> AbstractContextManager[Transaction]:
+        """Hold the row of `table` whose `key_column` is `key` against every other holder on this
+        store, in any process or host, until the block ends; what the block writes through the
+        `Transaction` it gets commits at its end. Blocking while another holds it: enter it off
+        the event loop. `table` and `key_column` are the caller's constants, never input."""
+        ...
 
     def close(self) -> None: ...
 
