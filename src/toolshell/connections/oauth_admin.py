@@ -43,6 +43,7 @@ async def login(servers: list[ServerConfig], name: str, setup: AuthSetup) -> Tok
     """
     server = _oauth_server(servers, name)
     file = token_file(server, setup)
+    file.check()
     file.forget_tokens()
     conn = make_connection(server, auth=dataclasses.replace(setup, logging_in=True))
     try:

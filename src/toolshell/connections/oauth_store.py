@@ -97,6 +97,9 @@ class StoredTokens(ServerTokens):
     def _ring(self) -> list[bytes]:
         return key_ring(os.environ.get(DEFAULT_ENV), self.state_dir, shared=self.store.shared)
 
+    def check(self) -> None:
+        self._ring()  # a shared store without a configured ring could not keep the login
+
     def read(self) -> TokenRecord:
         rows = self._db.query(f"SELECT sealed FROM {_TABLE} WHERE identity = ?", (self.identity,))
         if not rows:

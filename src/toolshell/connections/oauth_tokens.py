@@ -93,6 +93,10 @@ class ServerTokens:
         """Delete the record (logout). Returns whether there was one."""
         raise NotImplementedError
 
+    def check(self) -> None:
+        """Raise now what a write would raise later (before a login sends anyone to a browser)."""
+        return None
+
     def forget_tokens(self) -> None:
         """Drop the tokens, keep the registration (a fresh login reuses it)."""
         record = self.read()
