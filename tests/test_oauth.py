@@ -100,6 +100,7 @@ async def test_a_login_through_the_browser_stores_tokens_a_call_then_uses(tmp_pa
         "refreshable": True,
         "client_id": client_id,
         "client_source": "dynamic",
+        "problem": None,
     }
 
 

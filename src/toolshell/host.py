@@ -107,7 +107,8 @@ class Host:
         self.overlays = Overlays()
         configured = self._servers()
         builtins = {s.name: self._builtin_for(s) for s in configured if s.type == "builtin"}
-        self.manager = ConnectionManager(configured, builtins, auth=AuthSetup(self.state_dir / "oauth"))
+        oauth = AuthSetup(self.state_dir / "oauth", store=self.store)
+        self.manager = ConnectionManager(configured, builtins, auth=oauth)
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: create_web_fetch(self, config=self.config.web_fetch))
         self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top)
         self._on_server_progress = on_server_progress

@@ -10,8 +10,8 @@ What we add around its flow (`ToolshellOAuth._auth_flow`):
   elsewhere the 401/403 goes back to the transport, and the connection reports
   `connection_required` naming `toolshell auth login SERVER`;
 - before that, a 401 on a token we hold is answered by one refresh, not by a new login;
-- a refresh runs under the token file's lock and re-reads the file first, so a refresh token is
-  redeemed once however many tasks and processes wanted it;
+- a refresh runs under the record's lock and re-reads the record first, so a refresh token is
+  redeemed once however many tasks, processes and hosts wanted it (`oauth_store`);
 - tokens written by another process (a login, a refresh) are picked up on the next request;
 - configured `scopes` are added to the scopes the server's challenge asks for;
 - the SDK reads the server's `WWW-Authenticate` only as `auth_params.tame` rewrote it (bounded,
@@ -53,8 +53,10 @@ from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.connections.oauth_guard import Echoes
 from toolshell.connections.oauth_login import LoginUI, LoopbackCallback
 from toolshell.connections.oauth_pin import IssuerPin
-from toolshell.connections.oauth_tokens import TokenFile
+from toolshell.connections.oauth_store import StoredTokens
+from toolshell.connections.oauth_tokens import ServerTokens, TokenFile
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.store.protocol import StateStore
 
 REFRESH_MARGIN = 30.0
 """Seconds before expiry at which a request takes the refresh lock (the SDK refreshes at expiry)."""
@@ -73,10 +75,13 @@ class AuthSetup:
     """Where tokens live and who answers a login, for every connection of a host."""
 
     tokens_dir: Path
+    """`<state dir>/oauth`: the token files, when there is no `store` (or from before there was one)."""
     ui: LoginUI | None = None
     """Who a login reaches (default: the system browser). Used by servers with `login = "on_call"`."""
     logging_in: bool = False
     """`toolshell auth login`: a person is there, whatever the server's `login` says."""
+    store: StateStore | None = None
+    """The host's state store: the records live there, sealed (`oauth_store`), shared by its workers."""
 
 
 def oauth_settings(server: ServerConfig) -> OAuthConfig | None:
@@ -92,8 +97,11 @@ def oauth_settings(server: ServerConfig) -> OAuthConfig | None:
     return server.oauth if server.oauth.enabled else None
 
 
-def token_file(server: ServerConfig, tokens_dir: Path) -> TokenFile:
-    return TokenFile(tokens_dir, server.name, server.url or "")
+def token_file(server: ServerConfig, setup: AuthSetup) -> ServerTokens:
+    """Where `server`'s record is kept: the store when the setup has one, else its token file."""
+    if setup.store is not None:
+        return StoredTokens(setup.store, server, setup.tokens_dir.parent)
+    return TokenFile(setup.tokens_dir, server.name, server.url or "")
 
 
 def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | AssertionAuth | None:
@@ -101,7 +109,7 @@ def build_auth(server: ServerConfig, setup: AuthSetup) -> ToolshellOAuth | Asser
     settings = oauth_settings(server)
     if settings is None:
         return None
-    file = token_file(server, setup.tokens_dir)
+    file = token_file(server, setup)
     file.metadata_url = settings.client_metadata_url
     if settings.token_endpoint_auth_method == "private_key_jwt":
         key = _from_env(server.name, settings.private_key_env, "private key")
@@ -170,8 +178,8 @@ def _registered_for(client: OAuthClientInformationFull, uri: AnyUrl, response: h
 class ToolshellOAuth(IssuerPin, OAuthClientProvider):
     """What toolshell adds around the SDK's flow (see the module docstring)."""
 
-    _file: TokenFile
-    _stamp: tuple[int, int] | None = None
+    _file: ServerTokens
+    _stamp: object | None = None
     _wanted: list[str]
     on_outcome: Callable[[httpx2.Response], None] | None = None
     """Told the response each request ended with (not the refusals a refresh or login got past)."""
@@ -287,7 +295,7 @@ class CodeAuth(ToolshellOAuth):
         self,
         server: str,
         url: str,
-        file: TokenFile,
+        file: ServerTokens,
         settings: OAuthConfig,
         secret: str | None,
         ui: LoginUI | None,
@@ -395,7 +403,7 @@ class _MachineFlow(ToolshellOAuth):
 class MachineAuth(_MachineFlow, ClientCredentialsOAuthProvider):
     """Client credentials: no person, so the SDK may always fetch a token itself."""
 
-    def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, secret: str) -> None:
+    def __init__(self, url: str, file: ServerTokens, settings: OAuthConfig, secret: str) -> None:
         method: _SecretMethod = "client_secret_basic"
         if settings.token_endpoint_auth_method == "client_secret_post":
             method = "client_secret_post"
@@ -421,7 +429,7 @@ class MachineAuth(_MachineFlow, ClientCredentialsOAuthProvider):
 class SignedMachineAuth(_MachineFlow, PrivateKeyJWTOAuthProvider):
     """Client credentials with `private_key_jwt`: each token request carries an assertion signed here."""
 
-    def __init__(self, url: str, file: TokenFile, settings: OAuthConfig, key: str) -> None:
+    def __init__(self, url: str, file: ServerTokens, settings: OAuthConfig, key: str) -> None:
         client_id = settings.client_id or ""
         signer = SignedJWTParameters(
             issuer=client_id, subject=client_id, signing_key=key, signing_algorithm=settings.signing_algorithm

@@ -2,7 +2,8 @@
 
 A login is a connection that may ask a person: it drops the stored tokens (keeping the
 registration), connects and lists the tools; the server's 401 starts the SDK's flow, which opens
-the browser and stores what it gets. Status reads the token files and never shows a token.
+the browser and stores what it gets. Status reads the records and never shows a token; a record
+the key ring cannot open shows as not logged in, saying why.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from toolshell.config.models import ServerConfig
 from toolshell.connections.base import SessionContext
 from toolshell.connections.factory import make_connection
 from toolshell.connections.oauth import AuthSetup, oauth_settings, token_file
+from toolshell.connections.oauth_store import UnopenableRecord
 from toolshell.connections.oauth_tokens import TokenRecord
 from toolshell.errors import ErrorCode, ToolshellError
 
@@ -40,7 +42,8 @@ async def login(servers: list[ServerConfig], name: str, setup: AuthSetup) -> Tok
         ToolshellError: not an OAuth server, or the login failed (`connection_required`, with why).
     """
     server = _oauth_server(servers, name)
-    file = token_file(server, setup.tokens_dir)
+    file = token_file(server, setup)
+    file.check()
     file.forget_tokens()
     conn = make_connection(server, auth=dataclasses.replace(setup, logging_in=True))
     try:
@@ -52,16 +55,21 @@ async def login(servers: list[ServerConfig], name: str, setup: AuthSetup) -> Tok
 
 def logout(servers: list[ServerConfig], name: str, setup: AuthSetup) -> bool:
     """Forget server `name`'s tokens and registration. Returns whether anything was stored."""
-    return token_file(_oauth_server(servers, name), setup.tokens_dir).forget()
+    return token_file(_oauth_server(servers, name), setup).forget()
 
 
 def status(servers: list[ServerConfig], setup: AuthSetup, name: str | None = None) -> list[dict[str, Any]]:
     """One row per OAuth server (or just `name`): logged in or not, issuer, scope, expiry. No secrets."""
     chosen = [_oauth_server(servers, name)] if name else [s for s in servers if oauth_settings(s) is not None]
-    return [_row(s, token_file(s, setup.tokens_dir).read()) for s in chosen]
+    return [_row(s, setup) for s in chosen]
 
 
-def _row(server: ServerConfig, record: TokenRecord) -> dict[str, Any]:
+def _row(server: ServerConfig, setup: AuthSetup) -> dict[str, Any]:
+    problem = None
+    try:
+        record = token_file(server, setup).read()
+    except UnopenableRecord as e:
+        record, problem = TokenRecord(server_url=server.url or ""), e.message
     settings = oauth_settings(server)
     tokens = record.tokens
     expires = record.expires_at
@@ -75,6 +83,7 @@ def _row(server: ServerConfig, record: TokenRecord) -> dict[str, Any]:
         "refreshable": bool(tokens and tokens.refresh_token),
         "client_id": record.client_info.client_id if record.client_info else (settings.client_id if settings else None),
         "client_source": record.client_source or ("configured" if settings and settings.client_id else None),
+        "problem": problem,
     }
 
 
@@ -84,7 +93,9 @@ def render_status(rows: list[dict[str, Any]]) -> str:
         return "no server logs in with OAuth"
     lines = []
     for r in rows:
-        if not r["logged_in"]:
+        if r["problem"]:
+            state = f"not logged in: {r['problem']}"
+        elif not r["logged_in"]:
             state = f"not logged in (toolshell auth login {r['server']})"
         else:
             left = r["expires_in_seconds"]

@@ -22,7 +22,7 @@ from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuth
 from toolshell.config.models import OAuthConfig
 from toolshell.connections import auth_params
 from toolshell.connections.oauth_guard import Echoes
-from toolshell.connections.oauth_tokens import TokenFile
+from toolshell.connections.oauth_tokens import ServerTokens
 
 AUDIENCE_ENV = "TOOLSHELL_OAUTH_AUDIENCE"
 """Tells `assertion_command` the authorization server's issuer: the ID-JAG's `aud`."""
@@ -36,7 +36,7 @@ class AssertionAuth(IdentityAssertionOAuthProvider):
     on_outcome: Callable[[httpx2.Response], None] | None = None
     """Told the response each request ended with (a 401/403 there becomes `connection_required`)."""
 
-    def __init__(self, server: str, url: str, file: TokenFile, settings: OAuthConfig, secret: str) -> None:
+    def __init__(self, server: str, url: str, file: ServerTokens, settings: OAuthConfig, secret: str) -> None:
         method: Literal["client_secret_basic", "client_secret_post"] = "client_secret_basic"  # RFC 8414's default
         if settings.token_endpoint_auth_method == "client_secret_post":
             method = "client_secret_post"

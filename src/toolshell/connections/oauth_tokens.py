@@ -1,4 +1,7 @@
-"""OAuth tokens on disk: one private JSON file per server, holding its issuer's tokens and registration.
+"""OAuth tokens of one server: what the SDK's `TokenStorage` reads and writes, and where it lives.
+
+`ServerTokens` is that storage, whatever holds the record; `TokenFile` keeps it on disk, one
+private JSON file per server, and `oauth_store.StoredTokens` in the state store (what a host uses).
 
 `<state dir>/oauth/` is 0700 and every file in it 0600, written whole and renamed into place so a
 reader never sees half a record. A record names the server URL and the authorization server
@@ -14,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -46,17 +48,13 @@ class TokenRecord(BaseModel):
     updated_at: float = 0.0
 
 
-class TokenFile:
-    """The SDK's `TokenStorage` for one server, backed by `<dir>/<server>.json`."""
+class ServerTokens:
+    """The SDK's `TokenStorage` for one server; a subclass says where its record is kept."""
 
-    def __init__(self, directory: Path, server: str, server_url: str) -> None:
-        self.directory = directory
-        self.server = server
-        self.server_url = server_url
-        self.path = directory / f"{server}.json"
-        self._lock_path = directory / f"{server}.lock"
-        self.metadata_url: str | None = None
-        """The configured client ID metadata document: a registration with that ID came from it."""
+    server: str
+    server_url: str
+    metadata_url: str | None = None
+    """The configured client ID metadata document: a registration with that ID came from it."""
 
     # --- TokenStorage ---------------------------------------------------------------------------
 
@@ -77,7 +75,48 @@ class TokenFile:
         update = {"client_info": client_info, "client_source": source, "issuer": client_info.issuer}
         self.write(record.model_copy(update=update))
 
-    # --- the file -------------------------------------------------------------------------------
+    # --- the record -----------------------------------------------------------------------------
+
+    def read(self) -> TokenRecord:
+        """The stored record, or an empty one."""
+        raise NotImplementedError
+
+    def write(self, record: TokenRecord) -> None:
+        """Replace the record whole."""
+        raise NotImplementedError
+
+    def stamp(self) -> object | None:
+        """A value that changes whenever the record is replaced (by any process)."""
+        raise NotImplementedError
+
+    def forget(self) -> bool:
+        """Delete the record (logout). Returns whether there was one."""
+        raise NotImplementedError
+
+    def check(self) -> None:
+        """Raise now what a write would raise later (before a login sends anyone to a browser)."""
+        return None
+
+    def forget_tokens(self) -> None:
+        """Drop the tokens, keep the registration (a fresh login reuses it)."""
+        record = self.read()
+        if record.tokens is not None:
+            self.write(record.model_copy(update={"tokens": None, "expires_at": None}))
+
+    def refresh_lock(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held while a refresh token is redeemed: one holder at a time, wherever the record is read."""
+        raise NotImplementedError
+
+
+class TokenFile(ServerTokens):
+    """The record in `<dir>/<server>.json`."""
+
+    def __init__(self, directory: Path, server: str, server_url: str) -> None:
+        self.directory = directory
+        self.server = server
+        self.server_url = server_url
+        self.path = directory / f"{server}.json"
+        self._lock_path = directory / f"{server}.lock"
 
     def read(self) -> TokenRecord:
         """The stored record, or an empty one (none yet, unreadable, or for another URL)."""
@@ -117,22 +156,15 @@ class TokenFile:
         return st.st_ino, st.st_mtime_ns
 
     def forget(self) -> bool:
-        """Delete the record (logout). Returns whether there was one."""
         try:
             self.path.unlink()
         except FileNotFoundError:
             return False
         return True
 
-    def forget_tokens(self) -> None:
-        """Drop the tokens, keep the registration (a fresh login reuses it)."""
-        record = self.read()
-        if record.tokens is not None:
-            self.write(record.model_copy(update={"tokens": None, "expires_at": None}))
-
     @contextlib.asynccontextmanager
     async def refresh_lock(self) -> AsyncIterator[None]:
-        """Held while a refresh token is redeemed: one task of one process at a time."""
+        """One task of one process at a time: an `anyio.Lock`, then a `flock` beside the file."""
         lock = _LOCKS.setdefault(self.path, anyio.Lock())
         async with lock:
             self._ensure_dir()
@@ -149,19 +181,6 @@ class TokenFile:
             self.directory.chmod(0o700)
         except OSError as e:
             raise _unavailable(f"cannot create {self.directory} for OAuth tokens: {e.strerror or e}") from None
-
-
-def stored_records(directory: Path) -> dict[str, TokenRecord]:
-    """Every server with a record in `directory`, by server name (for `toolshell auth status`)."""
-    out: dict[str, TokenRecord] = {}
-    if not directory.is_dir():
-        return out
-    for path in sorted(directory.glob("*.json")):
-        try:
-            out[path.stem] = TokenRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            continue
-    return out
 
 
 def _unavailable(message: str) -> ToolshellError:

@@ -171,6 +171,20 @@ class PostgresStore:
                 raise _unreachable(self.url, exc) from None
             raise
 
+    @contextmanager
+    def lock_row(self, table: str, key_column: str, key: str) -> Iterator[_Tx]:
+        """`SELECT … FOR UPDATE` in a transaction on a connection of its own (not the caller's
+        `transaction()`, which is bound to one task): a holder on another host waits until the block
+        commits what it wrote through the `_Tx` it gets. A row that does not exist holds nothing."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                conn.execute(f"SELECT 1 FROM {table} WHERE {key_column} = %s FOR UPDATE", (key,))
+                yield _Tx(conn)
+        except self._errors as exc:
+            if _is_connection_loss(exc):
+                raise _unreachable(self.url, exc) from None
+            raise
+
     def close(self) -> None:
         self._pool.close()
 

@@ -62,6 +62,13 @@ class StateStore(Protocol):
 
     def transaction(self) -> AbstractContextManager[Transaction]: ...
 
+    def lock_row(self, table: str, key_column: str, key: str) -> AbstractContextManager[Transaction]:
+        """Hold the row of `table` whose `key_column` is `key` against every other holder on this
+        store, in any process or host, until the block ends; what the block writes through the
+        `Transaction` it gets commits at its end. Blocking while another holds it: enter it off
+        the event loop. `table` and `key_column` are the caller's constants, never input."""
+        ...
+
     def close(self) -> None: ...
 
 

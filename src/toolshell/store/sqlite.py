@@ -14,6 +14,8 @@ an `always` grant.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import sqlite3
 import stat
@@ -81,6 +83,7 @@ class Store:
         self._lock = threading.RLock()  # re-entered by the statements of a `transaction()`
         self._ensured: set[str] = set()
         self._migrated: set[tuple[str, int]] = set()
+        self._row_locks: dict[str, threading.Lock] = {}
 
     def ensure(self, schema: str) -> None:
         """Run `CREATE TABLE IF NOT EXISTS ...` statements once per store."""
@@ -162,6 +165,25 @@ class Store:
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         with self._lock:
             return self._db.execute(sql, tuple(params)).fetchall()
+
+    @contextmanager
+    def lock_row(self, table: str, key_column: str, key: str) -> Iterator[Store]:
+        """Hold a row across the processes on this file: a `flock` on a lock file of the row's own
+        beside the database (a held write lock would stop every other writer, timeline included).
+        The block's statements are this store's, each committed at once."""
+        name = hashlib.sha256(f"{table}\0{key_column}\0{key}".encode()).hexdigest()[:32]
+        if self.path == ":memory:":
+            with self._row_locks.setdefault(name, threading.Lock()):
+                yield self
+            return
+        directory = Path(self.path + "-locks")
+        directory.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(directory / name, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield self
+        finally:
+            os.close(fd)  # closing releases the flock
 
     def close(self) -> None:
         with self._lock:
