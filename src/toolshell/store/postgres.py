@@ -85,6 +85,8 @@ class PostgresStore:
             ) from None
         self.url = url
         self._errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+        # Subclasses count too: AdminShutdown (a cut connection), the pool's PoolTimeout.
+        self._lost: tuple[type[BaseException], ...] = (psycopg.OperationalError, psycopg.InterfaceError)
         self._pool = ConnectionPool(
             url,
             min_size=min_size,
@@ -167,7 +169,7 @@ class PostgresStore:
             with self._pool.connection() as conn, conn.transaction():
                 yield conn
         except self._errors as exc:
-            if _is_connection_loss(exc):
+            if isinstance(exc, self._lost):
                 raise _unreachable(self.url, exc) from None
             raise
 
@@ -181,7 +183,7 @@ class PostgresStore:
                 conn.execute(f"SELECT 1 FROM {table} WHERE {key_column} = %s FOR UPDATE", (key,))
                 yield _Tx(conn)
         except self._errors as exc:
-            if _is_connection_loss(exc):
+            if isinstance(exc, self._lost):
                 raise _unreachable(self.url, exc) from None
             raise
 
@@ -196,10 +198,6 @@ def _sql(sql: str, params: Iterable[Any]) -> str:
 def _lock_key(name: str) -> int:
     """A stable 32-bit key for `pg_advisory_xact_lock` (the same in every process)."""
     return zlib.crc32(f"toolshell:{name}".encode())
-
-
-def _is_connection_loss(exc: BaseException) -> bool:
-    return type(exc).__name__ in ("OperationalError", "InterfaceError")
 
 
 def _unreachable(url: str, exc: BaseException) -> ToolshellError:
