@@ -110,8 +110,10 @@ class Listener:
         ) as conn:
             conn.execute(f"LISTEN {PG_CHANNEL}")
             self.connections += 1
+            # What was sent while it was away is lost: the waiters there read the store again. Before
+            # `listening` is set, so a subscription made after `start` returns is not told so.
+            self._hub.missed()
             self._listening.set()
-            self._hub.missed()  # what was sent while it was away (or before a late start) is lost
             while not self._stopping.is_set():
                 ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], HEARTBEAT_SECONDS)
                 if self._wake_r in ready:
