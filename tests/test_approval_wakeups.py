@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from _github_server import make_github
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.config import Config
+from toolshell.frontends.web import web_app
 from toolshell.host import Host
 from toolshell.result import RunResult
 from toolshell.store.engines import open_store
@@ -182,3 +184,25 @@ async def test_a_call_waiting_on_postgresql_sees_the_answer_given_while_its_list
     result, watched = await _held_then(store_url, tmp_path, drop_the_listener_then_grant)
     assert (result.exit_code, result.stdout) == (0, "start\ndeleted x\nafter\n")
     assert watched.wakes and all(w.missed for w in watched.wakes), "woken by the loss, not by the lost notification"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_call_waiting_on_one_worker_wakes_when_the_web_page_of_another_worker_answers_it(
+    store_url: str, tmp_path: Path
+) -> None:
+    token = "test-token-0123456789"
+    answered: list[Any] = []
+
+    async def answer_on_the_page(two: Host, request_id: str) -> None:
+        transport = httpx2.ASGITransport(app=web_app(two, token))
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8766") as page:
+            response = await page.post(
+                f"/api/approvals/{request_id}", headers={"Authorization": f"Bearer {token}"}, json={"answer": "once"}
+            )
+        answered.append((response.status_code, response.json()["status"], request_id))
+
+    result, watched = await _held_then(store_url, tmp_path, answer_on_the_page)
+    [(status, said, request_id)] = answered
+    assert (status, said) == (200, "granted_once")
+    assert (result.exit_code, result.stdout) == (0, "start\ndeleted x\nafter\n")
+    assert watched.wakes == [Wake((request_id,))]

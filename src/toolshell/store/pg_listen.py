@@ -75,6 +75,8 @@ class Listener:
         return None if self.listening else LOST_POLL_SECONDS
 
     def close(self) -> None:
+        if self._stopping.is_set():
+            return
         self._stopping.set()
         self._wake_w.send(b"x")
         if self._thread is not None:
@@ -86,18 +88,18 @@ class Listener:
         # lazy: the PostgreSQL engine imports psycopg only when it is used
         import psycopg
 
-        attempt = 0
+        failures = 0  # connection attempts in a row that did not get to listen: the pause grows
         while not self._stopping.is_set():
+            connected = self.connections
             try:
                 self._listen(psycopg.connect)
-                attempt = 0
-            except psycopg.Error:
+            except Exception:  # psycopg.Error, OSError, …: any failure is a loss; the thread must go on
                 pass
             self._listening.clear()
             self._hub.missed()
-            if self._stopping.wait(_RECONNECT_PAUSES[min(attempt, len(_RECONNECT_PAUSES) - 1)]):
+            failures = 0 if self.connections > connected else failures + 1
+            if self._stopping.wait(_RECONNECT_PAUSES[min(failures, len(_RECONNECT_PAUSES) - 1)]):
                 return
-            attempt += 1
 
     def _listen(self, connect: Any) -> None:
         with connect(
