@@ -49,6 +49,7 @@ class WatchedSubscription:
         self._watched.parked.set()
         wake = await self._subscription.wait()
         self._watched.wakes.append(wake)
+        self._watched.woken.set()
         return wake
 
 
@@ -59,6 +60,7 @@ class Watched:
     def __init__(self, store: StateStore) -> None:
         self._store = store
         self.parked = anyio.Event()
+        self.woken = anyio.Event()
         self.wakes: list[Wake] = []
         self.status_reads = 0
         self._waiting = False
@@ -88,7 +90,7 @@ def _config() -> Config:
 async def _held_then(
     store_url: str, tmp_path: Path, answer: Any, calls: list[Any] | None = None
 ) -> tuple[RunResult, Watched]:
-    """Run SCRIPT on worker one, wait until its call is parked on the store, then `answer(two, id)`."""
+    """Run SCRIPT on worker one, wait until its call is parked on the store, then `answer(two, id, watched)`."""
     watched, other = Watched(open_store(store_url)), open_store(store_url)
     results: list[RunResult] = []
     with anyio.fail_after(60):  # the whole run: a call that is never woken fails here, not in 600 s
@@ -111,7 +113,7 @@ async def _run_and_answer(
         tg.start_soon(run)
         await watched.parked.wait()
         [pending] = two.policy.approvals.list_pending()
-        await answer(two, pending.id)
+        await answer(two, pending.id, watched)
 
 
 @pytest.mark.parametrize("store_url", ENGINES, indirect=True)
@@ -121,7 +123,7 @@ async def test_a_call_waiting_on_one_worker_wakes_when_another_worker_grants_it_
     calls: list[Any] = []
     granted: list[str] = []
 
-    async def grant(two: Host, request_id: str) -> None:
+    async def grant(two: Host, request_id: str, _: Watched) -> None:
         granted.append(two.policy.approvals.grant(request_id).id)
 
     result, watched = await _held_then(store_url, tmp_path, grant, calls)
@@ -135,7 +137,7 @@ async def test_a_call_waiting_on_one_worker_wakes_when_another_worker_grants_it_
 async def test_a_call_waiting_on_one_worker_stops_at_once_when_another_worker_denies_it(
     store_url: str, tmp_path: Path
 ) -> None:
-    async def deny(two: Host, request_id: str) -> None:
+    async def deny(two: Host, request_id: str, _: Watched) -> None:
         two.policy.approvals.deny(request_id)
 
     result, watched = await _held_then(store_url, tmp_path, deny)
@@ -152,7 +154,7 @@ async def test_a_call_waiting_on_postgresql_wakes_when_toolshell_approvals_grant
     state = ["--state-dir", str(tmp_path / "cli")]
     said: list[str] = []
 
-    async def grant_from_the_cli(two: Host, request_id: str) -> None:
+    async def grant_from_the_cli(two: Host, request_id: str, _: Watched) -> None:
         listed = await anyio.run_process([*TOOLSHELL, "approvals", "list", "--json", *state], env=env)
         [pending] = json.loads(listed.stdout)
         granted = await anyio.run_process([*TOOLSHELL, "approvals", "grant", pending["id"], *state], env=env)
@@ -170,7 +172,7 @@ async def test_a_call_waiting_on_postgresql_wakes_when_toolshell_approvals_grant
 async def test_a_call_waiting_on_postgresql_sees_the_answer_given_while_its_listening_connection_was_down(
     store_url: str, tmp_path: Path
 ) -> None:
-    async def drop_the_listener_then_grant(two: Host, request_id: str) -> None:
+    async def drop_the_listener_then_grant(two: Host, request_id: str, _: Watched) -> None:
         # Wait (up to 10 s) until the listener's backend has ended, so the grant's notification
         # cannot reach it: only the reconnection's "read again" can wake the call.
         ended = two.store.query(
@@ -193,7 +195,7 @@ async def test_a_call_waiting_on_one_worker_wakes_when_the_web_page_of_another_w
     token = "test-token-0123456789"
     answered: list[Any] = []
 
-    async def answer_on_the_page(two: Host, request_id: str) -> None:
+    async def answer_on_the_page(two: Host, request_id: str, _: Watched) -> None:
         transport = httpx2.ASGITransport(app=web_app(two, token))
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8766") as page:
             response = await page.post(
@@ -206,3 +208,22 @@ async def test_a_call_waiting_on_one_worker_wakes_when_the_web_page_of_another_w
     assert (status, said) == (200, "granted_once")
     assert (result.exit_code, result.stdout) == (0, "start\ndeleted x\nafter\n")
     assert watched.wakes == [Wake((request_id,))]
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_notification_with_no_answer_behind_it_wakes_the_call_which_reads_again_and_keeps_waiting(
+    store_url: str, tmp_path: Path
+) -> None:
+    """Anyone who can reach the store can send on its channel; a notification only says when to look."""
+
+    async def forge_then_grant(two: Host, request_id: str, watched: Watched) -> None:
+        two.store.notify("approvals", request_id)  # names the request, but nobody answered it
+        await watched.woken.wait()
+        assert two.policy.approvals.get(request_id).status == "pending"
+        two.policy.approvals.grant(request_id)
+
+    result, watched = await _held_then(store_url, tmp_path, forge_then_grant)
+    assert (result.exit_code, result.stdout) == (0, "start\ndeleted x\nafter\n"), "it waited on for the real answer"
+    request_id = watched.wakes[0].payloads[0]
+    assert watched.wakes == [Wake((request_id,)), Wake((request_id,))]
+    assert watched.status_reads == 3

@@ -15,7 +15,7 @@ import pytest
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.errors import ToolshellError
 from toolshell.store.engines import open_store
-from toolshell.store.pg_listen import APPLICATION_NAME
+from toolshell.store.pg_listen import APPLICATION_NAME, PG_CHANNEL
 from toolshell.store.protocol import StateStore, Subscription, rows_as_dicts
 
 both_engines = pytest.mark.parametrize("store_url", ENGINES, indirect=True)
@@ -305,3 +305,16 @@ async def test_a_listening_connection_that_is_terminated_reconnects_and_tells_th
         (APPLICATION_NAME,),
     )
     assert relisten[0]["n"] == 1, "one listening connection again"
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+@pytest.mark.anyio
+async def test_a_foreign_notify_on_the_stores_postgresql_channel_is_ignored(
+    two_stores: tuple[StateStore, StateStore],
+) -> None:
+    one, two = two_stores
+    with one.subscribe("approvals") as subscription:
+        for garbage in ("not json", '["approvals"]', '{"approvals": 1}', "[1, 2]"):
+            two.execute("SELECT pg_notify(?, ?)", (PG_CHANNEL, garbage))
+        two.notify("approvals", "real")
+        assert await _payloads_until(subscription, "real") == ["real"]
