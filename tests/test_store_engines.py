@@ -1,6 +1,7 @@
 # ruff: noqa: F811  (the engine fixtures are imported from _store_support and named as parameters)
 """The store contract, run on both engines (SQLite and a real PostgreSQL), the way database drivers
-test every dialect: numbered migrations applied once, portable SQL, atomic transitions."""
+test every dialect: numbered migrations applied once, portable SQL, atomic transitions, and
+wake-ups (`notify` in one worker wakes a subscriber in another)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.errors import ToolshellError
 from toolshell.store.engines import open_store
-from toolshell.store.protocol import StateStore, rows_as_dicts
+from toolshell.store.pg_listen import APPLICATION_NAME, PG_CHANNEL
+from toolshell.store.protocol import StateStore, Subscription, rows_as_dicts
 
 both_engines = pytest.mark.parametrize("store_url", ENGINES, indirect=True)
 
@@ -189,3 +192,129 @@ def test_an_unreachable_postgresql_is_unavailable_without_its_password(tmp_path:
         open_store(f"postgresql://app:hunter2@/state?host={tmp_path}&connect_timeout=2")
     assert err.value.code == "unavailable" and err.value.retryable
     assert "hunter2" not in err.value.message and "TOOLSHELL_STATE_URL" in err.value.message
+
+
+# --- wake-ups: `notify` in one store wakes `subscribe(...).wait()` in another ---------------------
+
+
+@pytest.fixture
+def two_stores(store_url: str) -> Iterator[tuple[StateStore, StateStore]]:
+    """Two stores on one location: two workers."""
+    one, two = open_store(store_url), open_store(store_url)
+    yield one, two
+    one.close()
+    two.close()
+
+
+async def _payloads_until(subscription: Subscription, last: str) -> list[str]:
+    """Every payload a subscription receives, up to and including `last`."""
+    seen: list[str] = []
+    with anyio.fail_after(10):
+        while last not in seen:
+            seen.extend((await subscription.wait()).payloads)
+    return seen
+
+
+@both_engines
+@pytest.mark.anyio
+async def test_a_notification_from_another_worker_wakes_a_subscriber_with_its_payload(
+    two_stores: tuple[StateStore, StateStore],
+) -> None:
+    one, two = two_stores
+    with one.subscribe("approvals") as subscription:
+        two.notify("approvals", "apr_1")
+        two.notify("scripts", "not for this channel")
+        two.notify("approvals", "apr_2")
+        assert await _payloads_until(subscription, "apr_2") == ["apr_1", "apr_2"]
+
+
+@both_engines
+@pytest.mark.anyio
+async def test_a_notification_in_this_worker_wakes_a_subscriber_on_the_same_store(store: StateStore) -> None:
+    with store.subscribe("approvals") as subscription:
+        store.notify("approvals", "apr_1")
+        with anyio.fail_after(10):
+            wake = await subscription.wait()
+    assert wake.payloads == ("apr_1",) and not wake.missed
+
+
+@both_engines
+@pytest.mark.anyio
+async def test_a_notification_in_a_transaction_is_sent_when_it_commits_and_never_when_it_rolls_back(
+    two_stores: tuple[StateStore, StateStore],
+) -> None:
+    one, two = two_stores
+    one.migrate("notes", [NOTES_V1])
+    with one.subscribe("notes") as subscription:
+        with pytest.raises(RuntimeError), two.transaction() as tx:
+            tx.execute("INSERT INTO notes (body) VALUES (?)", ("lost",))
+            two.notify("notes", "rolled back")
+            raise RuntimeError("abort")
+        with two.transaction() as tx:
+            tx.execute("INSERT INTO notes (body) VALUES (?)", ("kept",))
+            two.notify("notes", "committed")
+        assert await _payloads_until(subscription, "committed") == ["committed"]
+        assert [r["body"] for r in one.query("SELECT body FROM notes")] == ["kept"], "the row is there when woken"
+
+
+@both_engines
+@pytest.mark.anyio
+async def test_a_subscription_made_after_a_notification_does_not_receive_it(
+    two_stores: tuple[StateStore, StateStore],
+) -> None:
+    one, two = two_stores
+    two.notify("approvals", "before")
+    with one.subscribe("approvals") as subscription:
+        two.notify("approvals", "after")
+        assert await _payloads_until(subscription, "after") == ["after"]
+
+
+@both_engines
+def test_a_channel_that_is_not_a_short_word_or_a_payload_too_long_is_refused(store: StateStore) -> None:
+    with pytest.raises(ValueError, match="a notification channel is a word"):
+        store.notify("approvals; DROP TABLE x", "")
+    with pytest.raises(ValueError, match="at most 4000 bytes"):
+        store.notify("approvals", "x" * 5000)
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+@pytest.mark.anyio
+async def test_a_listening_connection_that_is_terminated_reconnects_and_tells_the_waiters_to_read_again(
+    two_stores: tuple[StateStore, StateStore],
+) -> None:
+    one, two = two_stores
+    with one.subscribe("approvals") as subscription:
+        two.notify("approvals", "before")
+        assert await _payloads_until(subscription, "before") == ["before"]
+        ended = two.query(
+            "SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity "
+            "WHERE application_name = ? AND datname = current_database()",
+            (APPLICATION_NAME,),
+        )
+        assert [r["ended"] for r in ended] == [True]
+        missed, seen = 0, []
+        with anyio.fail_after(20):
+            while "after" not in seen:
+                two.notify("approvals", "after")  # lost while the listener is away: sent again on `missed`
+                wake = await subscription.wait()
+                missed += wake.missed
+                seen.extend(wake.payloads)
+    assert missed >= 1, "the waiter was told it may have missed notifications"
+    relisten = two.query(
+        "SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = ? AND datname = current_database()",
+        (APPLICATION_NAME,),
+    )
+    assert relisten[0]["n"] == 1, "one listening connection again"
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+@pytest.mark.anyio
+async def test_a_foreign_notify_on_the_stores_postgresql_channel_is_ignored(
+    two_stores: tuple[StateStore, StateStore],
+) -> None:
+    one, two = two_stores
+    with one.subscribe("approvals") as subscription:
+        for garbage in ("not json", '["approvals"]', '{"approvals": 1}', "[1, 2]"):
+            two.execute("SELECT pg_notify(?, ?)", (PG_CHANNEL, garbage))
+        two.notify("approvals", "real")
+        assert await _payloads_until(subscription, "real") == ["real"]

@@ -33,9 +33,6 @@ Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str | None]]
 
 _ANSWER_OF = {GRANTED_ONCE: "once", GRANTED_ALWAYS: "always", DENIED: "deny"}
 
-STORE_POLL_SECONDS = 1.0
-"""How often a call waiting on the approvals store looks for an answer given by another process."""
-
 
 @dataclass(frozen=True)
 class Asked:
@@ -148,15 +145,15 @@ def store_waiter(
     config: ApprovalConfig, approvals: Approvals, session_id: str, caller: str | None = None
 ) -> Approver | None:
     """The approver that waits for an answer in the approvals store (`[approval] wait_for = "store"`):
-    a person answers from `toolshell approvals grant`, or the web page, in another process."""
+    a person answers from `toolshell approvals grant`, or the web page, in another process; the
+    answer's notification wakes the call at once (`Approvals.wait_answered`)."""
     if config.wait_for != "store":
         return None
 
     async def wait(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
         request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message, caller=caller)
         with anyio.move_on_after(config.wait_seconds):
-            while approvals.get(request.id).status == "pending":  # noqa: ASYNC110  (another process writes it)
-                await anyio.sleep(STORE_POLL_SECONDS)
+            await approvals.wait_answered(request.id)
         return None  # the gate reads the store's answer
 
     return wait

@@ -7,8 +7,10 @@ A request is opened when a call needs approval and the script stops. The person 
   schema and annotations stay the same; a changed tool voids the grant for good;
 - `deny(id)`: recorded; the next call asks again.
 
-One answer, one call. Answering is one atomic transition (pending → answered, and the grant, in
-one transaction): of two answers given at once, one is refused as "already answered". Using up a
+One answer, one call. Answering is one atomic transition (pending → answered, the grant, and a
+notification on the store's `approvals` channel naming the request, in one transaction): of two
+answers given at once, one is refused as "already answered"; a call waiting for the answer in any
+process on the store (`wait_answered`) wakes when it commits. Using up a
 once-grant is one conditional `UPDATE`; the call whose update changed the row is the one call it
 covers.
 
@@ -71,6 +73,8 @@ CREATE INDEX IF NOT EXISTS approval_grants_tool ON approval_grants (server, tool
 """
 
 PENDING, GRANTED_ONCE, GRANTED_ALWAYS, DENIED = "pending", "granted_once", "granted_always", "denied"
+CHANNEL = "approvals"
+"""The store channel an answer is announced on; the payload is the request's id."""
 IN_FORCE, OTHER_PROGRAM, NOT_CONFIGURED, IDENTITY_UNKNOWN = "in_force", "other_program", "not_configured", "unknown"
 _NEWER_COLUMNS = [  # columns a state made by an older version lacks
     ("approval_requests", "caller"),
@@ -215,6 +219,16 @@ class Approvals:
         """Answer no. Recorded; a later identical call asks again."""
         return self._answer(request_id, DENIED)
 
+    async def wait_answered(self, request_id: str) -> ApprovalRequest:
+        """The request once it is answered, here or in any process on the store; bound the wait
+        with `anyio.move_on_after`. The store's row is the truth: it is read, and read again each
+        time a notification names the request (or some may have been missed)."""
+        with self.store.subscribe(CHANNEL) as subscription:  # before the read: no answer slips between
+            while (found := self.get(request_id)).status == PENDING:
+                while not (await subscription.wait()).concerns(request_id):
+                    pass
+            return found
+
     def has_once(self, entry: ToolEntry, input: dict[str, Any]) -> bool:
         """True when an unused one-off grant covers this exact call (without using it up)."""
         return bool(self.store.query(_ONCE_GRANT, self._once_key(entry, input)))
@@ -323,6 +337,7 @@ class Approvals:
                     "CASE WHEN ?='once' THEN input END, fingerprint, 'active', ? FROM approval_requests WHERE id=?",
                     (kind, kind, now, request_id),
                 )
+            self.store.notify(CHANNEL, request_id)  # sent at commit, to every process on the store
         return self.get(request_id)
 
 

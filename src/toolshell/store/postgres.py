@@ -6,7 +6,8 @@ go through a small `psycopg_pool` pool; each runs in its own transaction unless 
 `transaction()`. Connections are made with autocommit off and `dict_row` rows.
 
 Calls are synchronous and short (a Unix socket or a LAN round trip), the way the SQLite engine's
-are; the waits across processes (`LISTEN`) use a connection of their own.
+are; the waits across processes (`LISTEN`) use a connection of their own, in a thread of its own
+(`store.pg_listen`), opened on the first subscription.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.store.dialect import ddl, numbered_placeholders, split_statements
+from toolshell.store.notify import Hub, Subscription, check_notification
+from toolshell.store.pg_listen import PG_CHANNEL, Listener, pg_payload
 
 _MIGRATIONS = """
 CREATE TABLE IF NOT EXISTS toolshell_migrations (
@@ -102,6 +105,9 @@ class PostgresStore:
             raise _unreachable(url, exc) from None
         self._lock = threading.Lock()
         self._migrated: set[tuple[str, int]] = set()
+        self._timeout = timeout
+        self._hub = Hub()
+        self._listener = Listener(url, self._hub)
 
     def migrate(self, component: str, steps: Sequence[str]) -> None:
         """Apply the steps of `component` not applied yet, each in one transaction, under an advisory
@@ -187,7 +193,24 @@ class PostgresStore:
                 raise _unreachable(self.url, exc) from None
             raise
 
+    def notify(self, channel: str, payload: str = "") -> None:
+        """`pg_notify`: in the open transaction, if any, so it is sent when that commits."""
+        check_notification(channel, payload)
+        self.execute("SELECT pg_notify(?, ?)", (PG_CHANNEL, pg_payload(channel, payload)))
+
+    @contextmanager
+    def subscribe(self, channel: str) -> Iterator[Subscription]:
+        """Listen to `channel`, through this store's one `LISTEN` connection (started now if it is
+        not running). If it cannot listen yet, the subscription reads as `missed` every
+        `pg_listen.LOST_POLL_SECONDS` until it can."""
+        check_notification(channel)
+        self._listener.start(self._timeout)
+        sub = Subscription(channel, self._listener.poll, self._listener.poll_seconds)
+        with self._hub.subscribed(sub):
+            yield sub
+
     def close(self) -> None:
+        self._listener.close()
         self._pool.close()
 
 

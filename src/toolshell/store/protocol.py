@@ -4,7 +4,9 @@ Two engines implement it: `store.sqlite.Store` (a file in the state directory, t
 default) and `store.postgres.PostgresStore` (shared by every process and host pointed at it). A
 feature creates its tables with numbered `migrate` steps and reads and writes with the portable SQL
 of `store.dialect`; `transaction()` makes several statements one atomic step (a conditional
-`UPDATE … WHERE state = 'pending'` plus the rows it implies). Callers never ask which engine it is.
+`UPDATE … WHERE state = 'pending'` plus the rows it implies). `notify` and `subscribe` wake a
+caller waiting in another worker when something it waits for was written (`store.notify`). Callers
+never ask which engine it is.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
+
+from toolshell.store.notify import Wake
 
 
 class Row(Protocol):
@@ -69,7 +73,34 @@ class StateStore(Protocol):
         the event loop. `table` and `key_column` are the caller's constants, never input."""
         ...
 
+    def notify(self, channel: str, payload: str = "") -> None:
+        """Wake the subscriptions to `channel` in every process on this store. Inside
+        `transaction()` it is sent when the transaction commits, and not at all if it rolls back.
+
+        PostgreSQL: `pg_notify`, pushed to every listening process at once. SQLite: a row the other
+        processes poll for every `store.sqlite.POLL_SECONDS`; this process's subscriptions are woken
+        at once.
+        """
+        ...
+
+    def subscribe(self, channel: str) -> AbstractContextManager[Subscription]:
+        """Listen to `channel` for the block (in an event loop: the subscription is awaited there).
+        Subscribe first, then read what you wait for, then `wait`: nothing sent after subscribing
+        is missed (or the wake says `missed`)."""
+        ...
+
     def close(self) -> None: ...
+
+
+class Subscription(Protocol):
+    """The notifications on one channel since subscribing."""
+
+    channel: str
+
+    async def wait(self) -> Wake:
+        """The notifications that came since the last wait, as soon as there is one (or `missed`:
+        read the store again). The caller bounds it (`anyio.move_on_after`)."""
+        ...
 
 
 def rows_as_dicts(rows: Iterable[Row]) -> Iterator[dict[str, Any]]:

@@ -10,6 +10,10 @@ it is private to its owner: a directory it creates is 0700 and the database file
 gives the -wal and -shm files the database file's mode). An existing directory or file that
 another user owns, or that group or others may write, is refused: whoever can write it can plant
 an `always` grant.
+
+Notifications (`notify`) are rows of `toolshell_notifications`, written in the caller's
+transaction; a subscription in this process is woken at once (after the commit), one in another
+process finds the row at its next poll, every `POLL_SECONDS`.
 """
 
 from __future__ import annotations
@@ -28,6 +32,12 @@ from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.store.dialect import ddl, split_statements
+from toolshell.store.notify import Hub, Subscription, Wake, check_notification
+
+POLL_SECONDS = 0.2
+"""How often a subscription looks for notifications another process wrote to the file."""
+KEEP_NOTIFICATIONS_SECONDS = 600.0
+"""How long a notification row is kept for the subscriptions polling for it."""
 
 _CHOOSE_DIR = "choose a writable state directory with --state-dir or TOOLSHELL_STATE_DIR"
 
@@ -39,6 +49,18 @@ CREATE TABLE IF NOT EXISTS toolshell_migrations (
     applied_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (component, version)
 )
+"""
+
+# Made on first use with IF NOT EXISTS (not a `migrate` step): the first use may be inside a
+# caller's transaction, where a migration's own transaction cannot start.
+_NOTIFICATIONS = """
+CREATE TABLE IF NOT EXISTS toolshell_notifications (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused, so a poller's last id stays meaningful
+    channel TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    sent_at DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS toolshell_notifications_channel ON toolshell_notifications (channel, id)
 """
 
 
@@ -84,6 +106,8 @@ class Store:
         self._ensured: set[str] = set()
         self._migrated: set[tuple[str, int]] = set()
         self._row_locks: dict[str, threading.Lock] = {}
+        self._hub = Hub()
+        self._notified: list[str] | None = None  # inside `transaction()`: the channels to wake at commit
 
     def ensure(self, schema: str) -> None:
         """Run `CREATE TABLE IF NOT EXISTS ...` statements once per store."""
@@ -138,13 +162,65 @@ class Store:
         """
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
+            self._notified = []
             try:
                 yield _Tx(self._db)
                 self._db.execute("COMMIT")
+                notified = self._notified
             except BaseException:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
                 raise
+            finally:
+                self._notified = None
+        for channel in notified:
+            self._hub.poke(channel)
+
+    def notify(self, channel: str, payload: str = "") -> None:
+        """Write a notification row (part of the open transaction, if any) and wake this process's
+        subscriptions to `channel` once it is committed."""
+        check_notification(channel, payload)
+        now = time.time()
+        with self._lock:
+            self._ensure_notifications()
+            self._db.execute(
+                "INSERT INTO toolshell_notifications (channel, payload, sent_at) VALUES (?, ?, ?)",
+                (channel, payload, now),
+            )
+            cutoff = now - KEEP_NOTIFICATIONS_SECONDS
+            self._db.execute("DELETE FROM toolshell_notifications WHERE sent_at < ?", (cutoff,))
+            if self._notified is not None:
+                self._notified.append(channel)
+                return
+        self._hub.poke(channel)
+
+    @contextmanager
+    def subscribe(self, channel: str) -> Iterator[Subscription]:
+        """Listen to `channel`: woken at once by this process's `notify`, and finding another
+        process's within `POLL_SECONDS`."""
+        check_notification(channel)
+        with self._lock:
+            self._ensure_notifications()
+            seen = self._db.execute("SELECT coalesce(max(id), 0) FROM toolshell_notifications").fetchone()[0]
+
+        def poll() -> Wake | None:
+            nonlocal seen
+            with self._lock:
+                rows = self._db.execute(
+                    "SELECT id, payload FROM toolshell_notifications WHERE channel = ? AND id > ? ORDER BY id",
+                    (channel, seen),
+                ).fetchall()
+            if not rows:
+                return None
+            seen = rows[-1]["id"]
+            return Wake(tuple(r["payload"] for r in rows))
+
+        with self._hub.subscribed(Subscription(channel, poll, lambda: POLL_SECONDS)) as sub:
+            yield sub
+
+    def _ensure_notifications(self) -> None:
+        for statement in split_statements(_NOTIFICATIONS):
+            self._db.execute(statement)
 
     def execute(self, sql: str, params: Iterable[Any] = ()) -> sqlite3.Cursor:
         with self._lock:
