@@ -158,10 +158,8 @@ def tokens_from_env(triggers: Iterable[Trigger], env: Mapping[str, str] | None =
 
 
 def _store_failure(e: Exception) -> ToolshellError:
-    """A failure of the claims' store as one `unavailable` error (the engine's own, if it made one)."""
-    if isinstance(e, ToolshellError):
-        return e
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    """A failure of the claims' store as one `unavailable` error, saying that nothing ran."""
+    first = e.message if isinstance(e, ToolshellError) else (str(e).strip().splitlines() or [type(e).__name__])[0]
     return ToolshellError(
         ErrorCode.UNAVAILABLE,
         f"the state store could not record the claim ({first}); nothing ran, try again when it is back",
