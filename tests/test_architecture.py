@@ -34,7 +34,7 @@ LAYERS: list[list[str]] = [
     ["toolshell.calls"],
     ["toolshell.shell"],
     ["toolshell.session"],
-    ["toolshell.routing", "toolshell.host", "toolshell.shells"],
+    ["toolshell.routing", "toolshell.runtime_overlay", "toolshell.host", "toolshell.shells"],
     ["toolshell.frontends"],
     ["toolshell"],
 ]

@@ -30,6 +30,10 @@ class FakeHost:
         ]
         self.disabled: set[tuple[str, str]] = set()
 
+    @property
+    def runtime(self) -> FakeHost:
+        return self  # the fake keeps the per-session switches itself
+
     def statuses(self) -> list[ServerStatus]:
         return list(self.servers)
 

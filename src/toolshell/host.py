@@ -31,11 +31,11 @@ from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.view import CatalogView
 from toolshell.config import Config, ServerConfig
-from toolshell.connections.base import ConnState, ServerStatus, SessionContext
+from toolshell.connections.base import ConnState, ServerStatus
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.connections.oauth import AuthSetup
-from toolshell.errors import ErrorCode, ToolshellError, single_error
+from toolshell.errors import ToolshellError, single_error
 from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import Rater
@@ -43,11 +43,12 @@ from toolshell.redact import Redactor, guard_logs
 from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry, entry_from_tool
-from toolshell.registry.filters import active_servers, configured_servers
+from toolshell.registry.filters import configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
 from toolshell.registry.overlay import Overlays
 from toolshell.result import RunResult
 from toolshell.routing import ServerRouter
+from toolshell.runtime_overlay import RuntimeOverlay
 from toolshell.scripts.store import ScriptStore
 from toolshell.scripts.triggers import RunOutcome
 from toolshell.session import Session, SessionServices, Source
@@ -111,9 +112,13 @@ class Host:
         self.manager = ConnectionManager(configured, builtins, auth=oauth)
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: create_web_fetch(self, config=self.config.web_fetch))
         self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top)
+        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
+        self.runtime = RuntimeOverlay(
+            self.config, self.manager, self.connections, self.overlays, self._sessions, self.statuses
+        )
+        """Each session's switches (`runtime mcp action=…`), as the `runtime` built-in asks for them."""
         self._on_server_progress = on_server_progress
         self._on_wait = on_wait
-        self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self._services = SessionServices(
             config=self.config,
             policy=self.policy,
@@ -238,63 +243,6 @@ class Host:
     async def load_server(self, name: str) -> None:
         """Open a server (an `on_demand` one on first use)."""
         await self.manager.get(name)
-
-    # The runtime overlay, as the `runtime` built-in asks for it (`builtin.host.HostHandle`).
-
-    def statuses_for(self, session_id: str) -> list[ServerStatus]:
-        active = {s.name for s in self._active(session_id)}
-        return [s for s in self.statuses() if s.name in active]
-
-    def set_enabled(self, session_id: str, server: str, enabled: bool) -> None:
-        self._active_server(session_id, server)
-        self.overlays.set_enabled(session_id, server, enabled)
-
-    def disabled_for(self, session_id: str) -> set[str]:
-        """The servers this session switched off with `runtime mcp action=disable`."""
-        return set(self.overlays.disabled(session_id))
-
-    def enabled_for(self, session_id: str) -> dict[str, bool]:
-        disabled = self.overlays.disabled(session_id)
-        return {s.name: s.name not in disabled for s in self._active(session_id)}
-
-    async def set_tool_unlocked(self, session_id: str, server: str, tool: str, unlocked: bool) -> None:
-        """The runtime overlay (seed 001): show one tool that the server's `tools` filter hides.
-
-        Only for a server the session's role makes active and whose config says `runtime_unlock`:
-        the overlay never widens what the config and the role allow (the role's `allowed_tools`
-        still applies to the shown tool).
-        """
-        config = self._active_server(session_id, server)
-        if unlocked and not config.runtime_unlock:
-            raise ToolshellError(
-                ErrorCode.DENIED,
-                f"server {server!r} does not let a session show its filtered tools; a person can add "
-                f"{tool!r} to its `tools` list, or set `runtime_unlock = true` on it in the config",
-            )
-        conn = await self.manager.get(server)
-        session = self._sessions.get(session_id)
-        context = self.connections.context(session, config) if session else SessionContext(session_id=session_id)
-        tools = [t.name for t in await conn.list_tools(context)]
-        if tool not in tools:
-            raise ToolshellError(
-                ErrorCode.INVALID_INPUT, f"server {server!r} has no tool {tool!r}; it has: {', '.join(tools)}"
-            )
-        self.overlays.set_unlocked(session_id, server, tool, unlocked)
-
-    def _active(self, session_id: str) -> list[ServerConfig]:
-        """The servers a session's role makes active (an unknown session: the config's role)."""
-        session = self._sessions.get(session_id)
-        return active_servers(self.config, session.role if session is not None else self.config.role)
-
-    def _active_server(self, session_id: str, server: str) -> ServerConfig:
-        active = self._active(session_id)
-        config = next((s for s in active if s.name == server), None)
-        if config is None:
-            names = ", ".join(s.name for s in active)
-            raise ToolshellError(
-                ErrorCode.INVALID_INPUT, f"no server {server!r} for this session; its servers are: {names}"
-            )
-        return config
 
     # --- catalog -----------------------------------------------------------------------------
 

@@ -7,12 +7,8 @@ from typing import Protocol
 from toolshell.connections.base import ServerStatus
 
 
-class HostHandle(Protocol):
-    """The host's side of the built-in servers that manage the host itself (e.g. `runtime`)."""
-
-    def statuses(self) -> list[ServerStatus]:
-        """Every configured server with its connection state, in config order."""
-        ...
+class OverlayHandle(Protocol):
+    """Each session's runtime switches (`runtime_overlay.RuntimeOverlay`)."""
 
     def statuses_for(self, session_id: str) -> list[ServerStatus]:
         """The servers the session's role makes active, with their connection state, in config order."""
@@ -36,4 +32,17 @@ class HostHandle(Protocol):
         Raises:
             ToolshellError: `INVALID_INPUT` for an unknown server or a tool the server does not have.
         """
+        ...
+
+
+class HostHandle(Protocol):
+    """The host's side of the built-in servers that manage the host itself (e.g. `runtime`)."""
+
+    @property
+    def runtime(self) -> OverlayHandle:
+        """Each session's switches."""
+        ...
+
+    def statuses(self) -> list[ServerStatus]:
+        """Every configured server with its connection state, in config order."""
         ...

@@ -74,7 +74,7 @@ class _Runtime:
     def _list(self, call: FunctionCall) -> ToolResult:
         assert self.host is not None
         sid = self._session_id(call)
-        enabled = self.host.enabled_for(sid) if sid is not None else {}
+        enabled = self.host.runtime.enabled_for(sid) if sid is not None else {}
         servers = [
             {
                 "name": s.name,
@@ -85,7 +85,7 @@ class _Runtime:
                 "tool_count": s.tool_count,
                 "last_error": s.last_error,
             }
-            for s in (self.host.statuses_for(sid) if sid is not None else [])
+            for s in (self.host.runtime.statuses_for(sid) if sid is not None else [])
         ]
         data = {"servers": servers}
         return ToolResult.success_with_metadata(json.dumps(data, ensure_ascii=False), data)
@@ -106,9 +106,9 @@ class _Runtime:
         tool = call.parameters.get("tool")
         try:
             if isinstance(tool, str) and tool:
-                await self.host.set_tool_unlocked(sid, server, tool, enabled)
+                await self.host.runtime.set_tool_unlocked(sid, server, tool, enabled)
             else:
-                self.host.set_enabled(sid, server, enabled)
+                self.host.runtime.set_enabled(sid, server, enabled)
         except ToolshellError as e:
             return ToolResult.error(e.message)
         state = "enabled" if enabled else "disabled"
