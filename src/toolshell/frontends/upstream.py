@@ -22,7 +22,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import math
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -96,18 +95,32 @@ class _Question:
 
 class ParkedRun:
     """One `bash` call of a 2026-07-28 client: the script runs in the background, and each
-    question it asks becomes one `input_required` round of the call."""
+    question it asks becomes one `input_required` round of the call.
+
+    `current()` is what a retry would get now, read without taking anything, so this worker's
+    retry and the relay that publishes rounds to other workers (`frontends.relay`) see the same."""
 
     def __init__(self) -> None:
         self.token = secrets.token_urlsafe(18)
-        self._send, self._events = anyio.create_memory_object_stream[Any](math.inf)
         self._open: dict[str, _Question] = {}
-        self.finished = False
+        self.result: types.CallToolResult | None = None
+        self.round = 0
+        """Counts the changes a retry waits for: a question opened, the result came."""
+        self._changed = anyio.Event()
+
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    def _bump(self) -> None:
+        self.round += 1
+        self._changed.set()
+        self._changed = anyio.Event()
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
         question = _Question(params)
         self._open[question.key] = question
-        self._send.send_nowait(question)
+        self._bump()
         try:
             await question.answered.wait()
         finally:
@@ -115,8 +128,8 @@ class ParkedRun:
         return question.answer
 
     def finish(self, result: types.CallToolResult) -> None:
-        self.finished = True
-        self._send.send_nowait(result)
+        self.result = result
+        self._bump()
 
     def answer(self, responses: dict[str, Any] | None) -> None:
         """Hand the client's answers to the questions they answer (keys the client made up are ignored)."""
@@ -126,17 +139,24 @@ class ParkedRun:
                 question.answer = response
                 question.answered.set()
 
-    async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
-        """The next question (again, if the client has not answered it yet) or the call's result."""
+    def current(self) -> types.CallToolResult | types.InputRequiredResult | None:
+        """The call's result; else the questions not answered yet, as one round; else None (running)."""
+        if self.result is not None:
+            return self.result
         waiting = {k: q for k, q in self._open.items() if not q.answered.is_set()}
-        while not waiting:
-            item = await self._events.receive()
-            if isinstance(item, types.CallToolResult):
-                return item
-            if not item.answered.is_set() and item.key in self._open:
-                waiting = {item.key: item}
+        if not waiting:
+            return None
         requests: dict[str, Any] = {k: types.ElicitRequest(params=q.params) for k, q in waiting.items()}
         return types.InputRequiredResult(input_requests=requests, request_state=self.token)
+
+    async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
+        """The next question (again, if the client has not answered it yet) or the call's result."""
+        while True:
+            changed = self._changed
+            outcome = self.current()
+            if outcome is not None:
+                return outcome
+            await changed.wait()
 
 
 class Parking:
