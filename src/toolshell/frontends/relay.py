@@ -38,10 +38,10 @@ logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.1
 """How often an owner looks for answers and a waiting retry for the next round."""
-BEAT_SECONDS = 2.0
+BEAT_SECONDS = 1.0
 """How often an owner renews the heartbeat of its live runs."""
-STALE_SECONDS = 8.0
-"""A heartbeat this old (four missed beats) means the owner stopped."""
+STALE_SECONDS = 6.0
+"""A heartbeat this old (six missed beats) means the owner stopped."""
 MARGIN_SECONDS = 30.0
 """A retry waits `[approval] wait_seconds` plus this for the next round: a question is withdrawn
 after `wait_seconds`, so by then the run has asked again or ended."""
@@ -107,8 +107,12 @@ class Relay:
         self.worker = uuid.uuid4().hex
         self.wait_seconds = wait_seconds
         self._owned: dict[str, _Owned] = {}
+        """The live runs whose rows this worker keeps up to date."""
+        self._rows: dict[str, float] = {}
+        """The tokens this worker wrote a row for, and when: the rows to remove on a local delivery."""
         self._wake = anyio.Event()
         self._swept = 0.0
+        self._tg = tg
         tg.start_soon(self._serve)
 
     # The owner's side.
@@ -120,6 +124,7 @@ class Relay:
             owned = self._owned[run.token] = _Owned(run)
             self._wake.set()
         now = time.time()
+        self._rows.setdefault(run.token, now)
         self.store.execute(
             "INSERT INTO parked_runs (token, caller, worker, round, answered, round_json, beat, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET"
@@ -131,7 +136,8 @@ class Relay:
 
     def delivered(self, run: ParkedRun) -> None:
         """The result went to the client from here: the run's rows go (if it had any)."""
-        if self._owned.pop(run.token, None) is not None:
+        self._owned.pop(run.token, None)
+        if self._rows.pop(run.token, None) is not None:
             self._forget(run.token)
 
     def stopped(self) -> None:
@@ -165,13 +171,26 @@ class Relay:
         )
         if not rows:
             return
+        answered: dict[str, _Owned] = {}
         for row in rows:
             owned = self._owned.get(row["token"])
             if owned is not None:
                 owned.run.answer(_responses(row["responses"]))
                 owned.answered = max(owned.answered, int(row["id"]))
+                answered[row["token"]] = owned
         last = max(int(row["id"]) for row in rows)
         self.store.execute("DELETE FROM parked_answers WHERE worker = ? AND id <= ?", (self.worker, last))
+        for owned in answered.values():
+            self._tg.start_soon(self._publish_next, owned)
+
+    async def _publish_next(self, owned: _Owned) -> None:
+        """Record the round that follows an answer as soon as the run gets there (not a poll later)."""
+        with anyio.move_on_after(self.wait_seconds + MARGIN_SECONDS):
+            await owned.run.next_round()
+        try:
+            self._publish_changes()
+        except Exception:  # the store failed: the loop records it at its next poll
+            logger.warning("could not relay a parked run's round through the store", exc_info=True)
 
     def _publish_changes(self) -> None:
         """Record what changed since the row was written: a new round, answers taken, the result."""
@@ -200,6 +219,7 @@ class Relay:
         )
         if now - self._swept >= SWEEP_SECONDS:
             self._swept = now
+            self._rows = {token: at for token, at in self._rows.items() if at > now - KEPT_SECONDS}
             self.store.execute("DELETE FROM parked_runs WHERE beat < ? AND created_at < ?", (now - KEPT_SECONDS,) * 2)
             self.store.execute("DELETE FROM parked_answers WHERE added_at < ?", (now - KEPT_SECONDS,))
 
