@@ -41,7 +41,11 @@ POLL_SECONDS = 0.1
 BEAT_SECONDS = 1.0
 """How often an owner renews the heartbeat of its live runs."""
 STALE_SECONDS = 6.0
-"""A heartbeat this old (six missed beats) means the owner stopped."""
+"""A heartbeat a waiting retry sees unchanged this long (six missed beats) means the owner stopped."""
+CLOCK_SLACK_SECONDS = 30.0
+"""Workers' clocks may differ by this much: a heartbeat older than `STALE_SECONDS` plus this by the
+retry's own clock is stale at once (as is one a stopping worker zeroed); a younger one is judged by
+watching it not change, which no clock difference fools."""
 MARGIN_SECONDS = 30.0
 """A retry waits `[approval] wait_seconds` plus this for the next round: a question is withdrawn
 after `wait_seconds`, so by then the run has asked again or ended."""
@@ -118,13 +122,22 @@ class Relay:
     # The owner's side.
 
     def publish(self, run: ParkedRun, caller: str | None, outcome: types.InputRequiredResult) -> None:
-        """Record the round this worker returns, so a retry on any worker finds the run."""
+        """Record the round this worker returns, so a retry on any worker finds the run (if the
+        store fails, a retry here still does)."""
         owned = self._owned.get(run.token)
         if owned is None:
             owned = self._owned[run.token] = _Owned(run)
             self._wake.set()
         now = time.time()
         self._rows.setdefault(run.token, now)
+        try:
+            self._write_round(run, caller, owned, outcome, now)
+        except ToolshellError as err:
+            logger.warning("a parked run's round is not in the store, so only this worker can take its retry: %s", err)
+
+    def _write_round(
+        self, run: ParkedRun, caller: str | None, owned: _Owned, outcome: types.InputRequiredResult, now: float
+    ) -> None:
         self.store.execute(
             "INSERT INTO parked_runs (token, caller, worker, round, answered, round_json, beat, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET"
@@ -138,7 +151,10 @@ class Relay:
         """The result went to the client from here: the run's rows go (if it had any)."""
         self._owned.pop(run.token, None)
         if self._rows.pop(run.token, None) is not None:
-            self._forget(run.token)
+            try:
+                self._forget(run.token)
+            except ToolshellError as err:  # the rows go with the sweep instead
+                logger.warning("could not remove a delivered parked run from the store: %s", err)
 
     def stopped(self) -> None:
         """This worker stops serving: retries of its live runs get the stop report at once."""
@@ -178,8 +194,8 @@ class Relay:
                 owned.run.answer(_responses(row["responses"]))
                 owned.answered = max(owned.answered, int(row["id"]))
                 answered[row["token"]] = owned
-        last = max(int(row["id"]) for row in rows)
-        self.store.execute("DELETE FROM parked_answers WHERE worker = ? AND id <= ?", (self.worker, last))
+        # Exactly the rows read: one another worker commits meanwhile waits for the next poll.
+        self.store.executemany("DELETE FROM parked_answers WHERE id = ?", [(row["id"],) for row in rows])
         for owned in answered.values():
             self._tg.start_soon(self._publish_next, owned)
 
@@ -230,12 +246,20 @@ class Relay:
     ) -> types.CallToolResult | types.InputRequiredResult:
         """Hand the answers to the run's owner and return what follows them: the next round, the
         result, or an error that says what to do (the run is gone, or its worker stopped)."""
+        try:
+            return await self._relayed(token, caller, responses)
+        except ToolshellError as err:  # the store failed: say so, as one error
+            return error_result(err)
+
+    async def _relayed(
+        self, token: str, caller: str | None, responses: dict[str, Any] | None
+    ) -> types.CallToolResult | types.InputRequiredResult:
         row = self._row(token)
         if row is None or row["caller"] != caller:
             return error_result(ToolshellError(ErrorCode.INVALID_INPUT, GONE))
         if row["result_json"] is not None:
             return self._deliver(token, row)
-        if time.time() - float(row["beat"]) > STALE_SECONDS:
+        if _stale(float(row["beat"])):
             return _stopped(row)
         answers = _RESPONSES.dump_json(responses or {}, by_alias=True, exclude_none=True).decode()
         [added] = self.store.query(
@@ -248,16 +272,17 @@ class Relay:
         with anyio.move_on_after(bound):
             while True:
                 await _until_changed(POLL_SECONDS)
-                row = self._row(token)
+                row = self._row(token, answer)
                 if row is None:
                     return error_result(ToolshellError(ErrorCode.INVALID_INPUT, GONE))
                 if row["result_json"] is not None:
                     return self._deliver(token, row)
-                if int(row["answered"]) >= answer and row["round_json"] is not None:
+                taken = not row["waiting"] and int(row["answered"]) >= answer  # the round that follows it
+                if taken and row["round_json"] is not None:
                     return types.InputRequiredResult.model_validate_json(row["round_json"])
                 if float(row["beat"]) != seen:
                     seen, seen_at = float(row["beat"]), time.monotonic()
-                elif time.monotonic() - seen_at > STALE_SECONDS or time.time() - seen > STALE_SECONDS:
+                elif time.monotonic() - seen_at > STALE_SECONDS or _stale(seen):
                     return _stopped(row)
         late = (
             f"the worker running this script sent no next round in {bound:g} s; it may still be running. "
@@ -265,9 +290,12 @@ class Relay:
         )
         return error_result(ToolshellError(ErrorCode.UNAVAILABLE, late, retryable=True))
 
-    def _row(self, token: str) -> Row | None:
+    def _row(self, token: str, answer: int = 0) -> Row | None:
+        """The run's row, and whether the answer row `answer` waits for the owner still."""
         rows = self.store.query(
-            "SELECT caller, worker, answered, round_json, result_json, beat FROM parked_runs WHERE token = ?", (token,)
+            "SELECT caller, worker, answered, round_json, result_json, beat,"
+            " (SELECT COUNT(*) FROM parked_answers WHERE id = ?) AS waiting FROM parked_runs WHERE token = ?",
+            (answer, token),
         )
         return rows[0] if rows else None
 
@@ -302,6 +330,10 @@ def stop_relay(parking: Parking) -> None:
             logger.warning("could not mark parked runs stopped", exc_info=True)
 
 
+def _stale(beat: float) -> bool:
+    return time.time() - beat > STALE_SECONDS + CLOCK_SLACK_SECONDS
+
+
 def _stopped(row: Row) -> types.CallToolResult:
     """The stop report of a run whose worker stopped while it waited for an answer."""
     asked = ""
@@ -309,7 +341,7 @@ def _stopped(row: Row) -> types.CallToolResult:
         requests = json.loads(row["round_json"]).get("inputRequests") or {}
         messages = [str(r.get("params", {}).get("message", "")) for r in requests.values() if isinstance(r, dict)]
         if messages:
-            asked = f" It was asking: {messages[0].splitlines()[0][:300]}."
+            asked = f" It was asking: {messages[0].splitlines()[0][:300].rstrip('.')}."
     message = (
         "the worker running this script stopped while the script waited for an answer, so nothing after "
         f"that point ran and this answer was not used.{asked} What it asked stays recorded: an approval it "
