@@ -89,6 +89,8 @@ class _Owned:
     """The last answer row handed to the run."""
     published: tuple[int, int] = (-1, -1)
     """(round, answered) of what the row shows."""
+    watching: bool = False
+    """Whether a task waits to record the round that follows the answers taken."""
 
 
 async def _until_changed(seconds: float) -> None:
@@ -197,12 +199,15 @@ class Relay:
         # Exactly the rows read: one another worker commits meanwhile waits for the next poll.
         self.store.executemany("DELETE FROM parked_answers WHERE id = ?", [(row["id"],) for row in rows])
         for owned in answered.values():
-            self._tg.start_soon(self._publish_next, owned)
+            if not owned.watching:
+                owned.watching = True
+                self._tg.start_soon(self._publish_next, owned)
 
     async def _publish_next(self, owned: _Owned) -> None:
         """Record the round that follows an answer as soon as the run gets there (not a poll later)."""
         with anyio.move_on_after(self.wait_seconds + MARGIN_SECONDS):
             await owned.run.next_round()
+        owned.watching = False
         try:
             self._publish_changes()
         except Exception:  # the store failed: the loop records it at its next poll

@@ -7,7 +7,8 @@ a server's own question (elicitation). Both become one `ElicitRequestParams` and
 - `StreamAsker` (clients before 2026-07-28): `elicitation/create` on the `bash` call's own stream.
 - `ParkedRun` (2026-07-28 clients): the `bash` call returns an `InputRequiredResult` with the
   question while the script waits, parked; the client's retry (same call, with its answer and the
-  sealed `requestState`) hands the answer over and waits for the next round or the result.
+  sealed `requestState`) hands the answer over and waits for the next round or the result. A
+  retry that lands on another worker goes through the store (`frontends.relay`).
 
 An asker that gets no answer within `[approval] wait_seconds` returns None: an approval then stays
 pending (the script stops with the report), a server's question is cancelled.
@@ -43,7 +44,8 @@ logger = logging.getLogger(__name__)
 
 APPROVAL_CHOICES = ["once", "always", "deny"]
 MAX_PARKED = 64
-"""Parked runs kept per connection; the oldest is dropped past this (its script goes on unasked)."""
+"""Parked runs kept per connection; the oldest is dropped past this (a retry for it then goes
+through the store, as one from another worker does: `frontends.relay`)."""
 
 
 class Asker(Protocol):
@@ -107,10 +109,6 @@ class ParkedRun:
         self.round = 0
         """Counts the changes a retry waits for: a question opened, the result came."""
         self._changed = anyio.Event()
-
-    @property
-    def finished(self) -> bool:
-        return self.result is not None
 
     def _bump(self) -> None:
         self.round += 1
