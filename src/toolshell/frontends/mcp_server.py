@@ -32,6 +32,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.relay import relay_for, stop_relay
 from toolshell.frontends.serve_auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.upstream import (
     Asker,
@@ -51,9 +52,6 @@ from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
 from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
-
-_GONE = "this answer is for a bash call that is no longer waiting (it ended or timed out); run the script again"
-
 
 _BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
 
@@ -83,10 +81,15 @@ def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
 
 @asynccontextmanager
 async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
-    """The lifespan: a task group where parked `bash` calls of 2026-07-28 clients run."""
+    """The lifespan: a task group where parked `bash` calls of 2026-07-28 clients run (and the
+    relay that carries their retries from other workers, `frontends.relay`)."""
     async with anyio.create_task_group() as tg:
-        yield Parking(tg)
-        tg.cancel_scope.cancel()
+        parking = Parking(tg)
+        try:
+            yield parking
+        finally:
+            stop_relay(parking)
+            tg.cancel_scope.cancel()
 
 
 def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | None = None) -> Server[Any]:
@@ -132,12 +135,16 @@ def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | Non
     async def park_bash(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, script: str, shell: str | None
     ) -> types.CallToolResult | types.InputRequiredResult:
-        """A 2026-07-28 client that can answer: the script runs parked, questions become rounds."""
+        """A 2026-07-28 client that can answer: the script runs parked, questions become rounds.
+
+        A retry for a run parked in another worker goes through the store (`frontends.relay`)."""
         parking: Parking = ctx.lifespan_context
+        relay = relay_for(parking, host.store, approval.wait_seconds)
+        caller = _caller(ctx)
         if params.request_state is not None:
             run = parking.take(params.request_state)
             if run is None:
-                return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _GONE))
+                return await relay.retry(params.request_state, caller, params.input_responses)
             run.answer(params.input_responses)
         else:
             run = ParkedRun()
@@ -153,6 +160,9 @@ def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | Non
         outcome = await run.next_round()
         if isinstance(outcome, types.CallToolResult):
             parking.done(run)
+            relay.delivered(run)
+        else:
+            relay.publish(run, caller, outcome)
         return outcome
 
     async def call_tool(

@@ -7,7 +7,8 @@ a server's own question (elicitation). Both become one `ElicitRequestParams` and
 - `StreamAsker` (clients before 2026-07-28): `elicitation/create` on the `bash` call's own stream.
 - `ParkedRun` (2026-07-28 clients): the `bash` call returns an `InputRequiredResult` with the
   question while the script waits, parked; the client's retry (same call, with its answer and the
-  sealed `requestState`) hands the answer over and waits for the next round or the result.
+  sealed `requestState`) hands the answer over and waits for the next round or the result. A
+  retry that lands on another worker goes through the store (`frontends.relay`).
 
 An asker that gets no answer within `[approval] wait_seconds` returns None: an approval then stays
 pending (the script stops with the report), a server's question is cancelled.
@@ -22,7 +23,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import math
 import secrets
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -44,7 +44,8 @@ logger = logging.getLogger(__name__)
 
 APPROVAL_CHOICES = ["once", "always", "deny"]
 MAX_PARKED = 64
-"""Parked runs kept per connection; the oldest is dropped past this (its script goes on unasked)."""
+"""Parked runs kept per connection; the oldest is dropped past this (a retry for it then goes
+through the store, as one from another worker does: `frontends.relay`)."""
 
 
 class Asker(Protocol):
@@ -96,18 +97,28 @@ class _Question:
 
 class ParkedRun:
     """One `bash` call of a 2026-07-28 client: the script runs in the background, and each
-    question it asks becomes one `input_required` round of the call."""
+    question it asks becomes one `input_required` round of the call.
+
+    `current()` is what a retry would get now, read without taking anything, so this worker's
+    retry and the relay that publishes rounds to other workers (`frontends.relay`) see the same."""
 
     def __init__(self) -> None:
         self.token = secrets.token_urlsafe(18)
-        self._send, self._events = anyio.create_memory_object_stream[Any](math.inf)
         self._open: dict[str, _Question] = {}
-        self.finished = False
+        self.result: types.CallToolResult | None = None
+        self.round = 0
+        """Counts the changes a retry waits for: a question opened, the result came."""
+        self._changed = anyio.Event()
+
+    def _bump(self) -> None:
+        self.round += 1
+        self._changed.set()
+        self._changed = anyio.Event()
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
         question = _Question(params)
         self._open[question.key] = question
-        self._send.send_nowait(question)
+        self._bump()
         try:
             await question.answered.wait()
         finally:
@@ -115,8 +126,8 @@ class ParkedRun:
         return question.answer
 
     def finish(self, result: types.CallToolResult) -> None:
-        self.finished = True
-        self._send.send_nowait(result)
+        self.result = result
+        self._bump()
 
     def answer(self, responses: dict[str, Any] | None) -> None:
         """Hand the client's answers to the questions they answer (keys the client made up are ignored)."""
@@ -126,17 +137,24 @@ class ParkedRun:
                 question.answer = response
                 question.answered.set()
 
-    async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
-        """The next question (again, if the client has not answered it yet) or the call's result."""
+    def current(self) -> types.CallToolResult | types.InputRequiredResult | None:
+        """The call's result; else the questions not answered yet, as one round; else None (running)."""
+        if self.result is not None:
+            return self.result
         waiting = {k: q for k, q in self._open.items() if not q.answered.is_set()}
-        while not waiting:
-            item = await self._events.receive()
-            if isinstance(item, types.CallToolResult):
-                return item
-            if not item.answered.is_set() and item.key in self._open:
-                waiting = {item.key: item}
+        if not waiting:
+            return None
         requests: dict[str, Any] = {k: types.ElicitRequest(params=q.params) for k, q in waiting.items()}
         return types.InputRequiredResult(input_requests=requests, request_state=self.token)
+
+    async def next_round(self) -> types.CallToolResult | types.InputRequiredResult:
+        """The next question (again, if the client has not answered it yet) or the call's result."""
+        while True:
+            changed = self._changed
+            outcome = self.current()
+            if outcome is not None:
+                return outcome
+            await changed.wait()
 
 
 class Parking:
