@@ -5,6 +5,7 @@ wake-ups (`notify` in one worker wakes a subscriber in another)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -318,3 +319,25 @@ async def test_a_foreign_notify_on_the_stores_postgresql_channel_is_ignored(
             two.execute("SELECT pg_notify(?, ?)", (PG_CHANNEL, garbage))
         two.notify("approvals", "real")
         assert await _payloads_until(subscription, "real") == ["real"]
+
+
+@pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)
+@pytest.mark.anyio
+async def test_a_process_with_more_than_1024_files_open_still_gets_its_notifications(store: StateStore) -> None:
+    """The listener waits on its socket with a selector: `select()` refuses descriptors past 1023."""
+    # lazy: only this test touches the process's file limit
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 2048 <= hard or hard == resource.RLIM_INFINITY:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with store.subscribe("approvals") as subscription:
+            store.notify("approvals", "apr_many_files")
+            with anyio.fail_after(10):
+                wake = await subscription.wait()
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert wake.payloads == ("apr_many_files",) and not wake.missed

@@ -16,7 +16,7 @@ told it may have missed some (`Wake.missed`), and while it is away waiters read 
 from __future__ import annotations
 
 import json
-import select
+import selectors
 import socket
 import threading
 from typing import Any
@@ -116,16 +116,20 @@ class Listener:
             # `listening` is set, so a subscription made after `start` returns is not told so.
             self._hub.missed()
             self._listening.set()
-            while not self._stopping.is_set():
-                ready, _, _ = select.select([conn.fileno(), self._wake_r], [], [], HEARTBEAT_SECONDS)
-                if self._wake_r in ready:
-                    continue  # `close` wrote: the loop's test ends it
-                if not ready:
-                    conn.execute("SELECT 1")  # quiet for a while: is the link still there?
-                for note in conn.notifies(timeout=0):
-                    self._deliver(note.payload)
-                if conn.closed:
-                    return
+            # A selector, not `select.select`: a process with many files open (past 1024) still listens.
+            with selectors.DefaultSelector() as selector:
+                selector.register(conn.fileno(), selectors.EVENT_READ, "db")
+                selector.register(self._wake_r, selectors.EVENT_READ, "wake")
+                while not self._stopping.is_set():
+                    ready = {key.data for key, _ in selector.select(HEARTBEAT_SECONDS)}
+                    if "wake" in ready:
+                        continue  # `close` wrote: the loop's test ends it
+                    if not ready:
+                        conn.execute("SELECT 1")  # quiet for a while: is the link still there?
+                    for note in conn.notifies(timeout=0):
+                        self._deliver(note.payload)
+                    if conn.closed:
+                        return
 
     def _deliver(self, raw: str) -> None:
         try:
