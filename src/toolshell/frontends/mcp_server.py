@@ -24,6 +24,8 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from toolshell.calls.approval import name_process_options
@@ -32,6 +34,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.list_notifier import ListNotifier
 from toolshell.frontends.relay import relay_for, stop_relay
 from toolshell.frontends.serve_auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.upstream import (
@@ -92,7 +95,9 @@ async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
             tg.cancel_scope.cancel()
 
 
-def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | None = None) -> Server[Any]:
+def build_server(
+    host: Host, keep_visible: list[ToolEntry], shells: Shells | None = None, notifier: ListNotifier | None = None
+) -> Server[Any]:
     """The lowlevel server: `bash` plus proxies for the `keep_visible` tools.
 
     Each `bash` call runs in a shell named by a handle (`toolshell.shells`): the one the call passes
@@ -114,6 +119,8 @@ def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | Non
         return None if key is None else shells.for_session(key, _caller(ctx))
 
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
+        if notifier is not None:
+            notifier.listed(ctx.session)
         bash = types.Tool(
             name="bash",
             title=BASH_TITLE,
@@ -190,7 +197,7 @@ def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | Non
         finally:
             session.close()
 
-    server: Server[Any] = Server(
+    server: Server[Any] = _ToolshellServer(
         "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, lifespan=_parking
     )
     # A parked run's requestState is bound to the caller that started it: another caller's retry fails.
@@ -198,6 +205,20 @@ def build_server(host: Host, keep_visible: list[ToolEntry], shells: Shells | Non
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
     return server
+
+
+class _ToolshellServer(Server[Any]):
+    """The lowlevel server, saying `tools.listChanged` to handshake-era clients: the `bash`
+    description changes as servers settle (`list_notifier`)."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        options = notification_options or NotificationOptions(tools_changed=True)
+        return super().create_initialization_options(options, experimental_capabilities, extensions)
 
 
 def is_loopback(host: str) -> bool:
@@ -245,9 +266,10 @@ async def serve(
     # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
     # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
     config = config.model_copy(update={"startup_wait_seconds": 0.0})
-    async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as h:
+    notifier = ListNotifier()
+    async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, on_server_progress=notifier.progress) as h:
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
-        server = build_server(h, visible)
+        server = build_server(h, visible, notifier=notifier)
         workers = Workers(h.store, config.serve.heartbeat_seconds)
         workers.register(h.worker_id)
         async with anyio.create_task_group() as tg:
