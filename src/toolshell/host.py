@@ -8,6 +8,7 @@ async with Host.open() as host:                    # the embedded default
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -35,6 +36,7 @@ from toolshell.connections.base import ConnState, ServerStatus
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.connections.oauth import AuthSetup
+from toolshell.connections.remembered import RememberedTools
 from toolshell.errors import ToolshellError, single_error
 from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
@@ -111,7 +113,11 @@ class Host:
         oauth = AuthSetup(self.state_dir / "oauth", store=self.store)
         self.manager = ConnectionManager(configured, builtins, auth=oauth)
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: create_web_fetch(self, config=self.config.web_fetch))
-        self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top)
+        remembered = RememberedTools(self.store, self.redact)
+        for server in configured:  # each fetched list outlives the process (help, search, plan)
+            if (conn := self.manager.connection(server.name)) is not None:
+                conn.on_tools_listed = functools.partial(remembered.remember, server)
+        self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top, remembered)
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self.runtime = RuntimeOverlay(
             self.config, self.manager, self.connections, self.overlays, self._sessions, self.statuses

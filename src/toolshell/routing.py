@@ -18,6 +18,7 @@ from toolshell.calls.prepare import PreparedCall
 from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import CallOptions, SessionContext
 from toolshell.connections.manager import ConnectionManager
+from toolshell.connections.remembered import RememberedTools
 from toolshell.registry.filters import configured_servers, role_allows, tool_allowed
 from toolshell.registry.overlay import Overlays
 
@@ -31,9 +32,17 @@ _DEFAULT_TURNS: int = ServerConfig.model_fields["max_concurrent_calls"].default
 class ServerRouter:
     """The host's connections, as the catalog and the calls of a session see them."""
 
-    def __init__(self, config: Config, manager: ConnectionManager, overlays: Overlays, top_level: Any) -> None:
+    def __init__(
+        self,
+        config: Config,
+        manager: ConnectionManager,
+        overlays: Overlays,
+        top_level: Any,
+        remembered: RememberedTools | None = None,
+    ) -> None:
         self.config = config
         self.manager = manager
+        self.remembered = remembered
         self.overlays = overlays
         self.top_level = top_level
         self._servers = {s.name: s for s in configured_servers(config) if s.enabled}
@@ -53,6 +62,10 @@ class ServerRouter:
         conn = self.manager.connection(server.name)
         assert conn is not None  # `state` said it has one
         return await conn.list_tools(self.context(session, server))
+
+    def recall(self, server: ServerConfig) -> list[Any] | None:
+        """The server's remembered list (`connections.remembered`), read without starting it."""
+        return None if self.remembered is None else self.remembered.recall(server)
 
     # --- calls ---------------------------------------------------------------------------------
 

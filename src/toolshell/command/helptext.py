@@ -179,7 +179,7 @@ def _find_server(catalog: Catalog, name: str) -> ServerInfo:
 
 def _server_summary(info: ServerInfo) -> str:
     if not info.loaded:
-        text = "(not loaded)"
+        text = f"(not loaded, {_count(info.tool_count)})" if info.remembered else "(not loaded)"
     elif info.state == "needs_auth":
         text = "(needs login)"
     else:

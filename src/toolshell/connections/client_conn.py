@@ -65,6 +65,8 @@ class ClientConnection:
         self.router = ElicitationRouter(server.name)
         self.on_tools_changed: Callable[[str], object] | None = None
         """Called with the server name when its tool list changed (the registry drops its catalog)."""
+        self.on_tools_listed: Callable[[list[types.Tool], int | None], object] | None = None
+        """Called with a shared (not private) list just fetched and its `ttlMs` (the host remembers it)."""
         self._target = target
         self._mode = mode
         self._cap_factor = cap_factor
@@ -103,15 +105,21 @@ class ClientConnection:
             runner, generation = self._runner, self._cache.generation
             try:
                 with anyio.fail_after(self.server.timeout_seconds):
-                    tools, private, capped = await self._fetch_tools(client, session)
+                    tools, private, capped, ttl_ms = await self._fetch_tools(client, session)
             except Exception as e:  # noqa: BLE001 - translated below, groups included
                 if attempt == 0 and await self._renewed_session(e, runner):
                     continue
                 raise self._listing_failed(e, runner) from None
             self._succeeded(runner)
-            return self._cache.put(
+            listed = self._cache.put(
                 tools, private=private, session_id=session.session_id, generation=generation, capped=capped
             )
+            if not private and self.on_tools_listed is not None:
+                try:
+                    self.on_tools_listed(listed, ttl_ms)
+                except Exception:  # remembering is for help and search: a failing store must not fail the call
+                    logger.warning("the tool list of %r could not be remembered", self.name, exc_info=True)
+            return listed
         raise AssertionError("unreachable")
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
@@ -367,17 +375,22 @@ class ClientConnection:
             msg = f"{prefix} timed out after {timer.idle:g}s without progress"
         return ToolshellError(ErrorCode.UNAVAILABLE, msg, retryable=True)
 
-    async def _fetch_tools(self, client: Client, session: SessionContext) -> tuple[list[types.Tool], bool, str | None]:
+    async def _fetch_tools(
+        self, client: Client, session: SessionContext
+    ) -> tuple[list[types.Tool], bool, str | None, int | None]:
         """The listing, page by page, up to `max_tools`: past it nothing more is kept or fetched.
-        Returns the tools, whether the list is private, and what was left out (a note) if anything."""
+        Returns the tools, whether the list is private, what was left out (a note) if anything, and
+        the first page's `ttlMs`."""
         cap = self.server.max_tools
         tools: list[types.Tool] = []
         private = False
         dropped = 0
         cursor: str | None = None
+        ttl_ms: int | None = None
         meta = request_meta(session.to_json())
         for _ in range(MAX_PAGES):
             page = await client.list_tools(cursor=cursor, meta=meta)
+            ttl_ms = page.ttl_ms if ttl_ms is None and "ttl_ms" in page.model_fields_set else ttl_ms
             room = cap - len(tools)
             tools.extend(page.tools[:room])
             dropped += max(0, len(page.tools) - room)
@@ -385,7 +398,7 @@ class ClientConnection:
             cursor = page.next_cursor
             if not cursor or len(tools) >= cap:
                 break
-        return tools, private, capped_note(cap, dropped, unread=bool(cursor) and len(tools) >= cap)
+        return tools, private, capped_note(cap, dropped, unread=bool(cursor) and len(tools) >= cap), ttl_ms
 
     # --- notifications --------------------------------------------------------------------------
 

@@ -72,12 +72,13 @@ def bash_description(servers: Sequence[ServerInfo] = ()) -> str:
 
 
 def _server_line(server: ServerInfo) -> str:
+    tools = f"{server.tool_count} tool{'' if server.tool_count == 1 else 's'}"
     if not server.loaded:
-        count = "(not loaded)"
+        count = f"(not loaded, {tools})" if server.remembered else "(not loaded)"
     elif server.state != "ready":
-        count = f"({server.state})"
+        count = f"({tools}, {server.state})" if server.remembered else f"({server.state})"
     else:
-        count = f"({server.tool_count} tool{'' if server.tool_count == 1 else 's'})"
+        count = f"({tools})"
     summary = " ".join(server.description.split())
     if len(summary) > SUMMARY_CHARS:
         summary = summary[: SUMMARY_CHARS - 1].rstrip() + "…"

@@ -43,6 +43,10 @@ class ToolSource(Protocol):
         """The MCP `Tool`s the server lists for this session. Raises `ToolshellError`."""
         ...
 
+    def recall(self, server: ServerConfig) -> list[Any] | None:
+        """The server's remembered `Tool`s, read without starting it; None when none are."""
+        ...
+
 
 async def build_catalog(
     config: Config,
@@ -64,11 +68,14 @@ async def build_catalog(
         if server.name in disabled:
             continue
         tools, info = await _server_tools(source, server, session, redact)
+        if info.state in _NOT_YET and (recalled := source.recall(server)) is not None:
+            tools = _entries(server, recalled, redact)
+            info = dataclasses.replace(info, remembered=True)
         shown = filter_entries(tools, server, role_cfg)
         shown += [
             e for e in filter_entries(tools, None, role_cfg) if (server.name, e.name) in unlocked and e not in shown
         ]
-        infos.append(dataclasses.replace(info, tool_count=len(shown)) if info.loaded else info)
+        infos.append(dataclasses.replace(info, tool_count=len(shown)) if info.loaded or info.remembered else info)
         entries += shown
     return Catalog(infos, entries, top_level, disabled=sorted(disabled))
 
@@ -91,7 +98,15 @@ async def _server_tools(
     except ToolshellError as e:
         state = "needs_auth" if e.code == ErrorCode.CONNECTION_REQUIRED else "failed"
         return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message)
+    entries = _entries(server, tools, redact)
+    return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")
+
+
+_NOT_YET = ("not_loaded", "connecting")
+"""States in which a server's remembered list stands in for the live one (help, search, plan)."""
+
+
+def _entries(server: ServerConfig, tools: list[Any], redact: Redactor) -> list[ToolEntry]:
     hints = server.type == "builtin" or (server.trusted and "trusted" in server.model_fields_set)
     identity = server_identity(server, redact)  # grants and ratings belong to the program, not the name
-    entries = [entry_from_tool(server.name, t, server.trusted, hints, identity.id, identity.label) for t in tools]
-    return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")
+    return [entry_from_tool(server.name, t, server.trusted, hints, identity.id, identity.label) for t in tools]

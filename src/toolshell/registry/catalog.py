@@ -244,8 +244,10 @@ class Catalog:
         raise self._unknown_in_server(server, tool)
 
     def _lookup_in_server(self, server: ServerInfo, words: list[str]) -> Lookup:
-        if not server.loaded:
+        if not server.loaded and not server.remembered:
             return Lookup("unloaded_server", server, None, words[1:])
+        if not server.loaded and len(words) > 1 and (fold(server.name), fold(words[1])) not in self._owner:
+            return Lookup("unloaded_server", server, None, words[1:])  # not in the remembered list: ask the live one
         if len(words) > 1:
             entry = self._owner.get((fold(server.name), fold(words[1])))
             if entry is not None:
@@ -303,13 +305,14 @@ class Catalog:
         return self._index.search(query, limit)
 
     def unloaded_servers_matching(self, query: str) -> list[str]:
-        """Servers not loaded yet whose name or description shares a word with the query, so the
-        caller can load them and search again."""
+        """Servers not loaded yet, and with no remembered list to search, whose name or description
+        shares a word with the query, so the caller can load them and search again. A server with a
+        remembered list is searched as it is, without starting it; the first call starts it."""
         terms = set(tokenize(query))
         return [
             s.name
             for s in self._server_by_key.values()
-            if not s.loaded and terms & set(tokenize(f"{s.name} {s.description}"))
+            if not s.loaded and not s.remembered and terms & set(tokenize(f"{s.name} {s.description}"))
         ]
 
 

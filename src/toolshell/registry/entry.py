@@ -59,6 +59,8 @@ class ServerInfo:
     description: str = ""
     last_error: str | None = None
     """Why a server that is not ready is not (its connection's last error), for the call's error."""
+    remembered: bool = False
+    """Not loaded, but its tools are known from the list it gave before (`connections.remembered`)."""
 
 
 def entry_from_tool(

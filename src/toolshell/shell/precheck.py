@@ -96,6 +96,8 @@ class Precheck:
         look = _quiet(lambda: lookup(self.view.catalog, request.argv))
         if look is None or look.server is None or look.server.state == "ready":
             return None
+        if look.kind == "tool" and look.server.remembered:  # judged from its remembered list; the call starts it
+            return None
         return look.server.name
 
     def literal_input(self, scanned: ScannedCall) -> tuple[ToolEntry, dict[str, Any]] | None:
