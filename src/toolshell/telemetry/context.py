@@ -24,6 +24,9 @@ PARENT: ContextVar[SpanParent | None] = ContextVar("toolshell_span_parent", defa
 UPSTREAM: ContextVar[Mapping[str, Any] | None] = ContextVar("toolshell_upstream_trace", default=None)
 """The `_meta` of the request that started this shell call (its `traceparent`/`tracestate`)."""
 
+OUTGOING: ContextVar[Mapping[str, str] | None] = ContextVar("toolshell_outgoing_trace", default=None)
+"""The `traceparent`/`tracestate` of the nested call being sent: what its request's `_meta` carries."""
+
 _NOTHING: AbstractContextManager[None] = nullcontext()
 
 

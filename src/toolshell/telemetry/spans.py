@@ -13,14 +13,14 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar, Token
 from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.propagate import extract
+from opentelemetry.propagate import extract, inject
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -29,7 +29,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from toolshell.config.models import TelemetryConfig
 from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
-from toolshell.telemetry.context import PARENT, UPSTREAM, SpanParent
+from toolshell.telemetry.context import OUTGOING, PARENT, UPSTREAM, SpanParent
 
 IO_LIMIT = 1000
 """The most characters of an input or result put on a span (`record_io`)."""
@@ -94,7 +94,7 @@ class _OpenCall:
     def __init__(self, trace_: ShellTrace, span: Span) -> None:
         self.trace = trace_
         self.span = span
-        self.tokens: tuple[Token[SpanParent | None], object] | None = None
+        self.undo: list[Callable[[], object]] = []
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[None]:
         return _span(self.trace.telemetry.tracer, name, attributes, self.span)
@@ -161,7 +161,12 @@ class ShellTrace:
         """A call passed the budget: its span opens and is current while the call is sent."""
         span = self._nested_span(entry, arguments, None)
         open_call = _OpenCall(self, span)
-        open_call.tokens = (PARENT.set(open_call), otel_context.attach(trace.set_span_in_context(span)))
+        current = trace.set_span_in_context(span)
+        carrier: dict[str, str] = {}
+        inject(carrier, context=current)  # `session_meta.request_meta` puts it in the request's `_meta`
+        parent, outgoing, attached = PARENT.set(open_call), OUTGOING.set(carrier), otel_context.attach(current)
+        open_call.undo = [lambda: otel_context.detach(attached), lambda: _reset(OUTGOING, outgoing)]
+        open_call.undo.append(lambda: _reset(PARENT, parent))
         _CALL.set(open_call)
 
     def call_result(self, risk: str, result: Any) -> None:
@@ -191,10 +196,8 @@ class ShellTrace:
         else:
             span = open_call.span
             _CALL.set(None)
-            if open_call.tokens is not None:
-                parent, attached = open_call.tokens
-                otel_context.detach(attached)  # type: ignore[arg-type]  # the token `attach` gave
-                _reset(PARENT, parent)
+            for undo in open_call.undo:
+                undo()
         span.set_attributes({"toolshell.outcome": outcome, "toolshell.duration_ms": duration_ms})
         if code is not None:
             span.set_attributes({"error.type": code, "toolshell.error_code": code})
@@ -223,7 +226,7 @@ class ShellTrace:
         )
 
 
-def _reset(var: ContextVar[SpanParent | None], token: Token[SpanParent | None]) -> None:
+def _reset(var: ContextVar[Any], token: Token[Any]) -> None:
     try:
         var.reset(token)
     except ValueError:  # set in another context (a run that ended in another task): nothing to undo here
@@ -231,14 +234,14 @@ def _reset(var: ContextVar[SpanParent | None], token: Token[SpanParent | None]) 
 
 
 def _text(result: Any) -> Any:
+    """The result's text blocks; its structured content when it has no text."""
+    texts = [str(b.text) for b in getattr(result, "content", []) if getattr(b, "type", "") == "text"]
     structured = getattr(result, "structured_content", None)
-    if structured is not None:
-        return structured
-    return "\n".join(str(getattr(b, "text", "")) for b in getattr(result, "content", []))
+    return structured if not texts and structured is not None else "\n".join(texts)
 
 
 def _size(result: Any) -> int:
-    """The result's size in bytes: its text blocks, or its structured content as JSON."""
+    """The result's size in bytes: its text blocks, else its structured content as JSON."""
     value = _text(result)
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     return len(text.encode("utf-8", "surrogatepass"))
