@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from mcp.client import Client
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -42,7 +43,7 @@ def _octo(seen: list[str]) -> MCPServer:
 
     async def broken(ctx: Context) -> str:
         seen.append(str((ctx.request_context.meta or {}).get("traceparent")))
-        raise ValueError("broken on purpose")
+        raise ToolError("broken on purpose")
 
     server.add_tool(echo, name="echo", description="Echo n.", annotations=READ)
     server.add_tool(broken, name="broken", description="Always fails.", annotations=READ)
