@@ -195,12 +195,16 @@ async def test_an_approval_wait_is_a_span_in_the_shell_calls_trace(tmp_path: Pat
     assert waits[0].attributes == {"toolshell.command": "tools octo wipe", "toolshell.why": "destructive"}
 
 
-async def test_a_server_start_is_a_span(tmp_path: Path) -> None:
+async def test_a_server_start_is_a_span_under_the_shell_call_that_needed_the_server(tmp_path: Path) -> None:
     with otlp_receiver() as receiver:
-        async with Host.open(_config(receiver), servers={"octo": _octo([])}, state_dir=tmp_path):
-            pass
-        starts = {s.attributes["toolshell.server"] for s in receiver.named("toolshell.server.start")}
-    assert "octo" in starts
+        config = _config(receiver).model_copy(deep=True)
+        config.mcp.servers[0].load = "on_demand"
+        async with Host.open(config, servers={"octo": _octo([])}, state_dir=tmp_path) as host:
+            await host.run("tools octo echo n=1")
+        shell = receiver.one("execute_tool bash")
+        starts = {s.attributes["toolshell.server"]: s for s in receiver.named("toolshell.server.start")}
+    assert starts["octo"].parent_span_id == shell.span_id and starts["octo"].trace_id == shell.trace_id
+    assert starts["runtime"].parent_span_id == ""  # a startup server starts with the host, in no shell call
 
 
 def test_tracing_is_on_only_when_configured_and_the_standard_variables_can_turn_it_off() -> None:
@@ -223,10 +227,21 @@ anyio.run(main)
 """
 
 
-def test_with_tracing_off_a_run_never_imports_the_opentelemetry_sdk(tmp_path: Path) -> None:
+def _probe(state: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", _PROBE, str(state)], env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_with_tracing_off_a_run_never_imports_the_opentelemetry_sdk_and_the_otel_variables_turn_it_on(
+    tmp_path: Path,
+) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    off = subprocess.run([sys.executable, "-c", _PROBE, str(tmp_path / "a")], env=env, capture_output=True, text=True)
-    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = "http://127.0.0.1:9"
-    on = subprocess.run([sys.executable, "-c", _PROBE, str(tmp_path / "b")], env=env, capture_output=True, text=True)
+    off = _probe(tmp_path / "a", env)
+    with otlp_receiver() as receiver:
+        env |= {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "agents-toolshell"}
+        on = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(tmp_path / "b")], env=env, capture_output=True, text=True
+        )
+        shell = receiver.one("execute_tool bash")
     assert off.stdout.split() == ["ran", "True", "False"], off.stderr
     assert on.stdout.split() == ["ran", "False", "True"], on.stderr
+    assert shell.service == "agents-toolshell" and shell.attributes["toolshell.calls"] == 0

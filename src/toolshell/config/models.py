@@ -325,6 +325,7 @@ class TelemetryConfig(_Model):
     endpoint: str | None = None
     """The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); default: the `OTEL_*` variables'."""
     service_name: str = Field(default="toolshell", min_length=1, max_length=200)
+    """The exported `service.name`; unset, `OTEL_SERVICE_NAME` wins over the default."""
     record_io: bool = False
     """Put each call's input and result on its span (redacted, cut to 1,000 characters)."""
 

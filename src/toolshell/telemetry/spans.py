@@ -12,6 +12,7 @@ a span unless `[telemetry] record_io` says so, and then redacted.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
@@ -56,7 +57,8 @@ class Telemetry:
         if isinstance(ambient, TracerProvider):
             return cls(ambient.get_tracer("toolshell"), config, redact, None)
         endpoint = None if config.endpoint is None else config.endpoint.rstrip("/") + "/v1/traces"
-        provider = TracerProvider(resource=Resource.create({"service.name": config.service_name}))
+        named = "service_name" in config.model_fields_set or not os.environ.get("OTEL_SERVICE_NAME")
+        provider = TracerProvider(resource=Resource.create({"service.name": config.service_name} if named else {}))
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         return cls(provider.get_tracer("toolshell"), config, redact, provider)
 
