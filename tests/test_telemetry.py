@@ -228,7 +228,8 @@ anyio.run(main)
 
 
 def _probe(state: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", _PROBE, str(state)], env=env, capture_output=True, text=True, timeout=60)
+    command = [sys.executable, "-c", _PROBE, str(state)]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_with_tracing_off_a_run_never_imports_the_opentelemetry_sdk_and_the_otel_variables_turn_it_on(
