@@ -138,6 +138,17 @@ async def test_an_upstream_sdk_clients_traceparent_is_the_parent_of_the_shell_ca
     assert call.parent_span_id == shell.span_id and [_ids(tp) for tp in seen] == [f"00-{shell.trace_id}-{call.span_id}"]
 
 
+async def test_a_malformed_upstream_traceparent_is_ignored_and_the_shell_call_is_a_root_span(tmp_path: Path) -> None:
+    hostile = {"traceparent": "00-" + "z" * 4000, "tracestate": "=" * 5000}
+    with otlp_receiver() as receiver:
+        async with Host.open(_config(receiver), servers={"octo": _octo([])}, state_dir=tmp_path) as host:
+            async with Client(build_server(host, [])) as client:
+                result = await client.call_tool("bash", {"script": "tools octo echo n=1"}, meta=hostile)
+        shell = receiver.one("execute_tool bash")
+    assert not result.is_error and result.structured_content is not None
+    assert shell.parent_span_id == "" and receiver.one("tools/call echo").parent_span_id == shell.span_id
+
+
 async def test_no_span_attribute_ever_shows_a_configured_secret_even_with_inputs_and_results_recorded(
     tmp_path: Path,
 ) -> None:
