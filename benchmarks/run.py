@@ -9,8 +9,10 @@ Three modes call the same echo server (`echo_server.py`) N times in a row, over 
   to the same kind of SDK client: the same loop script as toolshell, none of toolshell's logic;
 - toolshell: one `Host.run` of `for i in $(seq 1 N); do tools echo echo text=hi >/dev/null; done`.
 
-The same three modes run against the echo server in-process (no subprocess, no pipes), and then S
-sessions × 10 calls run concurrently in-process: toolshell's S sessions against the raw SDK doing
+The same three modes run against the echo server in-process (no subprocess, no pipes); then
+toolshell in-process with tracing off (the default) and on (`[telemetry]`, spans exported over
+OTLP/HTTP to a sink on 127.0.0.1 that answers 200), and then S sessions × 10 calls run
+concurrently in-process: toolshell's S sessions against the raw SDK doing
 the same calls from S concurrent tasks on one client. The modes alternate within each round (their
 order rotates every round) so machine noise hits all alike; figures are medians over rounds.
 `--profile` adds one cProfile'd toolshell run. Results go to `results.json` here.
@@ -28,9 +30,12 @@ import pstats
 import statistics
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -56,16 +61,44 @@ def stdio_params() -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, args=[SERVER])
 
 
-def toolshell_config(calls: int, stdio: bool) -> Config:
-    """The echo server as a toolshell server; nothing asks, and the budget fits N calls."""
+def toolshell_config(calls: int, stdio: bool, collector: str | None = None) -> Config:
+    """The echo server as a toolshell server; nothing asks, and the budget fits N calls. With a
+    collector URL, tracing is on and exports there."""
     server: dict[str, Any] = {"name": "echo", "type": "stdio", "command": sys.executable, "args": [SERVER]}
+    telemetry = {"enabled": False} if collector is None else {"enabled": True, "endpoint": collector}
     return Config.model_validate(
         {
             "mcp": {"servers": [server] if stdio else []},
             "tools_in_shell": {"call_limit": calls + 10},
             "approval": {"mode": "off"},
+            "telemetry": telemetry,
         }
     )
+
+
+@contextmanager
+def otlp_sink() -> Iterator[str]:
+    """An OTLP/HTTP endpoint on 127.0.0.1 that reads each export and answers 200 (a collector's
+    cost is not toolshell's)."""
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def loop_script(calls: int, command: str) -> str:
@@ -116,12 +149,16 @@ async def bridge_round(calls: int, stdio: bool) -> Round:
         return {"total_s": total}
 
 
-async def toolshell_round(calls: int, stdio: bool, profiler: cProfile.Profile | None = None) -> Round:
+async def toolshell_round(
+    calls: int, stdio: bool, profiler: cProfile.Profile | None = None, collector: str | None = None
+) -> Round:
     """Open a host, time its first shell call, a warm empty one, then the N-call script."""
     servers = None if stdio else {"echo": inproc_server}
+    config = toolshell_config(calls, stdio, collector)
     with tempfile.TemporaryDirectory() as state_dir:
         started = time.perf_counter()
-        async with Host.open(toolshell_config(calls, stdio), state_dir=state_dir, servers=servers) as host:
+        async with Host.open(config, state_dir=state_dir, servers=servers) as host:
+            assert (host.telemetry is None) == (collector is None)
             opened = time.perf_counter()
             first = await host.run("tools echo echo text=hi")
             first_done = time.perf_counter()
@@ -241,6 +278,15 @@ async def main(calls: int, rounds: int, sessions: int, profile: bool) -> dict[st
         rounds,
         "in-process",
     )
+    with otlp_sink() as collector:
+        tracing = await rounds_of(
+            {
+                "off": lambda: toolshell_round(calls, False),
+                "on": lambda: toolshell_round(calls, False, collector=collector),
+            },
+            rounds,
+            "tracing",
+        )
     concurrent = await rounds_of(
         {"raw": lambda: raw_concurrent(sessions), "toolshell": lambda: toolshell_concurrent(sessions)},
         rounds,
@@ -254,6 +300,12 @@ async def main(calls: int, rounds: int, sessions: int, profile: bool) -> dict[st
         "rounds": rounds,
         "stdio": compare(calls, stdio),
         "in_process": compare(calls, inproc),
+        "tracing": {
+            "off_per_call_us": median(tracing["off"]) / calls * 1e6,
+            "on_per_call_us": median(tracing["on"]) / calls * 1e6,
+            "on_over_off": median(tracing["on"]) / median(tracing["off"]),
+            "rounds_total_s": {name: [r["total_s"] for r in rs] for name, rs in tracing.items()},
+        },
         "concurrent": {
             "sessions": sessions,
             "calls_per_session": CONCURRENT_CALLS,
@@ -293,6 +345,12 @@ def table(s: dict[str, Any]) -> str:
             f"   bridge / raw {c['bridge_over_raw']:.2f}x",
             f"  toolshell adds {c['toolshell_adds_over_bridge_us']:.0f} µs a call over the bare bridge",
         ]
+    t = s["tracing"]
+    rows += [
+        "",
+        f"tracing (in-process): per call µs  off {t['off_per_call_us']:.0f}  on {t['on_per_call_us']:.0f}"
+        f"  (on / off {t['on_over_off']:.2f}x)",
+    ]
     c = s["concurrent"]
     rows += [
         "",

@@ -25,6 +25,7 @@ LAYERS: list[list[str]] = [
     ["toolshell.store"],
     ["toolshell.config"],
     ["toolshell.registry"],
+    ["toolshell.telemetry"],
     ["toolshell.timeline"],
     ["toolshell.policy"],
     ["toolshell.connections"],

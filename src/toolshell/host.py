@@ -57,6 +57,7 @@ from toolshell.session import Session, SessionServices, Source
 from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
+from toolshell.telemetry import telemetry_for
 from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,7 @@ class Host:
     ) -> None:
         self.config = with_inproc(config or Config(), servers or {})
         self.redact = Redactor(self.config.secrets)
+        self.telemetry = telemetry_for(self.config.telemetry, self.redact)  # telemetry: None when off
         self.worker_id = uuid.uuid4().hex[:16]
         """This host among the workers sharing its store (`store.workers`)."""
         guard_logs(self.config.secrets)
@@ -112,6 +114,7 @@ class Host:
         builtins = {s.name: self._builtin_for(s) for s in configured if s.type == "builtin"}
         oauth = AuthSetup(self.state_dir / "oauth", store=self.store)
         self.manager = ConnectionManager(configured, builtins, auth=oauth)
+        self.manager.telemetry = self.telemetry  # telemetry
         self._top = make_connection(_TOP_LEVEL, builtin=lambda: create_web_fetch(self, config=self.config.web_fetch))
         remembered = RememberedTools(self.store, self.redact)
         for server in configured:  # each fetched list outlives the process (help, search, plan)
@@ -138,6 +141,7 @@ class Host:
             end=self._end_session,
             visible_tools=self.visible_tools,
             worker=self.worker_id,
+            telemetry=self.telemetry,  # telemetry
         )
 
     @classmethod
@@ -218,6 +222,8 @@ class Host:
             if flush is not None:
                 flush()
             self.store.close()
+            if self.telemetry is not None:  # telemetry: export what is left
+                self.telemetry.shutdown()
 
     # --- servers -----------------------------------------------------------------------------
 

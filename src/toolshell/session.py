@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 from bashkit import BuiltinContext, BuiltinResult
@@ -45,6 +45,9 @@ from toolshell.shell.state import ShellCallState
 from toolshell.timeline.sinks import EventSink
 from toolshell.utf8 import not_utf8
 
+if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is on
+    from toolshell.telemetry.spans import Telemetry
+
 _CANCEL_NOISE = "execution cancelled"
 Source = Literal["agent", "cli", "trigger", "script"]
 
@@ -71,6 +74,7 @@ class SessionServices:
     """The `keep_visible` tools: `Host.visible_tools`."""
     worker: str = ""
     """The host's id among the workers on its store (`Host.worker_id`)."""
+    telemetry: Telemetry | None = None  # telemetry: the host's tracer; None when tracing is off
 
 
 class Session:
@@ -174,6 +178,7 @@ class Session:
             services.redact,
             caller=self.caller,
             worker=services.worker,
+            telemetry=services.telemetry,  # telemetry
         )
         script = shlex.join(["tools", *words])
         started, exit_code = time.time(), 1
@@ -273,6 +278,7 @@ class Session:
             services.redact,
             caller=self.caller,
             worker=services.worker or None,
+            telemetry=services.telemetry,  # telemetry
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows

@@ -27,6 +27,7 @@ from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.approvals import DENIED, GRANTED_ALWAYS, GRANTED_ONCE, ApprovalRequest, Approvals
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
+from toolshell.telemetry.context import child_span
 
 Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str | None]]
 """Asks a person about one call on the spot; returns "once", "always", "deny", or None (no answer)."""
@@ -89,7 +90,10 @@ class ApprovalGate:
         if self.approver is None:
             return Asked(None, None)
         request = self.open_request(entry, arguments, risk)
-        answer = await self.approver(entry, arguments, risk)
+        with child_span(
+            "toolshell.approval.wait", {"toolshell.command": entry.command, "toolshell.why": risk.why or ""}
+        ):
+            answer = await self.approver(entry, arguments, risk)
         return Asked(self._record(request.id, answer), request.id)
 
     def _record(self, request_id: str, answer: str | None) -> str | None:

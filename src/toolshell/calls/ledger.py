@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolshell.builtin.hints import hints_from_result
 from toolshell.calls.prepare import PreparedCall
@@ -21,6 +21,9 @@ from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
 from toolshell.timeline.events import NestedCall, Outcome, ShellCall, outcome_for, preview
 from toolshell.timeline.sinks import EventSink
+
+if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is on
+    from toolshell.telemetry.spans import ShellTrace, Telemetry
 
 
 class Ledger:
@@ -34,6 +37,7 @@ class Ledger:
         redact: takes the config's secrets out of the previews.
         caller: who made the shell call (`Session.caller`), recorded on its row.
         worker: the host running it (`Host.worker_id`), recorded on its row.
+        telemetry: the host's tracer (None: tracing is off).
     """
 
     def __init__(
@@ -45,6 +49,7 @@ class Ledger:
         redact: Redactor | None = None,
         caller: str | None = None,
         worker: str | None = None,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.shell_call_id = shell_call_id
         self.caller = caller
@@ -58,6 +63,9 @@ class Ledger:
         self.hints: list[str] = []
         self.stopped = False
         self._rows = 0
+        self.trace: ShellTrace | None = (
+            None if telemetry is None else telemetry.shell_trace(shell_call_id, session_id, caller)
+        )
 
     def charge(self, prepared: PreparedCall) -> None:
         """Count one call against the budget; the call past it stops the script with `call_limit`."""
@@ -68,10 +76,14 @@ class Ledger:
                 f"more than {self.call_limit} tool calls in one shell call; write a new script for the rest",
             )
             raise StopScript(err, prepared.call)
+        if self.trace is not None:
+            self.trace.call_started(prepared.entry, prepared.input)
 
     def completed(self, prepared: PreparedCall, risk_level: str, result: Any, started: float) -> None:
         """Record a call whose result came back (ok or a tool's error result)."""
         ok = not result.is_error
+        if self.trace is not None:
+            self.trace.call_result(risk_level, result)
         value = None if risk_level == READ_ONLY else _result_value(result, prepared.entry)
         self.report.record(prepared.entry.command, prepared.input, risk_level, ok, value)
         if prepared.entry.hints:  # attributed: the model must know which server is talking
@@ -86,6 +98,8 @@ class Ledger:
 
     def failed_in_flight(self, prepared: PreparedCall, risk_level: str, err: ToolshellError) -> None:
         """Record a call that was sent and failed (a timeout or a crash may still have changed something)."""
+        if self.trace is not None:
+            self.trace.call_failed(risk_level)
         self.report.record(prepared.entry.command, prepared.input, risk_level, False, {"error": err.message})
 
     def ended(self, entry: ToolEntry, arguments: dict[str, Any], code: str, started: float | None) -> None:
@@ -113,12 +127,16 @@ class Ledger:
                 worker=self.worker,
             )
         )
+        if self.trace is not None:
+            self.trace.shell_call(script, source, exit_code, self.calls)
 
     def emit(
         self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
     ) -> None:
         ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
         self._rows += 1
+        if self.trace is not None:
+            self.trace.call_ended(entry, arguments, outcome, code, ms)
         self.sink.emit(
             NestedCall(
                 id=f"{self.shell_call_id}.{self._rows}",  # unique: the shell call's id is random

@@ -317,6 +317,19 @@ class WebFetchConfig(_Model):
     timeout_seconds: float = Field(default=30.0, gt=0, le=_YEAR)
 
 
+class TelemetryConfig(_Model):
+    """OpenTelemetry traces (`pip install 'toolshell[otel]'`); the standard `OTEL_*` variables apply too."""
+
+    enabled: bool | None = None
+    """True: trace; False: never; unset: trace when `OTEL_EXPORTER_OTLP_ENDPOINT` (or `…_TRACES_ENDPOINT`) is set."""
+    endpoint: str | None = None
+    """The collector's OTLP/HTTP base URL (`http://127.0.0.1:4318`); default: the `OTEL_*` variables'."""
+    service_name: str = Field(default="toolshell", min_length=1, max_length=200)
+    """The exported `service.name`; unset, `OTEL_SERVICE_NAME` wins over the default."""
+    record_io: bool = False
+    """Put each call's input and result on its span (redacted, cut to 1,000 characters)."""
+
+
 class StateConfig(_Model):
     """Where state is kept: `dir` (the local SQLite file and private files), and `url`, a
     `postgresql://` database every worker shares (`TOOLSHELL_STATE_URL` overrides it)."""
@@ -412,6 +425,7 @@ class Config(_Model):
     shell: ShellConfig = Field(default_factory=ShellConfig)
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
+    telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from toolshell.connections.factory import make_connection
 from toolshell.connections.oauth import AuthSetup
 from toolshell.connections.targets import BuiltinFactory
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.telemetry.context import SpanParent, child_span
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +55,7 @@ class ConnectionManager:
         if connect is None:
             connect = functools.partial(make_connection, auth=auth)
         self._configs = {s.name: s for s in servers}
+        self.telemetry: SpanParent | None = None  # telemetry: set by the host when tracing is on
         self._connections: dict[str, ClientConnection] = {
             s.name: connect(s, builtins.get(s.name)) for s in servers if s.enabled
         }
@@ -77,7 +80,8 @@ class ConnectionManager:
                 )
             known = ", ".join(sorted(self._configs)) or "none"
             raise ToolshellError(ErrorCode.UNAVAILABLE, f"no server is named {name!r} (configured: {known})")
-        await conn.start()
+        with self._traced_start(conn):  # telemetry
+            await conn.start()
         return conn
 
     async def start_all(self, on_progress: LoadProgress | None = None) -> list[ServerStatus]:
@@ -86,7 +90,8 @@ class ConnectionManager:
         async def open_one(conn: ClientConnection) -> None:
             await _report(on_progress, conn.name, ConnState.CONNECTING)
             try:
-                await conn.start()
+                with self._traced_start(conn):  # telemetry
+                    await conn.start()
             except ToolshellError as e:
                 logger.info("server %r did not start: %s", conn.name, e.message)
             await _report(on_progress, conn.name, conn.status().state)
@@ -96,6 +101,12 @@ class ConnectionManager:
                 if conn.server.load == "startup":
                     tg.start_soon(open_one, conn)
         return self.statuses()
+
+    def _traced_start(self, conn: ClientConnection) -> AbstractContextManager[None]:
+        """telemetry: a span for a server that is really starting (nothing when tracing is off)."""
+        if self.telemetry is None or conn.status().state == ConnState.READY:
+            return nullcontext()
+        return child_span("toolshell.server.start", {"toolshell.server": conn.name}, self.telemetry)
 
     def statuses(self) -> list[ServerStatus]:
         """Every configured server in config order; disabled ones as DISABLED."""

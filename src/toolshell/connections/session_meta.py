@@ -32,6 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolshell.connections.elicitation import CURRENT_CALL
 from toolshell.registry.schema_cost import paths
+from toolshell.telemetry.context import OUTGOING
 
 SESSION_META_KEY = "io.toolshell/session"
 """The request `_meta` key under which a server finds the calling session's context."""
@@ -109,5 +110,11 @@ class SessionClient(Client):
 
 
 def request_meta(session_json: dict[str, Any]) -> types.RequestParamsMeta:
-    """The `_meta` a request sends for a session."""
-    return cast(types.RequestParamsMeta, {SESSION_META_KEY: session_json})
+    """The `_meta` a request sends for a session, with the trace context of the nested call being
+    sent when tracing is on (in-process servers get it here; the SDK's JSON-RPC client also
+    injects the current context itself)."""
+    meta: dict[str, Any] = {SESSION_META_KEY: session_json}
+    trace = OUTGOING.get()
+    if trace is not None:
+        meta.update(trace)
+    return cast(types.RequestParamsMeta, meta)

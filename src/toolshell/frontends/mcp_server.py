@@ -53,6 +53,7 @@ from toolshell.result import RunResult
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
+from toolshell.telemetry.context import upstream
 from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
@@ -136,7 +137,8 @@ def build_server(
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
         handle = handle_for(ctx, shell)
-        result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
+        with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
+            result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
         return _bash_result(result)
 
     async def park_bash(
@@ -190,7 +192,8 @@ def build_server(
             return error_result(ToolshellError(ErrorCode.UNKNOWN_COMMAND, unknown))
         session = host.session(source="agent", caller=_caller(ctx))  # a direct call needs no shell
         try:
-            direct: types.CallToolResult = await session.call_tool(entry.server, entry.name, args)
+            with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
+                direct: types.CallToolResult = await session.call_tool(entry.server, entry.name, args)
             return direct
         except ToolshellError as e:
             return error_result(e)

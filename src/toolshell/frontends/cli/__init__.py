@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli import approvals, auth, config, run, serve, servers, triggers, web
+from toolshell.frontends.cli import approvals, auth, config, run, serve, servers, stats, triggers, web
 from toolshell.frontends.cli.options import group_paths
 from toolshell.frontends.logs import debugging, setup_logging
 from toolshell.safe_text import escape
@@ -60,6 +60,7 @@ for _command in (
     run.scripts,
     servers.servers,
     servers.timeline,
+    stats.stats,
     serve.serve,
     config.config,
     approvals.approvals,

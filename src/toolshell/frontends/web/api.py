@@ -6,6 +6,7 @@
     POST   /api/grants/revoke              {"tool": "tools github delete-branch"}
     GET    /api/timeline?session=&limit=   shell calls with their tool.nested_call rows
     GET    /api/servers                    state, protocol, tool count, last error, stderr tail
+    GET    /api/stats?since=1h&server=     per server and tool: calls, errors, approvals, p50/p95/max
     GET    /api/scripts                    saved scripts, their triggers and trigger runs
     GET|PUT|DELETE /api/scripts/{name}     one script (saving and deleting need manage_scripts)
     POST   /api/scripts/{name}/run         run it with a JSON input, as a webhook trigger does
@@ -16,6 +17,7 @@ sees the answer in the state database.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.requests import Request
@@ -32,6 +34,7 @@ from toolshell.scripts.store import SavedScript, ScriptStore
 from toolshell.scripts.verbs import check_can_save
 from toolshell.session import Session
 from toolshell.timeline.sinks import query
+from toolshell.timeline.stats import parse_duration, stats_json, tool_stats
 
 ANSWERS = ("once", "always", "deny")
 MAX_TIMELINE = 500
@@ -56,6 +59,7 @@ class Api:
             Route("/api/grants/revoke", endpoint(self.revoke), methods=["POST"]),
             Route("/api/timeline", endpoint(self.timeline)),
             Route("/api/servers", endpoint(self.servers)),
+            Route("/api/stats", endpoint(self.stats)),
             Route("/api/scripts", endpoint(self.list_scripts)),
             Route("/api/scripts/{name}", endpoint(self.get_script), methods=["GET"]),
             Route("/api/scripts/{name}", endpoint(self.put_script), methods=["PUT"]),
@@ -110,6 +114,15 @@ class Api:
                 400, ErrorCode.INVALID_INPUT, f"limit must be a whole number from 1 to {MAX_TIMELINE}; got {raw!r}"
             )
         return query(self.host.store, session_id=session, limit=int(raw))
+
+    async def stats(self, request: Request) -> Any:
+        """The `toolshell stats --json` shape: `{"since": unix seconds or null, "rows": […]}`."""
+        raw, server = request.query_params.get("since"), request.query_params.get("server") or None
+        try:
+            since = None if not raw else time.time() - parse_duration(raw)
+        except ValueError as e:
+            raise ApiError(400, ErrorCode.INVALID_INPUT, f"since: {e}") from None
+        return stats_json(tool_stats(self.host.store, since, server), since)
 
     async def servers(self, request: Request) -> Any:
         # Listing the catalog fills in the tool counts (lists are cached, so this is cheap).

@@ -1,0 +1,101 @@
+"""A real OTLP/HTTP trace receiver on 127.0.0.1 for the telemetry tests: it decodes the exported
+protobuf (`ExportTraceServiceRequest`) and keeps every span, with its resource attributes."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+
+@dataclass
+class Received:
+    """One exported span, decoded."""
+
+    name: str
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    kind: int
+    status: int
+    attributes: dict[str, Any]
+    service: str
+
+
+@dataclass
+class Receiver:
+    url: str
+    spans: list[Received] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+
+    def named(self, name: str) -> list[Received]:
+        return [s for s in self.spans if s.name == name]
+
+    def one(self, name: str) -> Received:
+        found = self.named(name)
+        assert len(found) == 1, (name, [s.name for s in self.spans])
+        return found[0]
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    return None if kind is None else getattr(value, kind)
+
+
+@contextmanager
+def otlp_receiver() -> Iterator[Receiver]:
+    """Serve `POST /v1/traces` on a free loopback port until the block ends."""
+    lock = threading.Lock()
+    receiver = Receiver("")
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            request = ExportTraceServiceRequest.FromString(body)
+            with lock:
+                receiver.paths.append(self.path)
+                for resource_spans in request.resource_spans:
+                    resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+                    for scope in resource_spans.scope_spans:
+                        for span in scope.spans:
+                            receiver.spans.append(
+                                Received(
+                                    name=span.name,
+                                    trace_id=span.trace_id.hex(),
+                                    span_id=span.span_id.hex(),
+                                    parent_span_id=span.parent_span_id.hex(),
+                                    kind=span.kind,
+                                    status=span.status.code,
+                                    attributes={a.key: _value(a.value) for a in span.attributes},
+                                    service=str(resource.get("service.name")),
+                                )
+                            )
+            out = ExportTraceServiceResponse().SerializeToString()
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    receiver.url = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield receiver
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
