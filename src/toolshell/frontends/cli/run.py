@@ -50,17 +50,24 @@ def run(
 
         name_process_options(config_path, state_dir)  # the grant hint names them
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
-            return await host.session(source="cli", role=role).run(script)
+            # Without --json the output goes out as the script writes it, stdout and stderr in order.
+            return await host.session(source="cli", role=role).run(script, on_output=None if as_json else _write)
 
     result = run_async(go)
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False))
     else:
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
         if result.tools and result.tools.get("stopped"):
             sys.stderr.write(json.dumps({"tools": result.tools}, ensure_ascii=False) + "\n")
     sys.exit(result.exit_code)
+
+
+def _write(stdout: str, stderr: str) -> None:
+    """One chunk of a run's output, flushed at once so that a pipe holding both streams keeps their order."""
+    for stream, text in ((sys.stdout, stdout), (sys.stderr, stderr)):
+        if text:
+            stream.write(text)
+            stream.flush()
 
 
 @click.command()

@@ -1,0 +1,172 @@
+"""What a new user meets in the first hour at the command line: trusting a checkout's config shows
+what it starts, `toolshell run` keeps the script's output order, the README's built-in server runs
+from its own folder, and the smaller CLI fixes (issue: the first hour)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+from _cli_support import SRC, toolshell
+
+CHECKOUT = """\
+[[mcp.servers]]
+name = "tool"
+command = "tool-server"
+args = ["--root", "my dir", "\\u001b[2J"]
+env = { API_TOKEN = "sk-literal-secret-1234", LEVEL = "debug", GH = "${GITHUB_TOKEN}" }
+load = "on_demand"
+
+[[mcp.servers]]
+name = "docs"
+type = "http"
+url = "https://user:hunter22@docs.example/mcp?key=abcdef123"
+headers = { Authorization = "Bearer ${DOCS_TOKEN}" }
+load = "on_demand"
+"""
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {"TOOLSHELL_STATE_DIR": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+
+
+def _checkout(tmp_path: Path, text: str = CHECKOUT) -> Path:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "toolshell.toml").write_text(text)
+    return checkout
+
+
+# --- item 2: trusting shows what it trusts ----------------------------------------------------
+
+
+def test_trust_prints_each_servers_exact_command_and_url_escaped_with_literal_secrets_masked(tmp_path: Path) -> None:
+    checkout = _checkout(tmp_path)
+    trusted = toolshell("config", "trust", "--yes", cwd=checkout, env=_env(tmp_path))
+    assert trusted.returncode == 0, trusted.stderr
+    lines = trusted.stdout.splitlines()
+    assert lines[0] == f"{checkout.resolve() / 'toolshell.toml'} would start:"
+    assert lines[1:7] == [
+        "  server tool: runs tool-server --root 'my dir' '\\x1b[2J'",
+        "    env API_TOKEN=***",
+        "    env LEVEL=debug",
+        "    env GH=${GITHUB_TOKEN}",
+        "  server docs: connects to https://user:***@docs.example/mcp?key=***",
+        "    header Authorization: Bearer ${DOCS_TOKEN}",
+    ]
+    assert lines[-1].startswith("trusted ")
+    everything = trusted.stdout + trusted.stderr
+    assert "sk-literal" not in everything and "hunter22" not in everything and "abcdef123" not in everything
+    assert "\x1b" not in everything
+
+
+def test_trust_without_a_terminal_or_yes_prints_what_it_would_trust_and_refuses_naming_the_flag(
+    tmp_path: Path,
+) -> None:
+    checkout = _checkout(tmp_path)
+    refused = toolshell("config", "trust", cwd=checkout, env=_env(tmp_path))
+    assert refused.returncode == 1
+    assert "server tool: runs tool-server" in refused.stdout
+    fix = "to trust it, run `toolshell config trust toolshell.toml --yes`"
+    assert f"not trusted: there is no terminal to ask on; {fix}" in refused.stderr
+    still = toolshell("servers", "--json", cwd=checkout, env=_env(tmp_path))
+    assert "ignoring toolshell.toml in the working directory (it is not trusted" in still.stderr
+
+
+def test_trusting_again_after_an_edit_shows_only_what_changed_since_the_last_trust(tmp_path: Path) -> None:
+    checkout = _checkout(tmp_path)
+    assert toolshell("config", "trust", "--yes", cwd=checkout, env=_env(tmp_path)).returncode == 0
+    (checkout / "toolshell.toml").write_text(CHECKOUT.replace('"--root", "my dir"', '"--root", "/"'))
+    again = toolshell("config", "trust", "--yes", cwd=checkout, env=_env(tmp_path))
+    assert again.returncode == 0, again.stderr
+    shown = again.stdout.splitlines()
+    assert shown[0].endswith("toolshell.toml changed since it was trusted; what it starts, then (-) and now (+):")
+    assert "  -server tool: runs tool-server --root 'my dir' '\\x1b[2J'" in shown
+    assert "  +server tool: runs tool-server --root / '\\x1b[2J'" in shown
+    assert not any("docs" in line for line in shown)  # unchanged lines beyond the context stay out
+    used = toolshell("servers", "--json", cwd=checkout, env=_env(tmp_path))
+    assert "ignoring" not in used.stderr
+    same = toolshell("config", "trust", cwd=checkout, env=_env(tmp_path))  # no --yes needed: nothing new
+    file = checkout.resolve() / "toolshell.toml"
+    assert (same.returncode, same.stdout) == (0, f"{file} is trusted already, as it is now\n")
+
+
+def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str], answer: bytes) -> tuple[int, str]:
+    """`toolshell ARGS` with a pseudo-terminal as stdin and stdout; `answer` is typed at the prompt."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from toolshell.frontends.cli import main; main()", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": SRC, **env},
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    seen = b""
+    typed = False
+    while True:
+        ready, _, _ = select.select([leader], [], [], 30)
+        assert ready, f"no output from the terminal within 30 s: {seen!r}"
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # the program ended and closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if not typed and b"Trust it? [y/N]" in seen:
+            os.write(leader, answer)
+            typed = True
+    os.close(leader)
+    return proc.wait(timeout=30), seen.decode("utf-8", "replace")
+
+
+def test_trust_on_a_terminal_asks_first_and_records_only_a_yes(tmp_path: Path) -> None:
+    checkout = _checkout(tmp_path)
+    code, seen = _on_a_terminal(["config", "trust"], checkout, _env(tmp_path), b"n\n")
+    assert code == 1 and "server tool: runs tool-server" in seen and "not trusted" in seen
+    assert "ignoring" in toolshell("servers", "--json", cwd=checkout, env=_env(tmp_path)).stderr
+    code, seen = _on_a_terminal(["config", "trust"], checkout, _env(tmp_path), b"y\n")
+    assert code == 0 and "trusted " in seen
+    assert "ignoring" not in toolshell("servers", "--json", cwd=checkout, env=_env(tmp_path)).stderr
+
+
+# --- item 4: output order ------------------------------------------------------------------------
+
+
+def test_run_writes_stdout_and_stderr_in_script_order_into_one_pipe(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from toolshell.frontends.cli import main; main()",
+            "run",
+            "-c",
+            "echo one; tools nosuch; echo two; echo three >&2; echo four",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": SRC, **_env(tmp_path)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=60,
+    )
+    lines = done.stdout.decode().splitlines()
+    assert [line if not line.startswith("{") else "error" for line in lines] == [
+        "one",
+        "error",
+        "two",
+        "three",
+        "four",
+    ]
+    assert '"code":"unknown_command"' in lines[1]
+
+
+def test_run_with_json_still_gives_one_object_with_the_whole_output(tmp_path: Path) -> None:
+    ran = toolshell("run", "--json", "-c", "echo one; echo two >&2", cwd=tmp_path, env=_env(tmp_path))
+    assert ran.returncode == 0 and ran.stderr == ""
+    assert '"stdout": "one\\n"' in ran.stdout and '"stderr": "two\\n"' in ran.stdout
