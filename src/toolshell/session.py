@@ -291,10 +291,10 @@ class Session:
         held = await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
-            result = self._result(1, "", error_line(held.error()), ledger)
+            stopped = self._result(1, "", error_line(held.error()), ledger)
             if on_output is not None:
-                on_output("", result.stderr)
-            return result
+                on_output("", stopped.stderr)
+            return stopped
         cap = config.tools_in_shell.max_output_bytes
         # Bounded memory: the head a file can hold, and the tail the answer shows; the middle is counted.
         out, err = Collector(MAX_FILE_BYTES, cap), Collector(MAX_FILE_BYTES, cap)
