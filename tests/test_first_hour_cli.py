@@ -170,3 +170,50 @@ def test_run_with_json_still_gives_one_object_with_the_whole_output(tmp_path: Pa
     ran = toolshell("run", "--json", "-c", "echo one; echo two >&2", cwd=tmp_path, env=_env(tmp_path))
     assert ran.returncode == 0 and ran.stderr == ""
     assert '"stdout": "one\\n"' in ran.stdout and '"stderr": "two\\n"' in ran.stdout
+
+
+# --- item 6: the README's built-in server, run from its own folder -------------------------------
+
+
+def _readme_builtin_server() -> str:
+    """The Python block of the README's "Writing a built-in server" section, as written."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("## Writing a built-in server", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def _console(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`toolshell ARGS` as the installed console script runs: the working directory is not on the
+    import path (`python -c` would put it there; `-P` keeps it off)."""
+    return subprocess.run(
+        [sys.executable, "-P", "-c", "from toolshell.frontends.cli import main; main()", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": SRC, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_the_readmes_built_in_server_runs_as_written_from_the_folder_of_its_trusted_config(tmp_path: Path) -> None:
+    (tmp_path / "my_package").mkdir()
+    (tmp_path / "my_package" / "words.py").write_text(_readme_builtin_server())
+    (tmp_path / "toolshell.toml").write_text(
+        '[[mcp.servers]]\nname = "words"\ntype = "builtin"\nmodule = "my_package.words:create"\n'
+    )
+    env = _env(tmp_path)
+    assert _console("config", "trust", "--yes", cwd=tmp_path, env=env).returncode == 0
+    ran = _console("run", "-c", 'tools words word-count text="a b c"', cwd=tmp_path, env=env)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "3\n", "")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    by_path = _console(
+        "run",
+        "--config",
+        str(tmp_path / "toolshell.toml"),
+        "-c",
+        "tools words word-count text=x",
+        cwd=elsewhere,
+        env=env,
+    )
+    assert (by_path.returncode, by_path.stdout) == (0, "1\n"), by_path.stderr

@@ -282,6 +282,9 @@ def load(explicit: str | None = None) -> Config:
     if path is None:
         return Config()
     config = load_file(path)
+    folder = trusted_for or as_found(path).parent  # every file `_find` returns is trusted
+    for server in config.mcp.servers:
+        server.declared_in(folder)  # a built-in's `module` is looked for next to its config too
     return rebase(config, trusted_for) if trusted_for is not None else config
 
 
