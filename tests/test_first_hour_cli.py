@@ -217,3 +217,50 @@ def test_the_readmes_built_in_server_runs_as_written_from_the_folder_of_its_trus
         env=env,
     )
     assert (by_path.returncode, by_path.stdout) == (0, "1\n"), by_path.stderr
+
+
+# --- item 10: saved scripts at the command line ----------------------------------------------------
+
+SCHEMA = '{"type":"object","properties":{"text":{"type":"string","description":"what to echo"}},"required":["text"]}'
+
+
+def test_scripts_save_and_delete_at_the_command_line_need_no_manage_scripts(tmp_path: Path) -> None:
+    env = _env(tmp_path)  # the embedded default: manage_scripts is off
+    saved = toolshell(
+        "scripts", "save", "echoer", "--description", "Echo the text.", "--input-schema", SCHEMA,
+        cwd=tmp_path, env=env, stdin="jq -r .text\n",
+    )  # fmt: skip
+    assert (saved.returncode, saved.stdout, saved.stderr) == (0, "saved script echoer\n", "")
+    ran = toolshell("scripts", "echoer", "text=hi", cwd=tmp_path, env=env)
+    assert (ran.returncode, ran.stdout) == (0, "hi\n")
+    agent = toolshell("run", "-c", "echo 'echo x' | tools scripts save other", cwd=tmp_path, env=env)
+    assert (
+        agent.returncode == 1 and "saving scripts needs manage_scripts = true" in agent.stderr
+    )  # a script still may not
+    deleted = toolshell("scripts", "delete", "echoer", cwd=tmp_path, env=env)
+    assert (deleted.returncode, deleted.stdout) == (0, "deleted script echoer\n")
+    assert "no saved scripts yet" in toolshell("scripts", cwd=tmp_path, env=env).stdout
+
+
+def test_scripts_save_of_a_script_that_does_not_parse_saves_nothing_and_says_so(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    bad = toolshell("scripts", "save", "bad", cwd=tmp_path, env=env, stdin="if then\n")
+    assert bad.returncode == 1 and "the script does not parse" in bad.stderr and "nothing was saved" in bad.stderr
+    assert "Traceback" not in bad.stderr
+    assert "no saved scripts yet" in toolshell("scripts", cwd=tmp_path, env=env).stdout
+
+
+def test_scripts_name_help_shows_the_scripts_description_and_input_schema(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    saving = ("scripts", "save", "echoer", "--description", "Echo the text.", "--input-schema", SCHEMA)
+    assert toolshell(*saving, cwd=tmp_path, env=env, stdin="jq -r .text\n").returncode == 0
+    helped = toolshell("scripts", "echoer", "--help", cwd=tmp_path, env=env)
+    assert helped.returncode == 0, helped.stderr
+    assert helped.stdout.splitlines()[:5] == [
+        "tools scripts echoer",
+        "  Echo the text.",
+        "",
+        "input (key=value, --key value, '{json}' or - for stdin; * = required):",
+        "  text*: string — what to echo",
+    ]
+    assert toolshell("scripts", "--help", cwd=tmp_path, env=env).stdout.startswith("Usage: ")
