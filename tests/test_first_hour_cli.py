@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from _cli_support import SRC, toolshell
+from toolshell.config import load_file
 
 CHECKOUT = """\
 [[mcp.servers]]
@@ -264,3 +265,38 @@ def test_scripts_name_help_shows_the_scripts_description_and_input_schema(tmp_pa
         "  text*: string — what to echo",
     ]
     assert toolshell("scripts", "--help", cwd=tmp_path, env=env).stdout.startswith("Usage: ")
+
+
+# --- item 10: config validate and config import ----------------------------------------------------
+
+
+def test_config_validate_warns_about_a_stdio_command_that_is_not_found_and_still_exits_0(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[[mcp.servers]]\nname = "gone"\ncommand = "/nonexistent/bin/server"\n\n'
+        '[[mcp.servers]]\nname = "unknown"\ncommand = "no-such-mcp-server-xyz"\n\n'
+        f'[[mcp.servers]]\nname = "here"\ncommand = "{sys.executable}"\n\n'
+        '[[mcp.servers]]\nname = "off"\ncommand = "/nonexistent/too"\nenabled = false\n'
+    )
+    checked = toolshell("config", "validate", str(config), cwd=tmp_path, env=_env(tmp_path))
+    assert checked.returncode == 0
+    assert checked.stdout == f"{config}: ok (4 servers: gone, unknown, here, off)\n"
+    assert checked.stderr.splitlines() == [
+        '  warning: mcp.servers[gone].command: "/nonexistent/bin/server" does not exist; install it or fix the path',
+        '  warning: mcp.servers[unknown].command: "no-such-mcp-server-xyz" is not found on PATH; '
+        "install it, or write its full path",
+    ]
+
+
+def test_config_import_of_a_toml_file_keeps_every_section_so_the_result_means_the_same(tmp_path: Path) -> None:
+    reference = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    complete = reference.split("## A complete file", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    assert "[tools_in_shell]" in complete and "[web_fetch]" in complete
+    original = tmp_path / "toolshell.toml"
+    original.write_text(complete)
+    imported = toolshell("config", "import", str(original), cwd=tmp_path, env=_env(tmp_path))
+    assert imported.returncode == 0 and imported.stderr == "", imported.stderr
+    assert "[tools_in_shell]" in imported.stdout and "[web_fetch]" in imported.stdout
+    converted = tmp_path / "converted.toml"
+    converted.write_text(imported.stdout)
+    assert load_file(converted, expand=False).model_dump() == load_file(original, expand=False).model_dump()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import shutil
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from toolshell.frontends.cli.options import accept_state, config_opt, guard
+from toolshell.safe_text import escape
 
 if TYPE_CHECKING:
     from toolshell.config import Config
@@ -41,8 +45,32 @@ def config_validate(path: str | None, config_path: str | None) -> None:
     loaded = guard(lambda: cfg.load_file(found))
     names = ", ".join(s.name for s in loaded.mcp.servers) or "none"
     click.echo(f"{found}: ok ({len(loaded.mcp.servers)} servers: {names})")
-    for place, message in config_warnings(loaded):
+    for place, message in [*config_warnings(loaded), *_missing_commands(loaded)]:
         click.echo(f"  warning: {place}: {message}", err=True)
+
+
+def _missing_commands(loaded: Config) -> list[tuple[str, str]]:
+    """Each enabled stdio server whose `command` is neither an executable path nor on PATH (its own
+    `env` PATH when it sets one), as the host would fail to start it."""
+    found: list[tuple[str, str]] = []
+    for server in loaded.mcp.servers:
+        command = server.command or ""
+        if server.type != "stdio" or not server.enabled or not command:
+            continue
+        shown = escape(json.dumps(command, ensure_ascii=False))
+        if "/" in command:
+            path = Path(server.cwd or ".") / command
+            if not (path.is_file() and os.access(path, os.X_OK)):
+                why = "is not an executable file" if path.exists() else "does not exist"
+                found.append((f"mcp.servers[{server.name}].command", f"{shown} {why}; install it or fix the path"))
+        elif shutil.which(command, path=server.env.get("PATH") or os.environ.get("PATH")) is None:
+            found.append(
+                (
+                    f"mcp.servers[{server.name}].command",
+                    f"{shown} is not found on PATH; install it, or write its full path",
+                )
+            )
+    return found
 
 
 @config.command("import")
