@@ -4,12 +4,17 @@ from its own folder, and the smaller CLI fixes (issue: the first hour)."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
 import subprocess
 import sys
 from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
 
 from _cli_support import SRC, toolshell
 from toolshell.config import load_file
@@ -176,11 +181,12 @@ def test_run_with_json_still_gives_one_object_with_the_whole_output(tmp_path: Pa
 # --- item 6: the README's built-in server, run from its own folder -------------------------------
 
 
-def _readme_builtin_server() -> str:
-    """The Python block of the README's "Writing a built-in server" section, as written."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## Writing a built-in server", 1)[1]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def _block(text: str, lang: str) -> str:
+    """The first fenced `lang` block of `text`."""
+    return text.split(f"```{lang}\n", 1)[1].split("```", 1)[0]
 
 
 def _console(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -198,10 +204,9 @@ def _console(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
 
 def test_the_readmes_built_in_server_runs_as_written_from_the_folder_of_its_trusted_config(tmp_path: Path) -> None:
     (tmp_path / "my_package").mkdir()
-    (tmp_path / "my_package" / "words.py").write_text(_readme_builtin_server())
-    (tmp_path / "toolshell.toml").write_text(
-        '[[mcp.servers]]\nname = "words"\ntype = "builtin"\nmodule = "my_package.words:create"\n'
-    )
+    section = README.split("## Writing a built-in server", 1)[1]
+    (tmp_path / "my_package" / "words.py").write_text(_block(section, "python"))
+    (tmp_path / "toolshell.toml").write_text(_block(section, "toml"))
     env = _env(tmp_path)
     assert _console("config", "trust", "--yes", cwd=tmp_path, env=env).returncode == 0
     ran = _console("run", "-c", 'tools words word-count text="a b c"', cwd=tmp_path, env=env)
@@ -300,3 +305,30 @@ def test_config_import_of_a_toml_file_keeps_every_section_so_the_result_means_th
     converted = tmp_path / "converted.toml"
     converted.write_text(imported.stdout)
     assert load_file(converted, expand=False).model_dump() == load_file(original, expand=False).model_dump()
+
+
+# --- item 10: launchers pass the config and state through the environment ------------------------
+
+
+@pytest.mark.anyio
+async def test_the_readmes_launcher_entry_starts_serve_with_the_config_and_state_of_its_env(tmp_path: Path) -> None:
+    shown = next(b for b in README.split("```json\n")[1:] if "TOOLSHELL_CONFIG" in b.split("```", 1)[0])
+    entry = json.loads(shown.split("```", 1)[0])["mcpServers"]["toolshell"]
+    assert entry["command"] == "toolshell" and set(entry["env"]) == {"TOOLSHELL_CONFIG", "TOOLSHELL_STATE_DIR"}
+    config = tmp_path / "project" / "toolshell.toml"
+    config.parent.mkdir()
+    config.write_text('include_builtins = false\n\n[[mcp.servers]]\nname = "text_metrics"\ntype = "builtin"\n')
+    state = tmp_path / "state"
+    here = {"TOOLSHELL_CONFIG": str(config), "TOOLSHELL_STATE_DIR": str(state)}  # the entry's, for this machine
+    params = StdioServerParameters(
+        command=sys.executable,  # `toolshell`, from this checkout
+        args=["-P", "-c", "from toolshell.frontends.cli import main; main()", *entry["args"]],
+        env={**{k: here[k] for k in entry["env"]}, "PYTHONPATH": SRC, "HOME": str(tmp_path)},
+        cwd=str(tmp_path),
+    )
+    with anyio.fail_after(60):
+        async with Client(params) as client:
+            listed = await client.call_tool("bash", {"script": "tools --help"})
+    stdout = json.loads(listed.content[0].text)["stdout"]
+    assert "text_metrics" in stdout.replace("-", "_") and "runtime" not in stdout
+    assert (state / "toolshell.db").is_file()
