@@ -332,3 +332,17 @@ async def test_the_readmes_launcher_entry_starts_serve_with_the_config_and_state
     stdout = json.loads(listed.content[0].text)["stdout"]
     assert "text_metrics" in stdout.replace("-", "_") and "runtime" not in stdout
     assert (state / "toolshell.db").is_file()
+
+
+def test_streamed_output_has_the_configs_secrets_masked_on_both_streams(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[[mcp.servers]]\nname = "s"\ncommand = "some-server"\nload = "on_demand"\n'
+        'env = { API_TOKEN = "${FIRST_HOUR_TOKEN}" }\n'
+    )
+    secret = "tok-4f9a1c7e2b"
+    ran = toolshell(
+        "run", "--config", str(config), "-c", f"echo {secret}; echo {secret} >&2",
+        cwd=tmp_path, env={**_env(tmp_path), "FIRST_HOUR_TOKEN": secret},
+    )  # fmt: skip
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "***\n", "***\n")
