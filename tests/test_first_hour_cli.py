@@ -10,6 +10,7 @@ import pty
 import select
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -101,8 +102,11 @@ def test_trusting_again_after_an_edit_shows_only_what_changed_since_the_last_tru
     assert (same.returncode, same.stdout) == (0, f"{file} is trusted already, as it is now\n")
 
 
-def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str], answer: bytes) -> tuple[int, str]:
-    """`toolshell ARGS` with a pseudo-terminal as stdin and stdout; `answer` is typed at the prompt."""
+def _on_a_terminal(
+    args: list[str], cwd: Path, env: dict[str, str], answer: bytes, meanwhile: Callable[[], None] = lambda: None
+) -> tuple[int, str]:
+    """`toolshell ARGS` with a pseudo-terminal as stdin and stdout; `answer` is typed at the prompt,
+    after `meanwhile` ran."""
     leader, follower = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-c", "from toolshell.frontends.cli import main; main()", *args],
@@ -126,6 +130,7 @@ def _on_a_terminal(args: list[str], cwd: Path, env: dict[str, str], answer: byte
             break
         seen += chunk
         if not typed and b"Trust it? [y/N]" in seen:
+            meanwhile()
             os.write(leader, answer)
             typed = True
     os.close(leader)
@@ -140,6 +145,18 @@ def test_trust_on_a_terminal_asks_first_and_records_only_a_yes(tmp_path: Path) -
     code, seen = _on_a_terminal(["config", "trust"], checkout, _env(tmp_path), b"y\n")
     assert code == 0 and "trusted " in seen
     assert "ignoring" not in toolshell("servers", "--json", cwd=checkout, env=_env(tmp_path)).stderr
+
+
+def test_a_file_edited_while_the_prompt_waits_is_not_trusted_by_the_yes(tmp_path: Path) -> None:
+    checkout = _checkout(tmp_path)
+
+    def edit() -> None:
+        (checkout / "toolshell.toml").write_text(CHECKOUT.replace("tool-server", "other-server"))
+
+    code, seen = _on_a_terminal(["config", "trust"], checkout, _env(tmp_path), b"y\n", meanwhile=edit)
+    assert code == 0 and "runs tool-server" in seen and "other-server" not in seen
+    used = toolshell("servers", "--json", cwd=checkout, env=_env(tmp_path))
+    assert "ignoring toolshell.toml in the working directory (it changed since it was trusted)" in used.stderr
 
 
 # --- item 4: output order ------------------------------------------------------------------------

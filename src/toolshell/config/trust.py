@@ -101,11 +101,12 @@ def _open(database: Path) -> Store:
     return store
 
 
-def trust(path: Path, database: Path, servers: list[str] | None = None) -> str:
+def trust(path: Path, database: Path, servers: list[str] | None = None, *, data: bytes | None = None) -> str:
     """Record `path` (as found) as trusted in its current form, for its directory, with what it
-    starts (`describe`, shown as the difference next time); returns its SHA-256."""
+    starts (`describe`, shown as the difference next time); returns its SHA-256. `data` is the
+    file's bytes as read and shown to the person, so a file changed meanwhile stays untrusted."""
     found = as_found(path)
-    digest = _digest(found)
+    digest = hashlib.sha256(data).hexdigest() if data is not None else _digest(found)
     store = _open(database)
     try:
         store.execute(

@@ -76,7 +76,8 @@ def _missing_commands(loaded: Config) -> list[tuple[str, str]]:
 @config.command("import")
 @click.argument("file")
 def config_import(file: str) -> None:
-    """Convert another host's {"mcpServers": ...} JSON to toolshell TOML (printed)."""
+    """Print a config as toolshell TOML: another host's {"mcpServers": ...} JSON, or a TOML file
+    (every section kept)."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
 
@@ -101,7 +102,11 @@ def config_trust(path: str, yes: bool) -> None:
     file = Path(path)
     if not file.is_file():
         raise click.UsageError(f"{path} is not a file; give the path of the toolshell.toml to trust")
-    servers = trust.describe(guard(lambda: cfg_check(file)))
+    try:
+        data = file.read_bytes()  # read once: what is shown is what is trusted
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror}") from None
+    servers = trust.describe(guard(lambda: cfg_check(data, path)))
     database = trust.trust_database(user_data_dir())
     before = guard(lambda: trust.trust_state(file, database))
     found = trust.as_found(file)
@@ -117,7 +122,7 @@ def config_trust(path: str, yes: bool) -> None:
         if not click.confirm("Trust it?", default=False):
             click.echo("not trusted", err=True)
             sys.exit(1)
-    digest = guard(lambda: trust.trust(file, database, servers))
+    digest = guard(lambda: trust.trust(file, database, servers, data=data))
     click.echo(f"trusted {found} (sha256 {digest[:16]}…); editing it withdraws the trust")
 
 
@@ -136,8 +141,13 @@ def _show(found: Path, servers: list[str], before: TrustState) -> None:
         click.echo(f"  {line}")
 
 
-def cfg_check(file: Path) -> Config:
+def cfg_check(data: bytes, source: str) -> Config:
     """Trust only a file that loads: a broken one would be refused later anyway."""
     from toolshell import config as cfg  # lazy: CLI start-up
+    from toolshell.errors import ConfigError  # lazy: CLI start-up
 
-    return cfg.load_file(file, expand=False)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError([("", f"not UTF-8 text (byte {e.start}); save the file as UTF-8")], source) from None
+    return cfg.load_text(text, source=source, expand=False)
