@@ -16,6 +16,13 @@ if command -v npm >/dev/null 2>&1; then
 else
   echo "npm not found: tests against the npm MCP servers will be skipped" >&2
 fi
+# The headless browser for tests/test_web_browser.py (Debian's chromium, Playwright for Python).
+if [ ! -x /usr/bin/chromium ] || ! python -c "import playwright" 2>/dev/null; then
+  echo "installing the browser for the web page test (scripts/install_browser.sh)…" >&2
+  if ! bash scripts/install_browser.sh; then
+    echo "the browser could not be installed: the web page test will be skipped (run scripts/install_browser.sh to retry)" >&2
+  fi
+fi
 # Gates: lint, format and strict types, before any test runs.
 ruff check src tests benchmarks
 ruff format --check src tests benchmarks

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import mcp_types as types
 import pytest
 from mcp.client import Client
@@ -71,8 +74,9 @@ def test_a_module_wins_over_a_shipped_name() -> None:
          "server 'mine': module '_builtin_support' must be `package.module:attribute`, "
          'e.g. module = "my_package.my_server:mcp"'),
         ("mine", "no_such_pkg.sub:app",
-         "server 'mine': cannot import 'no_such_pkg.sub' (No module named 'no_such_pkg'); "
-         'install it or fix the module path, e.g. module = "my_package.my_server:mcp"'),
+         "server 'mine': cannot import 'no_such_pkg.sub': no 'no_such_pkg' on the import path; "
+         "add the folder holding no_such_pkg/ to PYTHONPATH, install 'no_such_pkg', or fix the module path "
+         '(e.g. module = "my_package.my_server:mcp")'),
         ("mine", "_builtin_support:missing",
          f"server 'mine': '_builtin_support' has no attribute 'missing'; {WHAT}"),
         ("mine", "_builtin_support:not_a_server",
@@ -102,3 +106,36 @@ def test_a_factory_that_fails_or_returns_no_server_is_unavailable_when_opened(mo
     with pytest.raises(ToolshellError) as info:
         factory(HOST)  # type: ignore[arg-type]
     assert (info.value.code, info.value.message) == (ErrorCode.UNAVAILABLE, message)
+
+
+def test_a_module_missing_from_the_import_path_is_found_in_the_config_folder_and_only_for_that_import(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "beside_config_pkg").mkdir()
+    (tmp_path / "beside_config_pkg" / "srv.py").write_text(
+        "from mcp.server import Server\n\ndef make():\n    return Server('beside')\n"
+    )
+    server = resolve_builtin("mine", "beside_config_pkg.srv:make", folder=tmp_path)(HOST)  # type: ignore[arg-type]
+    assert isinstance(server, Server) and server.name == "beside"
+    assert str(tmp_path) not in sys.path
+
+
+def test_a_module_in_neither_place_names_the_config_folder_to_put_it_in(tmp_path: Path) -> None:
+    with pytest.raises(ToolshellError) as info:
+        resolve_builtin("mine", "not_beside_pkg.srv:make", folder=tmp_path)
+    assert info.value.message == (
+        f"server 'mine': cannot import 'not_beside_pkg.srv': no 'not_beside_pkg' on the import path or in "
+        f"{tmp_path}; put the folder not_beside_pkg/ in {tmp_path}, install 'not_beside_pkg', or fix the "
+        'module path (e.g. module = "my_package.my_server:mcp")'
+    )
+
+
+def test_a_missing_dependency_of_a_found_module_names_the_dependency(tmp_path: Path) -> None:
+    (tmp_path / "needs_dep_pkg").mkdir()
+    (tmp_path / "needs_dep_pkg" / "srv.py").write_text("import not_installed_dependency\n")
+    with pytest.raises(ToolshellError) as info:
+        resolve_builtin("mine", "needs_dep_pkg.srv:make", folder=tmp_path)
+    assert info.value.message == (
+        "server 'mine': importing 'needs_dep_pkg.srv' failed: No module named 'not_installed_dependency'; "
+        "install 'not_installed_dependency'"
+    )

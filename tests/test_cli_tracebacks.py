@@ -120,9 +120,9 @@ def test_a_checkout_whose_path_is_not_utf8_can_be_trusted_and_used(tmp_path: Pat
     checkout = Path(str(tmp_path).encode().decode() + "/caf\udce9")  # the directory `caf\xe9`
     checkout.mkdir()
     (checkout / "toolshell.toml").write_text('[[mcp.servers]]\nname = "later"\ncommand = "true"\nload = "on_demand"\n')
-    trusted = toolshell("config", "trust", cwd=checkout)
+    trusted = toolshell("config", "trust", "--yes", cwd=checkout)
     used = toolshell("servers", "--json", cwd=checkout)
-    assert trusted.returncode == 0 and trusted.stdout.startswith("trusted "), trusted.stderr
+    assert trusted.returncode == 0 and trusted.stdout.splitlines()[-1].startswith("trusted "), trusted.stderr
     assert "Traceback" not in used.stderr and "ignoring" not in used.stderr
     assert "later" in [row["name"] for row in json.loads(used.stdout)]
 

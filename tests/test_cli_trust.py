@@ -40,7 +40,7 @@ def test_a_symlink_to_a_trusted_config_is_ignored_with_the_usual_message(tmp_pat
     a = _checkout(tmp_path / "a")
     b = _own_script(tmp_path / "b")
     (b / "toolshell.toml").symlink_to(a / "toolshell.toml")
-    assert toolshell("config", "trust", cwd=a).returncode == 0
+    assert toolshell("config", "trust", "--yes", cwd=a).returncode == 0
     in_b = toolshell("servers", "--json", cwd=b)
     assert NOTE in in_b.stderr.splitlines()
     assert "evil" not in [row["name"] for row in json.loads(in_b.stdout)]
@@ -57,8 +57,8 @@ def test_a_symlink_trusted_as_itself_runs_in_its_own_directory_and_an_edit_of_it
     a = _checkout(tmp_path / "a")
     b = _own_script(tmp_path / "b")
     (b / "toolshell.toml").symlink_to(a / "toolshell.toml")
-    trusted = toolshell("config", "trust", cwd=b)
-    assert trusted.stdout.startswith(f"trusted {b.resolve() / 'toolshell.toml'} (sha256 ")
+    trusted = toolshell("config", "trust", "--yes", cwd=b)
+    assert trusted.stdout.splitlines()[-1].startswith(f"trusted {b.resolve() / 'toolshell.toml'} (sha256 ")
     toolshell("servers", "--json", cwd=b)
     assert ((b / "ran").exists(), (a / "ran").exists()) == (True, False)
     with (a / "toolshell.toml").open("a") as f:
@@ -72,8 +72,8 @@ def test_a_symlinked_working_directory_is_the_directory_it_points_to(tmp_path: P
     a = _checkout(tmp_path / "a")
     link = tmp_path / "link"
     link.symlink_to(a, target_is_directory=True)
-    trusted = toolshell("config", "trust", str(link / "toolshell.toml"), cwd=tmp_path)
-    assert trusted.stdout.startswith(f"trusted {a.resolve() / 'toolshell.toml'} (sha256 ")
+    trusted = toolshell("config", "trust", str(link / "toolshell.toml"), "--yes", cwd=tmp_path)
+    assert trusted.stdout.splitlines()[-1].startswith(f"trusted {a.resolve() / 'toolshell.toml'} (sha256 ")
     used = toolshell("servers", "--json", cwd=link)  # the process's working directory is `a` itself
     assert "ignoring" not in used.stderr
     assert (a / "ran").exists()

@@ -55,10 +55,10 @@ def test_a_checkouts_config_is_ignored_until_trusted_and_stderr_names_the_comman
 
 
 def test_a_trusted_checkout_config_is_used_and_editing_it_withdraws_the_trust(checkout: Path) -> None:
-    trusted = _cli("config", "trust")
+    trusted = _cli("config", "trust", "--yes")
     used = _cli("servers", "--json")
     assert trusted.exit_code == 0
-    assert trusted.stdout.startswith(f"trusted {checkout.resolve() / 'toolshell.toml'} (sha256 ")
+    assert trusted.stdout.splitlines()[-1].startswith(f"trusted {checkout.resolve() / 'toolshell.toml'} (sha256 ")
     assert "evil" in [row["name"] for row in json.loads(used.stdout)]
     assert (checkout / "ran").exists()
     (checkout / "ran").unlink()

@@ -236,7 +236,7 @@ class Host:
         if server.name in self._inproc:
             factory = as_factory(self._inproc[server.name], "Host(servers=...)", server.name)
             return lambda: factory(self)
-        return lambda: resolve_builtin(server.name, server.module)(self)
+        return lambda: resolve_builtin(server.name, server.module, folder=server.folder)(self)
 
     def statuses(self) -> list[ServerStatus]:
         """Every configured server's state, with secrets redacted from its errors and stderr."""

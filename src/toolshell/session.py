@@ -49,6 +49,8 @@ if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is
     from toolshell.telemetry.spans import Telemetry
 
 _CANCEL_NOISE = "execution cancelled"
+OnOutput = Callable[[str, str], None]
+"""Receives a run's output as it is written: a stdout chunk and a stderr chunk (either may be empty)."""
 Source = Literal["agent", "cli", "trigger", "script"]
 
 
@@ -248,27 +250,34 @@ class Session:
         *,
         answerer: Answerer | None | Literal["session"] = "session",
         approver: Approver | None = None,
+        on_output: OnOutput | None = None,
     ) -> RunResult:
         """Run one script as one shell call; the catalog is rebuilt first.
 
         Shell calls of one session run one at a time (they share one shell and its files).
         `answerer` answers the servers' questions for this run only (default: the session's);
         `approver` asks about calls that need approval in this run (the caller applied `inline`).
+        `on_output(stdout, stderr)` gets the output as the script writes it, in order and with the
+        config's secrets masked (a terminal shows progress and which command failed); the result
+        still holds the capped whole.
         """
         refused = not_utf8("the script", script, script=True)
         if refused is not None:  # lone surrogates from a client's JSON: bashkit and the store take UTF-8 only
-            return RunResult(1, "", error_line(ToolshellError(ErrorCode.INVALID_INPUT, refused)))
+            refusal = error_line(ToolshellError(ErrorCode.INVALID_INPUT, refused))
+            if on_output is not None:
+                on_output("", refusal)
+            return RunResult(1, "", refusal)
         async with self._lock:
             kept = self.answerer, self._run_approver
             if answerer != "session":
                 self.answerer = answerer
             self._run_approver = approver
             try:
-                return await self._run(script)
+                return await self._run(script, on_output)
             finally:
                 self.answerer, self._run_approver = kept
 
-    async def _run(self, script: str) -> RunResult:
+    async def _run(self, script: str, on_output: OnOutput | None = None) -> RunResult:
         services, config = self.services, self.services.config
         ledger = Ledger(
             uuid.uuid4().hex[:16],
@@ -288,10 +297,16 @@ class Session:
         held = await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
-            return self._result(1, "", error_line(held.error()), ledger)
+            stopped = self._result(1, "", error_line(held.error()), ledger)
+            if on_output is not None:
+                on_output("", stopped.stderr)
+            return stopped
         cap = config.tools_in_shell.max_output_bytes
         # Bounded memory: the head a file can hold, and the tail the answer shows; the middle is counted.
         out, err = Collector(MAX_FILE_BYTES, cap), Collector(MAX_FILE_BYTES, cap)
+        collect = both_streams(out.add, err.add)
+        if on_output is not None:
+            collect = _streamed(collect, on_output, services.redact, lambda: ledger.stopped)
         state = ShellCallState(
             view=view,
             ledger=ledger,
@@ -302,18 +317,20 @@ class Session:
             shell_config=config.shell,
             max_output_bytes=cap,
             shells=[self.bash],
-            stderr_sink=err.add,
+            stderr_sink=lambda line: collect("", line),
             redact=services.redact,
             max_result_bytes=config.tools_in_shell.max_result_bytes,
         )
         self._current = ToolsBuiltin(state)
         try:
-            result = await self.bash.execute(script, on_output=both_streams(out.add, err.add))
+            result = await self.bash.execute(script, on_output=collect)
         finally:
             self._current = None
             self.bash.clear_cancel()
         errs = err.collected()
         exit_code, end = self._outcome(result, ledger.stopped, errs.end)
+        if on_output is not None and end.startswith(errs.end) and end != errs.end:
+            on_output("", services.redact(end[len(errs.end) :]))  # the notes `_outcome` added
         call_id = ledger.shell_call_id
         stdout = self._bounded(_shell_cut(out.collected(), result, "stdout"), cap, call_id, "stdout")
         err_cap = cap - len(stdout.note.encode())  # the JSON cut's note goes on stderr, inside its cap
@@ -372,6 +389,20 @@ class Session:
             tools=redact_json(ledger.report.to_json(), redact),
             hints=[redact(h) for h in self.hints.drain()],
         )
+
+
+def _streamed(collect: OnOutput, on_output: OnOutput, redact: Redactor, stopped: Callable[[], bool]) -> OnOutput:
+    """`collect`, and each chunk passed on masked. bashkit's note on the cancel that ends a stopped
+    script is left out, as the result leaves it out."""
+
+    def both(stdout: str, stderr: str) -> None:
+        collect(stdout, stderr)
+        if stopped() and stderr.endswith(_CANCEL_NOISE):
+            stderr = stderr[: -len(_CANCEL_NOISE)]
+        if stdout or stderr:
+            on_output(redact(stdout), redact(stderr))
+
+    return both
 
 
 def _shell_cut(stream: Collected, result: object, name: str) -> Collected:

@@ -3,13 +3,20 @@
 Shipped servers are looked up in `SHIPPED`; a user's own server is `module = "pkg.mod:attr"`,
 where `attr` is an `MCPServer` or lowlevel `Server` instance, or a factory returning one that
 takes the `HostHandle` or nothing. Nothing is imported until the server is opened.
+
+A module the import path does not have is looked for in the folder of the config file that names
+it (`ServerConfig.folder`, a file the person chose or trusted), so `my_package/` beside
+`toolshell.toml` works as written. That folder goes at the end of the path, for that one import
+only: it never shadows an installed module.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from toolshell.errors import ErrorCode, ToolshellError
@@ -38,16 +45,17 @@ def _is_server(obj: object) -> TypeGuard[Server[Any] | MCPServer]:
     return isinstance(obj, Server | MCPServer)
 
 
-def _load_attr(spec: str, name: str) -> Any:
+def _load_attr(spec: str, name: str, folder: Path | None = None) -> Any:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise _unavailable(f"server {name!r}: module {spec!r} must be `package.module:attribute`, e.g. {_EXAMPLE}")
+    top = module_name.partition(".")[0]
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name, top, folder)
     except ModuleNotFoundError as e:
-        raise _unavailable(
-            f"server {name!r}: cannot import {module_name!r} ({e}); install it or fix the module path, e.g. {_EXAMPLE}"
-        ) from None
+        if e.name != top:  # the module is there; something it imports is not
+            raise _unavailable(f"server {name!r}: importing {module_name!r} failed: {e}; install {e.name!r}") from None
+        raise _not_found(name, module_name, top, folder) from None
     except Exception as e:  # a broken user module must not crash the host
         raise _unavailable(f"server {name!r}: importing {module_name!r} failed: {type(e).__name__}: {e}") from None
     obj: Any = module
@@ -59,6 +67,36 @@ def _load_attr(spec: str, name: str) -> Any:
             )
         obj = getattr(obj, part)
     return obj
+
+
+def _not_found(name: str, module_name: str, top: str, folder: Path | None) -> ToolshellError:
+    if folder is None:
+        where, put = "the import path", f"add the folder holding {top}/ to PYTHONPATH"
+    else:
+        where, put = f"the import path or in {folder}", f"put the folder {top}/ in {folder}"
+    return _unavailable(
+        f"server {name!r}: cannot import {module_name!r}: no {top!r} on {where}; "
+        f"{put}, install {top!r}, or fix the module path (e.g. {_EXAMPLE})"
+    )
+
+
+def _import(module_name: str, top: str, folder: Path | None) -> Any:
+    """`module_name` from the import path, else (its top package missing) from `folder`."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if folder is None or e.name != top:
+            raise
+    entry = str(folder)
+    added = entry not in sys.path
+    if added:
+        sys.path.append(entry)
+    importlib.invalidate_caches()  # the folder's finder must see files written since it was first read
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)
 
 
 def _takes_host(factory: Callable[..., Any]) -> bool:
@@ -102,12 +140,13 @@ def as_factory(obj: Any, where: str, name: str) -> BuiltinFactory:
     return build
 
 
-def resolve_builtin(name: str, module: str | None = None) -> BuiltinFactory:
+def resolve_builtin(name: str, module: str | None = None, *, folder: Path | None = None) -> BuiltinFactory:
     """Find the factory for a built-in server.
 
     Args:
         name: The server's configured name; a shipped server needs nothing else.
         module: `package.module:attribute` for a user's own server; wins over a shipped name.
+        folder: where else to look for `module`: the folder of the config file that names it.
 
     Returns:
         A callable taking the `HostHandle` and returning the server to connect to in-process.
@@ -124,4 +163,4 @@ def resolve_builtin(name: str, module: str | None = None) -> BuiltinFactory:
             f"no built-in server is named {name!r} (shipped: {shipped}); "
             f"for your own server add {_EXAMPLE} to its [[mcp.servers]] entry"
         )
-    return as_factory(_load_attr(spec, name), spec, name)
+    return as_factory(_load_attr(spec, name, folder if module else None), spec, name)

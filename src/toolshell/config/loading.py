@@ -282,6 +282,9 @@ def load(explicit: str | None = None) -> Config:
     if path is None:
         return Config()
     config = load_file(path)
+    folder = trusted_for or as_found(path).parent  # every file `_find` returns is trusted
+    for server in config.mcp.servers:
+        server.declared_in(folder)  # a built-in's `module` is looked for next to its config too
     return rebase(config, trusted_for) if trusted_for is not None else config
 
 
@@ -302,7 +305,43 @@ def state_location(config: Config, explicit_dir: str | None = None) -> str:
 
 
 def to_toml(config: Config) -> str:
-    """Write the servers of a config as TOML (what `toolshell config import` prints)."""
+    """Write a config as TOML (what `toolshell config import` prints): its top-level keys, the
+    servers, then every other section that differs from the defaults, so a converted file means
+    what the original did."""
+    rest = config.model_dump(exclude_defaults=True, exclude_none=True, exclude={"mcp"})
+    lines = [f"{key} = {_inline(value)}" for key, value in rest.items() if not isinstance(value, dict | list)]
+    if lines:
+        lines.append("")
+    lines += _servers_toml(config)
+    for key, value in rest.items():
+        if isinstance(value, dict):
+            lines += [f"[{key}]", *(f"{_key_toml(k)} = {_inline(v)}" for k, v in value.items()), ""]
+        elif isinstance(value, list):
+            for entry in value:
+                items = entry.items() if isinstance(entry, dict) else []
+                lines += [f"[[{key}]]", *(f"{_key_toml(k)} = {_inline(v)}" for k, v in items), ""]
+    return "\n".join(lines)
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _key_toml(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key)
+
+
+def _inline(value: Any) -> str:
+    """A TOML value on one line: JSON's string, number and boolean forms are TOML's too; tables
+    become inline tables."""
+    if isinstance(value, dict):
+        inner = ", ".join(f"{_key_toml(str(k))} = {_inline(v)}" for k, v in value.items())
+        return f"{{ {inner} }}" if inner else "{}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _servers_toml(config: Config) -> list[str]:
     lines: list[str] = []
     for s in config.mcp.servers:
         lines.append("[[mcp.servers]]")
@@ -316,4 +355,4 @@ def to_toml(config: Config) -> str:
             else:
                 lines.append(f"{key} = {json.dumps(value)}")
         lines.append("")
-    return "\n".join(lines)
+    return lines

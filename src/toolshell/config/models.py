@@ -138,6 +138,16 @@ class ServerConfig(_Model):
     """Calls in flight to this server at once, from every session together; more wait their turn."""
     max_tools: int = Field(default=10_000, ge=1, le=1_000_000)
     """The most tools kept from this server's listing; the rest (and the pages after them) are dropped, with a note."""
+    _folder: Path | None = PrivateAttr(default=None)
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder of the (trusted) config file that declared this server, where its `module` is
+        also looked for; set by `config.load`."""
+        return self._folder
+
+    def declared_in(self, folder: Path) -> None:
+        self._folder = folder
 
     @field_validator("name")
     @classmethod

@@ -30,8 +30,9 @@ tools scripts                          list the saved scripts
 tools scripts NAME k=v …               run one; also NAME '{json}' or NAME - (input on stdin)
 tools scripts NAME --help              show its description, input and body
 tools scripts save NAME --description TEXT --input-schema JSON
-                                       save the script piped on stdin (needs manage_scripts)
-tools scripts delete NAME              delete one (needs manage_scripts)
+                                       save the script piped on stdin (needs manage_scripts;
+                                       a person saves with `toolshell scripts save …` without it)
+tools scripts delete NAME              delete one (needs manage_scripts; or `toolshell scripts delete`)
 The input is checked against the script's schema and reaches the script on stdin as JSON.
 A saved script has no network of its own (curl, wget and http refuse); it calls tools, web-fetch
 included, under the caller's tools, approvals and call budget, like any other tool call.

@@ -50,17 +50,24 @@ def run(
 
         name_process_options(config_path, state_dir)  # the grant hint names them
         async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
-            return await host.session(source="cli", role=role).run(script)
+            # Without --json the output goes out as the script writes it, stdout and stderr in order.
+            return await host.session(source="cli", role=role).run(script, on_output=None if as_json else _write)
 
     result = run_async(go)
     if as_json:
         click.echo(json.dumps(result.to_json(), ensure_ascii=False))
     else:
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
         if result.tools and result.tools.get("stopped"):
             sys.stderr.write(json.dumps({"tools": result.tools}, ensure_ascii=False) + "\n")
     sys.exit(result.exit_code)
+
+
+def _write(stdout: str, stderr: str) -> None:
+    """One chunk of a run's output, flushed at once so that a pipe holding both streams keeps their order."""
+    for stream, text in ((sys.stdout, stdout), (sys.stderr, stderr)):
+        if text:
+            stream.write(text)
+            stream.flush()
 
 
 @click.command()
@@ -99,27 +106,70 @@ def shell(config_path: str | None, state_dir: str | None, role: str | None) -> N
     run_async(lambda: interactive(load_config(config_path), state_dir, role))
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+_HELP = ("--help", "-h")
+
+
+@click.command(context_settings={"ignore_unknown_options": True}, add_help_option=False)
 @config_opt
 @state_opt
 @click.option("--json", "as_json", is_flag=True, help="With `list`: print a JSON array of the saved scripts.")
 @click.argument("args", nargs=-1, type=Utf8Text("an argument"))
 def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args: tuple[str, ...]) -> None:
     """Saved scripts, as `tools scripts` does them: list, `save NAME --description … --input-schema …`
-    (the script on stdin), `NAME k=v …` to run one, `delete NAME`."""
+    (the script on stdin), `NAME k=v …` to run one, `NAME --help` to describe one, `delete NAME`.
+
+    Saving and deleting here need no `manage_scripts`: that setting is about what an agent's
+    scripts may do; the person at the command line may always save."""
+    ctx = click.get_current_context()
+    if args[:1] in [(h,) for h in _HELP]:  # this command's help; `NAME --help` is the script's own, below
+        click.echo(ctx.get_help())
+        return
     if as_json:
         if args not in ((), ("list",)):
             raise click.UsageError("--json goes with `toolshell scripts list`; a run prints what the script prints")
         click.echo(json.dumps(_saved_scripts(config_path, state_dir), indent=2, ensure_ascii=False))
         return
-    words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
+    saving = args[:1] == ("save",)
+    piped = ""
     if not sys.stdin.isatty():
-        saving = args[:1] == ("save",)
         piped = read_stdin("the script on stdin" if saving else "the input on stdin", script=saving)
-        if piped:
-            words += _heredoc(piped)
-    ctx = click.get_current_context()
+    if args[:1] in (("save",), ("delete",)) and not set(args[1:]) & set(_HELP):
+        click.echo(_manage(config_path, state_dir, args, piped), nl=False)
+        return
+    words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
+    if piped:
+        words += _heredoc(piped)
     ctx.invoke(run, config_path=config_path, state_dir=state_dir, as_json=False, command=words, file=None)
+
+
+def _manage(config_path: str | None, state_dir: str | None, args: tuple[str, ...], body: str) -> str:
+    """`save` and `delete` straight on the store, with the grammar and checks of `tools scripts`."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell import config as cfg
+    from toolshell.errors import ErrorCode, ToolshellError
+    from toolshell.policy.plan import syntax_error
+    from toolshell.scripts.store import ScriptStore
+    from toolshell.scripts.verbs import parse_scripts_args
+    from toolshell.store.engines import open_store
+
+    def do() -> str:
+        request = parse_scripts_args(args)
+        name = request.name or ""  # `save` and `delete` always name one
+        if request.verb == "save" and not body.strip():
+            raise click.UsageError(f"pipe the script on stdin: cat script.sh | toolshell scripts save {name} …")
+        if request.verb == "save" and (problem := syntax_error(body)) is not None:
+            raise ToolshellError(ErrorCode.INVALID_INPUT, f"the script does not parse ({problem}); nothing was saved")
+        store = open_store(cfg.state_location(load_config(config_path), state_dir))
+        try:
+            if request.verb == "delete":
+                ScriptStore(store).delete(name)
+                return f"deleted script {name}\n"
+            saved = ScriptStore(store).save(name, body, request.description, request.input_schema)
+            return f"saved script {saved.name}\n"
+        finally:
+            store.close()
+
+    return guard(do)
 
 
 def _saved_scripts(config_path: str | None, state_dir: str | None) -> list[dict[str, Any]]:
