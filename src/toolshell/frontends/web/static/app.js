@@ -87,6 +87,7 @@ function when(value) {
 
 function took(ms) {
   if (ms === null || ms === undefined) return "running";
+  if (typeof ms !== "number") return "-";
   if (ms < 10) return `${ms.toFixed(1)} ms`;
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
