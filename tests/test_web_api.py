@@ -167,6 +167,20 @@ async def test_every_answer_forbids_framing_caching_and_the_referer() -> None:
         assert response.headers["referrer-policy"] == "no-referrer"
 
 
+async def test_the_icon_is_an_svg_served_without_the_token_as_image_svg_xml_under_the_same_headers() -> None:
+    async with _page() as (_, client):
+        page = await client.get("/")
+        linked, conventional = await client.get("/static/favicon.svg"), await client.get("/favicon.ico")
+    assert '<link rel="icon" href="static/favicon.svg" type="image/svg+xml">' in page.text
+    for icon in (linked, conventional):
+        assert icon.status_code == 200
+        assert icon.headers["content-type"] == "image/svg+xml"
+        assert icon.headers["x-content-type-options"] == "nosniff"
+        assert icon.headers["content-security-policy"] == page.headers["content-security-policy"]
+        assert icon.content.startswith(b"<svg ") and b"<script" not in icon.content
+    assert linked.content == conventional.content
+
+
 # --- approvals and grants --------------------------------------------------------------------------
 
 

@@ -6,12 +6,20 @@ given on the page. The page takes its token from the URL's fragment and sends it
 no cookie is ever set. What a server wrote is shown escaped by the same rule as the CLI
 (`toolshell.safe_text`). The test also takes the README's screenshot (docs/images/web-page.png).
 
+With real use the page must stay usable: a saved script's run output and typed input survive the
+list's redraws, every section is in the first screen or one click away with a long history, the
+statistics table renders `GET /api/stats` (and hides where the endpoint is missing), and the icon
+loads under the page's own Content-Security-Policy.
+
 Set up with `bash scripts/install_browser.sh`; without chromium or Playwright the test is skipped.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +28,7 @@ import pytest
 import uvicorn
 
 from _github_server import make_github
-from toolshell.config import load_text
+from toolshell.config import Config, load_text
 from toolshell.frontends.web import web_app
 from toolshell.frontends.web.serve import bind, url_for
 from toolshell.host import Host
@@ -183,3 +191,192 @@ async def _answer_once(host: Host, page: Any, calls: list[Any]) -> tuple[str, st
 
     await page.click(f"{card} button.once")
     return request_id, hostile.id
+
+
+# --- the page with real use ------------------------------------------------------------------------
+
+VIEWPORT = {"width": 1280, "height": 900}
+DOUBLE_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+
+
+@asynccontextmanager
+async def _served(host: Host) -> AsyncIterator[str]:
+    """`toolshell web` over `host` on a free loopback port: its printed URL."""
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(web_app(host, TOKEN), log_level="warning"))
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            try:
+                yield url_for("127.0.0.1", sock.getsockname()[1], TOKEN)
+            finally:
+                server.should_exit = True
+    finally:
+        sock.close()
+
+
+@asynccontextmanager
+async def _browser() -> AsyncIterator[Any]:
+    """A fresh page of headless chromium, 1280×900."""
+    async with playwright_api.async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        try:
+            yield await browser.new_page(viewport=VIEWPORT)
+        finally:
+            await browser.close()
+
+
+async def test_a_saved_scripts_run_output_and_typed_input_stay_when_new_runs_redraw_the_scripts_list() -> None:
+    async with Host.open(Config(), servers={"github": make_github([])}) as host:
+        scripts = ScriptStore(host.store)
+        scripts.save("double", "jq '.n * 2'\n", "Double n.", DOUBLE_SCHEMA)
+        scripts.save("greet", "echo hi\n", "Say hi.")
+        double, greet = '[data-script="double"]', '[data-script="greet"]'
+        async with _served(host) as url, _browser() as page:
+            await page.goto(url)
+            await page.wait_for_selector(f'{double} :text("trigger runs: none yet")', timeout=WAIT_MS)
+            await page.fill(f"{greet} input", '{"typed": "not run yet"}')
+            await page.fill(f"{double} input", '{"n": 2}')
+            await page.click(f"{double} button.run")
+            await page.focus(f"{greet} input")
+            # The run is recorded, so /api/scripts changed and the list redrew with it.
+            await page.wait_for_selector(f'{double} .meta:text-matches("trigger runs: .* exit 0")', timeout=WAIT_MS)
+            await _shows_the_run(page, double, greet)
+            # Another run, from elsewhere, redraws the list again: still there.
+            await host.run_saved_script("greet", {})
+            await page.wait_for_selector(f'{greet} .meta:text-matches("trigger runs: .* exit 0")', timeout=WAIT_MS)
+            await _shows_the_run(page, double, greet)
+            focused = await page.evaluate("document.activeElement.closest('[data-script]')?.dataset.script")
+            assert focused == "greet", "the box being typed in keeps the caret through the redraws"
+
+
+async def _shows_the_run(page: Any, double: str, greet: str) -> None:
+    result = await page.wait_for_selector(f"{double} pre.result:visible", timeout=WAIT_MS)
+    shown = json.loads(await result.inner_text())
+    assert (shown["script"], shown["exit_code"], shown["stdout"]) == ("double", 0, "4\n")
+    assert await page.input_value(f"{double} input") == '{"n": 2}'
+    assert await page.input_value(f"{greet} input") == '{"typed": "not run yet"}'
+
+
+async def _fill_long_history(host: Host, shell_calls: int) -> None:
+    """A day's use: shell calls with nested tool calls, a saved script and a pending request."""
+    ScriptStore(host.store).save("cleanup-branches", "tools github list-pulls repo=acme/api\n", "List the pulls.")
+    for i in range(shell_calls):
+        await host.session(session_id=f"agent-{i % 3}").run(
+            f"tools github get-pull repo=acme/api number=7 | jq .title; tools github search-code query=q{i} >/dev/null"
+        )
+    await host.run("tools github delete-branch branch=stale")  # stops; its request waits on the page
+
+
+SECTIONS = ["approvals", "servers", "scripts", "grants", "timeline"]
+
+
+async def test_with_a_long_history_every_section_is_in_the_first_screen_or_one_click_away() -> None:
+    async with Host.open(Config(), servers={"github": make_github([])}) as host:
+        await _fill_long_history(host, 50)
+        async with _served(host) as url, _browser() as page:
+            await page.goto(url)
+            await page.wait_for_selector("#timeline-table tr.nested-call", timeout=WAIT_MS)
+            await page.wait_for_selector('#servers-table td:text-is("github")', timeout=WAIT_MS)
+            await page.wait_for_selector("[data-request-id]", timeout=WAIT_MS)
+            assert await page.locator("#timeline-table > tbody > tr").count() >= 60, "a long history is shown"
+            header = await page.locator("header").bounding_box()
+            for section in SECTIONS:
+                await page.evaluate("window.scrollTo(0, 0)")
+                heading = page.locator(f"#{section} h2")
+                box = await heading.bounding_box()
+                if box["y"] + box["height"] > VIEWPORT["height"]:  # below the first screen: one click away
+                    await page.click(f'nav a[href="#{section}"]')
+                    box = await heading.bounding_box()
+                assert header["height"] <= box["y"] and box["y"] + box["height"] <= VIEWPORT["height"], section
+            timeline = await page.locator("#timeline-scroll").evaluate("e => [e.clientHeight, e.scrollHeight]")
+            assert timeline[0] <= VIEWPORT["height"] < timeline[1], "the timeline scrolls in its own bounded box"
+            height = await page.evaluate("document.documentElement.scrollHeight")
+            assert height < 2 * VIEWPORT["height"], f"the page is {height} px tall"
+            await page.click("#timeline-more")  # older calls, a page at a time
+            await page.wait_for_function(
+                "document.querySelectorAll('#timeline-table > tbody > tr:not(.nested-call)').length > 30",
+                timeout=WAIT_MS,
+            )
+
+
+STATS = {
+    "since": 1_780_000_000,
+    "rows": [
+        {
+            "server": "github",
+            "tool": "get-pull",
+            "calls": 50,
+            "errors": {"invalid_input": 2, "timeout": 1},
+            "approvals_asked": 0,
+            "p50_ms": 3.25,
+            "p95_ms": 41.0,
+            "max_ms": 1250.0,
+        },
+        {
+            "server": None,
+            "tool": "<img src=x onerror=alert(1)>\u202egnp.exe",
+            "calls": 1,
+            "errors": {"denied\u200b": 1},
+            "approvals_asked": 1,
+            "p50_ms": 0.5,
+            "p95_ms": 0.5,
+            "max_ms": 0.5,
+        },
+    ],
+}
+
+
+async def test_the_statistics_section_renders_the_stats_endpoint_escaped_and_hides_where_it_is_missing() -> None:
+    async with Host.open(Config(), servers={"github": make_github([])}) as host:
+        async with _served(host) as url, _browser() as page:
+            seen: list[str | None] = []
+
+            async def stats(route: Any) -> None:
+                seen.append(await route.request.header_value("x-toolshell-token"))
+                await route.fulfill(status=200, content_type="application/json", body=json.dumps(STATS))
+
+            await page.route("**/api/stats", stats)
+            await page.goto(url)
+            await page.wait_for_selector("#stats-table tbody tr", timeout=WAIT_MS)
+            rows = await page.locator("#stats-table tbody tr").evaluate_all(
+                "rows => rows.map(r => [...r.cells].map(c => c.innerText))"
+            )
+            assert rows == [
+                ["github", "get-pull", "50", "invalid_input 2, timeout 1", "0", "3.3 ms", "41 ms", "1.3 s"],
+                ["-", "<img src=x onerror=alert(1)>\\u202egnp.exe", "1", "denied\\u200b 1", "1"] + ["0.5 ms"] * 3,
+            ]
+            assert await page.locator("#stats-table img").count() == 0
+            assert (await page.inner_text("#stats-since")).startswith("since ")
+            assert await page.locator('nav a[href="#stats"]').is_visible()
+            assert seen and set(seen) == {TOKEN}, "asked with the token in its header, like every API call"
+
+            # Before the endpoint exists (a 404 as the router answers it), the section is not shown
+            # and the rest of the page works.
+            await page.unroute("**/api/stats")
+            await page.route("**/api/stats", lambda route: route.fulfill(status=404, body="Not Found"))
+            await page.reload()
+            await page.wait_for_selector('#servers-table td:text-is("github")', timeout=WAIT_MS)
+            await page.wait_for_selector("#stats", state="hidden", timeout=WAIT_MS)
+            assert not await page.locator('nav a[href="#stats"]').is_visible()
+            assert await page.inner_text("#status") != "" and "cannot reach" not in await page.inner_text("#status")
+
+
+async def test_the_icon_loads_under_the_pages_own_content_security_policy() -> None:
+    async with Host.open(Config(), servers={"github": make_github([])}) as host:
+        async with _served(host) as url, _browser() as page:
+            refused: list[str] = []
+            page.on("console", lambda m: refused.append(m.text) if "Content Security Policy" in m.text else None)
+            await page.goto(url)
+            href = await page.get_attribute('link[rel="icon"]', "href")
+            size = await page.evaluate(
+                """href => new Promise((done) => {
+                    const img = new Image();
+                    img.onload = () => done([img.naturalWidth, img.naturalHeight]);
+                    img.onerror = () => done(null);
+                    img.src = href;
+                })""",
+                href,
+            )
+            assert size is not None and size[0] > 0 and size[1] > 0, f"the icon {href} did not load as an image"
+            assert refused == []

@@ -5,8 +5,8 @@ Checks in order, each refusing with the JSON error shape of a `tools` error line
    `evil.example` that resolves to 127.0.0.1 sends `Host: evil.example`).
 2. Origin, when a browser sends one: it must be this page's own origin (a page elsewhere, even on
    another loopback port, must not drive it).
-3. The token, for everything but the page itself (`/` and `/static/…`, which hold no data and no
-   secret): only in a header, `Authorization: Bearer …` or `X-Toolshell-Token`, compared in
+3. The token, for everything but the page itself (`/`, `/favicon.ico` and `/static/…`, which hold
+   no data and no secret): only in a header, `Authorization: Bearer …` or `X-Toolshell-Token`, compared in
    constant time, never logged. Never a cookie: cookies are not scoped by port, so any other app
    on 127.0.0.1 would receive it. Never the query string, which servers and proxies log. The
    printed URL carries the token in its fragment (`#token=…`), which the browser never sends; the
@@ -89,8 +89,8 @@ class Access:
 
 
 def is_page(path: str) -> bool:
-    """The page and its static files: the same for everyone, so served without the token."""
-    return path in ("", "/") or path.startswith("/static/")
+    """The page, its icon and its static files: the same for everyone, so served without the token."""
+    return path in ("", "/", "/favicon.ico") or path.startswith("/static/")
 
 
 def is_loopback_name(name: str) -> bool:

@@ -1,5 +1,5 @@
-"""The ASGI app of `toolshell web`: the page, its static files (shipped in the package, no CDN), and
-the JSON API, all behind `AccessMiddleware`.
+"""The ASGI app of `toolshell web`: the page, its static files and icon (shipped in the package, no
+CDN), and the JSON API, all behind `AccessMiddleware`.
 
 The page holds no secret: the token stays in the URL's fragment until the page's script takes it.
 It does hold the escaping rule, `safe_text.HIDDEN`, so the page shows text exactly as the CLI does.
@@ -34,12 +34,18 @@ def web_app(host: Host, token: str, *, hosts: Collection[str] = ()) -> Starlette
         hosts: Host names accepted besides loopback ones; `"*"` for any.
     """
     page = (STATIC / "index.html").read_text(encoding="utf-8").replace("{{hidden}}", ranges_text())
+    icon = (STATIC / "favicon.svg").read_bytes()
 
     async def index(request: Request) -> Response:
         return HTMLResponse(page)
 
+    async def favicon(request: Request) -> Response:
+        # The page links static/favicon.svg; this answers a client that asks the conventional path.
+        return Response(icon, media_type="image/svg+xml")
+
     routes = [
         Route("/", index),
+        Route("/favicon.ico", favicon),
         *Api(host).routes(),
         Mount("/static", StaticFiles(packages=[("toolshell.frontends.web", "static")]), name="static"),
     ]

@@ -9,6 +9,9 @@
 
 const TOKEN = takeToken();
 const POLL_MS = 1500;
+const STATS_MS = 10_000;  // statistics are re-read when the timeline changes, and at least this often
+const TIMELINE_PAGE = 30;
+const TIMELINE_MAX = 500;  // the API's own bound
 const MARKS = { completed: "✓", failed: "✗", refused: "⊘", stopped_for_approval: "‖" };
 const HIDDEN_CHARS = hiddenChars(document.querySelector('meta[name="toolshell-hidden"]').content);
 
@@ -53,7 +56,12 @@ function el(tag, props = {}, ...children) {
     else if (key === "onclick") node.addEventListener("click", value);
     else node.setAttribute(key, value);
   }
-  for (const child of children) node.append(child instanceof Node ? child : safe(child));
+  return fill(node, ...children);
+}
+
+// Replace a node's children; strings go in as escaped text, never as HTML.
+function fill(node, ...children) {
+  node.replaceChildren(...children.map((child) => (child instanceof Node ? child : safe(child))));
   return node;
 }
 
@@ -61,8 +69,12 @@ async function api(path, options = {}) {
   const headers = { "X-Toolshell-Token": TOKEN };
   if (options.body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(path, { ...options, headers, credentials: "omit" });
-  const data = await response.json();
-  if (!response.ok) throw new Error(data.error ? data.error.message : response.statusText);
+  const data = await response.json().catch(() => null);  // a 404 from a router or proxy is not JSON
+  if (!response.ok) {
+    const err = new Error(data?.error?.message || `${response.status} ${response.statusText}`.trim());
+    err.status = response.status;
+    throw err;
+  }
   return data;
 }
 
@@ -75,6 +87,8 @@ function when(value) {
 
 function took(ms) {
   if (ms === null || ms === undefined) return "running";
+  if (typeof ms !== "number") return "-";
+  if (ms < 10) return `${ms.toFixed(1)} ms`;
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
 }
 
@@ -85,7 +99,9 @@ function show(id, empty) {
 }
 
 function renderApprovals(pending) {
-  document.getElementById("approvals-count").textContent = pending.length ? `(${pending.length})` : "";
+  const count = pending.length ? `(${pending.length})` : "";
+  document.getElementById("approvals-count").textContent = count;
+  document.getElementById("nav-approvals-count").textContent = count;
   show("approvals", pending.length === 0);
   const cards = pending.map((r) => {
     const answer = (choice) => async (event) => {
@@ -126,6 +142,7 @@ function renderGrants(grants) {
 
 function renderTimeline(calls) {
   show("timeline", calls.length === 0);
+  document.getElementById("timeline-more").hidden = calls.length < timelineLimit || timelineLimit >= TIMELINE_MAX;
   const rows = [];
   for (const c of calls) {
     const outcome = c.exit_code === null ? "running" : `exit ${c.exit_code}`;
@@ -166,31 +183,89 @@ function renderServers(servers) {
   document.querySelector("#servers-table tbody").replaceChildren(...rows);
 }
 
+// One view per saved script, kept across redraws: a new run changes /api/scripts and redraws the
+// list, which updates the text around a script's input box and result but never replaces them, so
+// what was typed, the caret, and the last run's output stay.
+const scriptViews = new Map();
+
+function scriptView(name) {
+  if (scriptViews.has(name)) return scriptViews.get(name);
+  const view = {
+    summary: el("div"),
+    triggers: el("div", { class: "meta" }),
+    runs: el("div", { class: "meta" }),
+    input: el("input", { placeholder: "input JSON, e.g. {}", "aria-label": `input of ${name}` }),
+    button: el("button", { class: "run" }, "run"),
+    result: el("pre", { class: "result", hidden: "" }),
+  };
+  view.button.addEventListener("click", () => runScript(name, view));
+  view.card = el("div", { class: "script", dataset: { script: name } },
+    view.summary, view.triggers, view.runs, el("div", {}, view.input, " ", view.button), view.result);
+  scriptViews.set(name, view);
+  return view;
+}
+
+async function runScript(name, view) {
+  const shown = (text) => { view.result.textContent = safe(text); view.result.hidden = false; };
+  let body;
+  try { body = view.input.value.trim() ? JSON.parse(view.input.value) : {}; }
+  catch { shown("the input must be JSON, e.g. {\"repo\": \"acme/api\"}"); return; }
+  view.button.disabled = true;
+  shown("running…");
+  try {
+    shown(JSON.stringify(await post(`api/scripts/${encodeURIComponent(name)}/run`, body), null, 2));
+  } catch (err) {
+    shown(err.message);
+  } finally {
+    view.button.disabled = false;
+  }
+  refresh();
+}
+
 function renderScripts(scripts) {
   show("scripts", scripts.length === 0);
-  const items = scripts.map((s) => {
-    const input = el("input", { placeholder: "input JSON, e.g. {}", "aria-label": `input of ${s.name}` });
-    const result = el("pre", { class: "result", hidden: "" });
-    const run = async () => {
-      let body;
-      try { body = input.value.trim() ? JSON.parse(input.value) : {}; }
-      catch { setStatus("the input must be JSON, e.g. {\"repo\": \"acme/api\"}", true); return; }
-      try {
-        const outcome = await post(`api/scripts/${encodeURIComponent(s.name)}/run`, body);
-        result.textContent = safe(JSON.stringify(outcome, null, 2));
-      } catch (err) { result.textContent = safe(err.message); }
-      result.hidden = false;
-      refresh();
-    };
+  const names = new Set(scripts.map((s) => s.name));
+  for (const name of scriptViews.keys()) if (!names.has(name)) scriptViews.delete(name);
+  const cards = scripts.map((s) => {
+    const view = scriptView(s.name);
     const triggers = s.triggers.map((t) => `${t.name} (${[t.schedule, t.webhook ? "webhook" : ""].filter(Boolean).join(", ")})`);
     const runs = s.runs.map((r) => `${when(r.started_at)} exit ${r.exit_code ?? "running"} ${took(r.duration_ms)}`);
-    return el("div", { class: "script", dataset: { script: s.name } },
-      el("div", {}, el("code", {}, s.name), " — ", s.description || "(no description)"),
-      el("div", { class: "meta" }, `triggers: ${triggers.join("; ") || "none"}`),
-      el("div", { class: "meta" }, `trigger runs: ${runs.join("; ") || "none yet"}`),
-      el("div", {}, input, " ", el("button", { class: "run", onclick: run }, "run")), result);
+    fill(view.summary, el("code", {}, s.name), " — ", s.description || "(no description)");
+    fill(view.triggers, `triggers: ${triggers.join("; ") || "none"}`);
+    fill(view.runs, `trigger runs: ${runs.join("; ") || "none yet"}`);
+    return view.card;
   });
-  document.getElementById("scripts-list").replaceChildren(...items);
+  const list = document.getElementById("scripts-list");
+  const same = cards.length === list.children.length && cards.every((card, i) => list.children[i] === card);
+  if (!same) list.replaceChildren(...cards);  // only when scripts come, go or change order
+}
+
+// GET /api/stats, or null where this toolshell has no such endpoint (404): the section stays hidden.
+async function loadStats() {
+  try {
+    return await api("api/stats");
+  } catch (err) {
+    if (err.status === 404) return null;
+    return { error: err.message };
+  }
+}
+
+function renderStats(stats) {
+  document.getElementById("stats").hidden = stats === null;
+  document.getElementById("nav-stats").hidden = stats === null;
+  if (stats === null) return;
+  const rows = stats.rows || [];
+  show("stats", rows.length === 0);
+  const since = stats.error ? `unavailable: ${stats.error}` : stats.since == null ? "of every recorded call" : `since ${when(stats.since)}`;
+  fill(document.getElementById("stats-since"), since);
+  const errors = (counts) => Object.entries(counts || {}).map(([code, n]) => `${code} ${n}`).join(", ");
+  const cells = rows.map((r) => el("tr", {},
+    el("td", {}, r.server ?? "-"), el("td", {}, el("code", {}, r.tool)), el("td", { class: "num" }, String(r.calls)),
+    el("td", { class: errors(r.errors) ? "outcome-failed" : "" }, errors(r.errors) || "none"),
+    el("td", { class: "num" }, String(r.approvals_asked)),
+    el("td", { class: "took" }, took(r.p50_ms)), el("td", { class: "took" }, took(r.p95_ms)),
+    el("td", { class: "took" }, took(r.max_ms))));
+  document.querySelector("#stats-table tbody").replaceChildren(...cells);
 }
 
 // The last action's outcome (an answer, a run, an error), kept beside the "updated" time.
@@ -204,10 +279,14 @@ function setStatus(text, bad = false) {
 const drawn = {};
 function draw(key, data, render) {
   const text = JSON.stringify(data);
-  if (drawn[key] === text) return;
+  if (drawn[key] === text) return false;
   drawn[key] = text;
   render(data);
+  return true;
 }
+
+let timelineLimit = TIMELINE_PAGE;
+let statsRead = 0;
 
 let refreshing = false;
 async function refresh() {
@@ -215,16 +294,20 @@ async function refresh() {
   refreshing = true;
   try {
     const session = document.getElementById("session-filter").value;
-    const query = new URLSearchParams({ limit: "30", ...(session ? { session } : {}) });
+    const query = new URLSearchParams({ limit: String(timelineLimit), ...(session ? { session } : {}) });
     const [pending, grants, calls, servers, scripts] = await Promise.all([
       api("api/approvals"), api("api/grants"), api(`api/timeline?${query}`), api("api/servers"), api("api/scripts"),
     ]);
     draw("approvals", pending, renderApprovals);
     draw("grants", grants, renderGrants);
     updateSessions(calls);
-    draw("timeline", calls, renderTimeline);
+    const newCalls = draw("timeline", calls, renderTimeline);
     draw("servers", servers, renderServers);
     draw("scripts", scripts, renderScripts);
+    if (newCalls || Date.now() - statsRead > STATS_MS) {
+      statsRead = Date.now();
+      draw("stats", await loadStats(), renderStats);
+    }
     const status = document.getElementById("status");
     status.textContent = `updated ${new Date().toLocaleTimeString()}`;
     status.classList.remove("lost");
@@ -238,5 +321,9 @@ async function refresh() {
 }
 
 document.getElementById("session-filter").addEventListener("change", refresh);
+document.getElementById("timeline-more").addEventListener("click", () => {
+  timelineLimit = Math.min(timelineLimit + TIMELINE_PAGE, TIMELINE_MAX);
+  refresh();
+});
 refresh();
 setInterval(refresh, POLL_MS);
