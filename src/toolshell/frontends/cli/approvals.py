@@ -10,6 +10,7 @@ import click
 from toolshell.frontends.cli.options import UTF8, group_paths, guard, load_config, paths
 from toolshell.safe_text import escape
 
+BY_CLI = "a person with `toolshell approvals`"
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 
 
@@ -30,7 +31,8 @@ def _approvals(ctx: click.Context) -> Any:
 
     config_path, state_dir = paths(ctx)
     loaded = guard(lambda: load_config(config_path))
-    return guard(lambda: Approvals(open_store(cfg.state_location(loaded, state_dir))))
+    store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
+    return guard(lambda: Approvals(store, expire_seconds=loaded.approval.wait_seconds))
 
 
 def _configured_programs(ctx: click.Context) -> dict[str, Any]:
@@ -44,20 +46,25 @@ def _configured_programs(ctx: click.Context) -> dict[str, Any]:
 @approvals.command("list")
 @group_paths
 @_json_opt
+@click.option("--expired", is_flag=True, help="The requests that expired unanswered instead, newest first.")
 @click.pass_context
-def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
-    """Pending approval requests (--json: `[{id, tool, input, risk, why, status, created}, …]`)."""
+def approvals_list(ctx: click.Context, as_json: bool = False, expired: bool = False) -> None:
+    """Pending approval requests (--json: `[{id, tool, input, risk, why, status, created}, …]`).
+
+    A request nobody answers expires after `[approval] wait_seconds`; `--expired` lists those."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.listings import approval_json
 
-    pending = _approvals(ctx).list_pending()
+    store = _approvals(ctx)
+    listed = store.list_expired() if expired else store.list_pending()
     if as_json:
-        click.echo(json.dumps([approval_json(r) for r in pending], indent=2, ensure_ascii=False))
+        click.echo(json.dumps([approval_json(r) for r in listed], indent=2, ensure_ascii=False))
         return
-    if not pending:
-        click.echo("no pending approval requests")
-    for r in pending:
-        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})"))
+    if not listed:
+        click.echo("no expired approval requests" if expired else "no pending approval requests")
+    for r in listed:
+        mark = "  expired" if expired else ""
+        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why}){mark}"))
 
 
 @approvals.command("grant")
@@ -67,7 +74,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
 @click.pass_context
 def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
     """Grant a request once (that exact call) or --always (the tool)."""
-    guard(lambda: _approvals(ctx).grant(request_id, always=always))
+    guard(lambda: _approvals(ctx).grant(request_id, always=always, by=BY_CLI))
     click.echo(f"granted {request_id}" + (" (always)" if always else " (once)"))
 
 
@@ -115,5 +122,5 @@ def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
 @click.pass_context
 def approvals_deny(ctx: click.Context, request_id: str) -> None:
     """Deny a request."""
-    guard(lambda: _approvals(ctx).deny(request_id))
+    guard(lambda: _approvals(ctx).deny(request_id, by=BY_CLI))
     click.echo(f"denied {request_id}")

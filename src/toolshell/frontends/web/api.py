@@ -34,6 +34,7 @@ from toolshell.session import Session
 from toolshell.timeline.sinks import query
 
 ANSWERS = ("once", "always", "deny")
+ON_THE_PAGE = "the person on the web page"
 MAX_TIMELINE = 500
 RUNS_SHOWN = 10
 _RUNS_SCANNED = 500  # shell calls looked through for a script's trigger runs
@@ -85,9 +86,9 @@ class Api:
                 409, ErrorCode.INVALID_INPUT, f"approval request {request_id!r} was already answered ({found.status})"
             )
         if answer == "deny":
-            decided = self.approvals.deny(request_id)
+            decided = self.approvals.deny(request_id, by=ON_THE_PAGE)
         else:
-            decided = self.approvals.grant(request_id, always=answer == "always")
+            decided = self.approvals.grant(request_id, always=answer == "always", by=ON_THE_PAGE)
         return approval_json(decided)
 
     async def list_grants(self, request: Request) -> Any:

@@ -1,0 +1,147 @@
+"""The first hour of calls: a denied call says who denied it, identical requests are one request,
+stale requests expire (issue "The first hour", items 3 and 7)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from click.testing import CliRunner
+
+from _github_server import make_github
+from test_serve_loop import DELETE_AT_RUN_TIME, Person, served
+from toolshell.config import Config
+from toolshell.frontends.cli import main
+from toolshell.host import Host
+from toolshell.policy.approvals import Approvals
+from toolshell.registry.entry import ToolEntry
+from toolshell.store.sqlite import Store
+
+pytestmark = pytest.mark.anyio
+DELETE = ToolEntry("github", "delete-branch", annotations={"destructiveHint": True})
+
+
+def _error(stderr: str) -> dict[str, Any]:
+    return dict(json.loads(stderr.strip().splitlines()[-1])["error"])
+
+
+def _denied_by(stderr: str, who: str) -> None:
+    error = _error(stderr)
+    assert error["code"] == "denied", error
+    assert f"denied by {who}" in error["message"]
+    assert "approvals grant" not in stderr
+
+
+# --- item 3: a denied call is `denied`, naming who denied it -------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+@pytest.mark.parametrize("reply", [{"action": "accept", "content": {"answer": "deny"}}, {"action": "decline"}])
+async def test_a_call_the_person_denies_through_the_client_fails_denied_naming_them_without_a_grant_hint(
+    tmp_path: Path, mode: str, reply: dict[str, Any]
+) -> None:
+    person = Person(types.ElicitResult.model_validate(reply))
+    async with served(tmp_path, "http", mode, person) as client:
+        result = await client.call_tool("bash", {"script": DELETE_AT_RUN_TIME})
+    body = json.loads(result.content[0].text)
+    _denied_by(body["stderr"], "the person through the MCP client")
+    assert body["tools"]["stopped"]["approval"] == "denied"
+    assert body["tools"]["stopped"]["reason"] == "denied"
+
+
+@pytest.mark.parametrize("where", ["before_start", "at_run_time"])
+async def test_a_call_the_person_at_the_terminal_denies_fails_denied_in_both_holds(where: str) -> None:
+    # lazy: the terminal's approver is what `toolshell shell` installs
+    from toolshell.calls.approval import NamedApprover
+
+    async def no(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
+        return "deny"
+
+    script = "tools github delete-branch branch=x" if where == "before_start" else DELETE_AT_RUN_TIME
+    config = Config.model_validate({"approval": {"inline": True}})
+    async with Host.open(config, servers={"github": make_github([])}) as host:
+        session = host.session()
+        session.approver = NamedApprover(no, "the person at the terminal")
+        result = await session.run(script)
+        [request] = host.store.query("SELECT status, decided_by FROM approval_requests")
+    _denied_by(result.stderr, "the person at the terminal")
+    assert result.tools["stopped"]["reason"] == "denied"
+    assert (request["status"], request["decided_by"]) == ("denied", "the person at the terminal")
+
+
+async def test_a_call_waiting_on_the_store_names_the_command_that_denied_it(tmp_path: Path) -> None:
+    config = Config.model_validate({"approval": {"wait_for": "store", "wait_seconds": 30}})
+    async with Host.open(config, state_dir=tmp_path, servers={"github": make_github([])}) as host:
+        other = Approvals(Store(tmp_path / "toolshell.db"))  # another process's view of the same state
+        outcome: dict[str, Any] = {}
+
+        async def run() -> None:
+            outcome["result"] = await host.session().run(DELETE_AT_RUN_TIME)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            with anyio.fail_after(20):
+                while not (pending := other.list_pending()):  # noqa: ASYNC110  (another process writes it)
+                    await anyio.sleep(0.05)
+            other.deny(pending[0].id, by="a person with `toolshell approvals`")
+    _denied_by(outcome["result"].stderr, "a person with `toolshell approvals`")
+
+
+def test_answering_a_denied_request_again_says_who_denied_it(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    approvals = Approvals(Store(_state_db(state)))
+    rid = approvals.request(DELETE, {"branch": "x"}, "s1", "destructive").id
+    runner = CliRunner()
+    assert runner.invoke(main, ["approvals", "deny", rid, "--state-dir", str(state)]).exit_code == 0
+    again = runner.invoke(main, ["approvals", "grant", rid, "--state-dir", str(state)])
+    assert again.exit_code == 1
+    assert "already answered (denied by a person with `toolshell approvals`)" in again.output
+
+
+def _state_db(state: Path) -> Path:
+    state.mkdir(mode=0o700, exist_ok=True)
+    return state / "toolshell.db"
+
+
+# --- item 7: one pending request per identical call; stale ones expire ---------------------------
+
+
+async def test_the_same_script_run_twice_leaves_one_pending_request(tmp_path: Path) -> None:
+    async with Host.open(Config(), state_dir=tmp_path, servers={"github": make_github([])}) as host:
+        first = await host.session().run(DELETE_AT_RUN_TIME)
+        second = await host.session().run(DELETE_AT_RUN_TIME)
+        pending = host.policy.approvals.list_pending()
+    assert [r.command for r in pending] == ["tools github delete-branch"]
+    assert first.tools["stopped"]["request_id"] == second.tools["stopped"]["request_id"] == pending[0].id
+
+
+def test_a_request_nobody_answers_expires_leaves_the_pending_list_and_says_so_when_answered() -> None:
+    store = Store()
+    approvals = Approvals(store, expire_seconds=60)
+    old = approvals.request(DELETE, {"branch": "x"}, "s1", "destructive")
+    store.execute("UPDATE approval_requests SET created_at=? WHERE id=?", (time.time() - 61, old.id))
+    assert approvals.list_pending() == []
+    assert [r.id for r in approvals.list_expired()] == [old.id]
+    assert approvals.get(old.id).status == "expired"
+    with pytest.raises(Exception, match=r"expired: nobody answered it within 60 s"):
+        approvals.grant(old.id)
+    fresh = approvals.request(DELETE, {"branch": "x"}, "s1", "destructive")
+    assert fresh.id != old.id and fresh.status == "pending"
+
+
+def test_approvals_list_shows_expired_requests_as_expired(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    store = Store(_state_db(state))
+    approvals = Approvals(store)
+    old = approvals.request(DELETE, {"branch": "x"}, "s1", "destructive")
+    store.execute("UPDATE approval_requests SET created_at=? WHERE id=?", (time.time() - 901, old.id))
+    runner = CliRunner()
+    listed = runner.invoke(main, ["approvals", "list", "--expired", "--json", "--state-dir", str(state)])
+    assert listed.exit_code == 0, listed.output
+    assert [(r["id"], r["status"]) for r in json.loads(listed.output)] == [(old.id, "expired")]
+    assert json.loads(runner.invoke(main, ["approvals", "list", "--json", "--state-dir", str(state)]).output) == []
