@@ -21,6 +21,7 @@ from toolshell.host import Host
 from toolshell.policy.approvals import Approvals
 from toolshell.registry.entry import ToolEntry
 from toolshell.store.sqlite import Store
+from toolshell.timeline.sinks import query
 
 pytestmark = pytest.mark.anyio
 DELETE = ToolEntry("github", "delete-branch", annotations={"destructiveHint": True})
@@ -145,3 +146,36 @@ def test_approvals_list_shows_expired_requests_as_expired(tmp_path: Path) -> Non
     assert listed.exit_code == 0, listed.output
     assert [(r["id"], r["status"]) for r in json.loads(listed.output)] == [(old.id, "expired")]
     assert json.loads(runner.invoke(main, ["approvals", "list", "--json", "--state-dir", str(state)]).output) == []
+
+
+# --- item 8: the timeline records what a call was given, whatever its outcome --------------------
+
+
+async def test_the_timeline_records_what_a_failed_call_was_given_for_every_outcome() -> None:
+    script = (
+        "tools github get-pull repo=a/b number=seven || true\n"  # invalid_input: the schema wants a number
+        "tools github get-pull repo=a/b stray || true\n"  # invalid_input: a stray word
+        "tools nosuch thing x=1 api_token=hunter2 || true\n"  # unknown_command
+        "tools github get-pull repo=a/b number=1 || true\n"  # tool_error
+    )
+    async with Host.open(servers={"github": make_github()}) as host:
+        session = host.session()
+        await session.run(script)
+        [row] = query(host.store, session_id=session.id)
+    calls = row["calls"] if "calls" in row else row["nested_calls"]
+    assert [(c["command"], c["error_code"], json.loads(c["input_preview"])) for c in calls] == [
+        ("tools github get-pull", "invalid_input", {"repo": "a/b", "number": "seven"}),
+        ("tools github get-pull", "invalid_input", {"repo": "a/b", "_words": ["stray"]}),
+        ("tools nosuch thing", "unknown_command", {"x": "1", "api_token": "***"}),
+        ("tools github get-pull", "tool_error", {"repo": "a/b", "number": 1}),
+    ]
+
+
+async def test_the_timeline_preview_of_a_huge_failed_call_is_bounded() -> None:
+    async with Host.open(servers={"github": make_github()}) as host:
+        session = host.session()
+        await session.run("tools nosuch tool " + "x" * 100_000 + " || true")
+        [row] = query(host.store, session_id=session.id)
+    [call] = row["calls"] if "calls" in row else row["nested_calls"]
+    assert call["command"] == "tools nosuch tool"
+    assert len(call["input_preview"]) <= 120 and call["input_preview"].endswith("…")
