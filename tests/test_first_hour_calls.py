@@ -12,10 +12,12 @@ import anyio
 import mcp_types as types
 import pytest
 from click.testing import CliRunner
+from mcp.server.lowlevel import Server
 
 from _github_server import make_github
 from test_serve_loop import DELETE_AT_RUN_TIME, Person, served
 from toolshell.config import Config
+from toolshell.errors import ToolshellError
 from toolshell.frontends.cli import main
 from toolshell.host import Host
 from toolshell.policy.approvals import Approvals
@@ -179,3 +181,86 @@ async def test_the_timeline_preview_of_a_huge_failed_call_is_bounded() -> None:
     [call] = row["calls"] if "calls" in row else row["nested_calls"]
     assert call["command"] == "tools nosuch tool"
     assert len(call["input_preview"]) <= 120 and call["input_preview"].endswith("…")
+
+
+# --- item 5: an argument the schema does not name is a warning, or invalid_input when closed ------
+
+
+def _git(log: list[dict[str, Any]]) -> Server[Any]:
+    read_only = types.ToolAnnotations(readOnlyHint=True)
+    props = {"repo_path": {"type": "string"}, "max_count": {"type": "integer"}}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name="git_log", annotations=read_only, input_schema={"type": "object", "properties": props}),
+                types.Tool(
+                    name="git_show",
+                    annotations=read_only,
+                    input_schema={"type": "object", "properties": props, "additionalProperties": False},
+                ),
+            ]
+        )
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        log.append(dict(params.arguments or {}))
+        return types.CallToolResult(content=[types.TextContent(type="text", text="commits")])
+
+    return Server("git", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def test_a_misspelt_argument_warns_with_the_nearest_property_and_the_call_still_runs() -> None:
+    log: list[dict[str, Any]] = []
+    async with Host.open(servers={"git": _git(log)}) as host:
+        result = await host.run("tools git git-log repo_path=/r max_cont=1")
+    assert (result.exit_code, result.stdout) == (0, "commits\n")
+    assert "tools git git-log has no argument 'max_cont' (did you mean max_count?)" in result.stderr
+    assert log == [{"repo_path": "/r", "max_cont": 1}]
+
+
+async def test_a_misspelt_argument_to_a_closed_schema_is_invalid_input_and_nothing_is_sent() -> None:
+    log: list[dict[str, Any]] = []
+    async with Host.open(servers={"git": _git(log)}) as host:
+        result = await host.run("tools git git-show repo_path=/r max_cont=1")
+    assert _error(result.stderr)["code"] == "invalid_input"
+    assert log == []
+
+
+async def test_arguments_the_schema_names_give_no_warning() -> None:
+    async with Host.open(servers={"git": _git([])}) as host:
+        result = await host.run("tools git git-log repo_path=/r --max-count 2")
+    assert (result.exit_code, result.stderr) == (0, "")
+
+
+ROLES = """
+[[mcp.servers]]
+name = "counter"
+type = "builtin"
+module = "_builtin_support:mcp_server"
+auto_bind = ["reviewer"]
+
+[[roles]]
+name = "developer"
+mcp = { server_refs = ["counter"] }
+"""
+
+
+def test_run_with_a_misspelt_role_exits_2_with_the_nearest_role(tmp_path: Path) -> None:
+    config = tmp_path / "toolshell.toml"
+    config.write_text(ROLES)
+    runner = CliRunner()
+    args = ["run", "--config", str(config), "--state-dir", str(tmp_path / "state"), "-c", "true"]
+    result = runner.invoke(main, [*args, "--role", "develper"])
+    assert result.exit_code == 2, result.output
+    error = _error(result.output)
+    assert error["code"] == "invalid_input"
+    assert error["message"].startswith("unknown role 'develper'; did you mean developer")  # nearest first
+    assert runner.invoke(main, [*args, "--role", "reviewer"]).exit_code == 0  # an auto_bind tag is a role too
+
+
+async def test_a_session_with_an_unknown_role_is_refused_by_the_python_api() -> None:
+    async with Host.open(Config()) as host:
+        with pytest.raises(ToolshellError) as refused:
+            host.session(role="admin")
+    assert refused.value.code == "invalid_input"
+    assert "unknown role 'admin'" in refused.value.message

@@ -57,6 +57,7 @@ class ToolsBuiltin:
         words: list[str] | None = list(ctx.argv)  # the call's words, for its timeline row; None: a verb
         entry: ToolEntry | None = None
         given: dict[str, Any] = {}  # what the call was given, as far as it was read
+        warned = ""  # arguments the schema does not name: said on stderr whatever the outcome
         started = time.perf_counter()
         try:
             if state.ledger.stopped:
@@ -72,11 +73,12 @@ class ToolsBuiltin:
             given = given_input(rest)
             given = build_input(rest, ctx.stdin, entry.input_schema)
             prepared = prepare_input(entry, given)
+            warned = "".join(f"{w}\n" for w in prepared.warnings)
             sent = await state.pipeline.send(prepared)
-            return self._output(ctx, sent)
+            return _warned(warned, self._output(ctx, sent))
         except ToolshellError as err:
             self._ended(words, entry, given, str(err.code), started)
-            return _fail(err)
+            return _warned(warned, _fail(err))
         except StopScript as stop:
             self._ended(words, entry, given, str(stop.error.code), None)
             return self._stop(stop)
@@ -84,7 +86,7 @@ class ToolsBuiltin:
             logger.debug("tools %s failed unexpectedly", " ".join(ctx.argv[:2]), exc_info=True)
             internal = unexpected(exc, "tools could not run this command")
             self._ended(words, entry, given, str(internal.code), started)
-            return _fail(internal)
+            return _warned(warned, _fail(internal))
 
     def _ended(
         self, words: list[str] | None, entry: ToolEntry | None, given: dict[str, Any], code: str, started: float | None
@@ -160,6 +162,12 @@ class ToolsBuiltin:
         for shell in self.state.shells:
             shell.cancel()
         return BuiltinResult(stderr=line, exit_code=1)
+
+
+def _warned(warning: str, result: BuiltinResult) -> BuiltinResult:
+    if not warning:
+        return result
+    return BuiltinResult(stdout=result.stdout, stderr=_text_safe(warning) + result.stderr, exit_code=result.exit_code)
 
 
 def _fail(err: ToolshellError) -> BuiltinResult:
