@@ -264,3 +264,37 @@ async def test_a_session_with_an_unknown_role_is_refused_by_the_python_api() -> 
             host.session(role="admin")
     assert refused.value.code == "invalid_input"
     assert "unknown role 'admin'" in refused.value.message
+
+
+# --- item 10: revoke takes the forms listings print, and says when nothing matched ---------------
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        ["tools fs write-file"],
+        ["fs", "write_file"],
+        ["mcp_fs__write_file"],
+        ["fs:write_file"],
+        ["always  tools fs write-file  (server fs: npx server-filesystem)"],
+    ],
+)
+def test_revoke_takes_the_forms_the_listings_and_web_api_print(tmp_path: Path, named: list[str]) -> None:
+    state = tmp_path / "state"
+    approvals = Approvals(Store(_state_db(state)))
+    write = ToolEntry("fs", "write_file", server_id="fs-id")
+    approvals.grant(approvals.request(write, {"path": "/a"}, "s1", "destructive").id, always=True)
+    result = CliRunner().invoke(main, ["approvals", "revoke", *named, "--state-dir", str(state)])
+    assert (result.exit_code, result.stdout) == (0, "revoked 1 grant of tools fs write-file\n")
+    assert approvals.list_grants() == []
+
+
+def test_revoke_that_matches_nothing_exits_1_with_the_nearest_grants(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    approvals = Approvals(Store(_state_db(state)))
+    write = ToolEntry("fs", "write_file", server_id="fs-id")
+    approvals.grant(approvals.request(write, {"path": "/a"}, "s1", "destructive").id, always=True)
+    result = CliRunner().invoke(main, ["approvals", "revoke", "tools fs write-fil", "--state-dir", str(state)])
+    assert result.exit_code == 1
+    assert "no grant in force for tools fs write-fil; did you mean tools fs write-file?" in result.output
+    assert len(approvals.list_grants()) == 1

@@ -33,6 +33,7 @@ program: it is listed as "server identity unknown — grant again".
 
 from __future__ import annotations
 
+import difflib
 import json
 import secrets
 import time
@@ -43,6 +44,7 @@ from typing import Any
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.canonical import canonical_json, fingerprint, server_key
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.naming import parse_flat_name
 from toolshell.registry.server_identity import ServerIdentity
 from toolshell.store.protocol import StateStore
 
@@ -347,18 +349,23 @@ class Approvals:
         return [_grant_json(r, current) for r in rows]
 
     def revoke(self, command: str) -> int:
-        """Withdraw every grant in force for a tool, named as a script writes it (`tools github
-        delete-branch`, or without `tools`); returns how many were withdrawn."""
-        words = command.split()
-        words = words[1:] if words[:1] == ["tools"] else words
-        wanted = " ".join(["tools", *words]).replace("_", "-").lower()
+        """Withdraw every grant in force for a tool, named in any form a listing or script shows it
+        (see `tool_command`); returns how many were withdrawn."""
+        wanted = tool_command(command)
         active = self.store.query("SELECT id, server, tool FROM approval_grants WHERE state='active'")
-        ids = [r["id"] for r in active if ToolEntry(r["server"] or None, r["tool"]).command.lower() == wanted]
+        ids = [r["id"] for r in active if _command_of(r) == wanted]
         for grant_id in ids:
             self.store.execute(
                 "UPDATE approval_grants SET state='voided', ended_at=? WHERE id=?", (time.time(), grant_id)
             )
         return len(ids)
+
+    def nearest_grants(self, command: str, n: int = 3) -> list[str]:
+        """The tools with grants in force whose names are nearest to `command` (for "nothing matched")."""
+        active = {
+            _command_of(r) for r in self.store.query("SELECT server, tool FROM approval_grants WHERE state='active'")
+        }
+        return difflib.get_close_matches(tool_command(command), sorted(active), n=n, cutoff=0.5)
 
     def _once_key(self, entry: ToolEntry, input: dict[str, Any]) -> tuple[str, ...]:
         return (server_key(entry), entry.server_id, entry.name, canonical_json(input), fingerprint(entry))
@@ -397,6 +404,26 @@ def _not_pending(found: ApprovalRequest, expire_seconds: float) -> ToolshellErro
         ErrorCode.INVALID_INPUT,
         f"approval request {found.id!r} was already answered ({found.answer}); only pending requests can be answered",
     )
+
+
+def tool_command(named: str) -> str:
+    """A tool as `tools <server> <tool>`, folded (lower case, `-` for `_`), from any form people
+    copy: `tools fs write-file`, `fs write_file`, `fs:write_file`, `mcp_fs__write_file`, or a grant
+    line of `toolshell approvals grants` (`always  tools fs write-file  (server fs: …)`)."""
+    words = named.split()
+    words = words[1:] if words[:1] in (["once"], ["always"]) else words
+    words = words[1:] if words[:1] == ["tools"] else words
+    words = words[:2] if len(words) > 1 and not words[1].startswith(("(", "{")) else words[:1]
+    if len(words) == 1:
+        server, tool = parse_flat_name(words[0])
+        if server is None and ":" in words[0]:
+            server, _, tool = words[0].partition(":")
+        words = [w for w in (server, tool) if w]
+    return " ".join(["tools", *words]).replace("_", "-").lower()
+
+
+def _command_of(row: Any) -> str:
+    return ToolEntry(row["server"] or None, row["tool"]).command.lower()
 
 
 _ONCE_GRANT = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -111,9 +112,20 @@ def _whose(grant: dict[str, Any]) -> str:
 @click.argument("tool", nargs=-1, required=True, type=UTF8)
 @click.pass_context
 def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
-    """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch`."""
-    n = _approvals(ctx).revoke(" ".join(tool))
-    click.echo(f"revoked {n} grant{'s' if n != 1 else ''} of tools {' '.join(tool)}")
+    """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch` (or
+    `"tools github delete-branch"`, `mcp_github__delete_branch`, as listings print it). Exit 1
+    when no grant matched."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.policy.approvals import tool_command
+
+    store, named = _approvals(ctx), " ".join(tool)
+    n = store.revoke(named)
+    if n == 0:
+        near = store.nearest_grants(named)
+        hint = f"; did you mean {', '.join(near)}?" if near else "; `toolshell approvals grants` lists them"
+        click.echo(escape(f"no grant in force for {tool_command(named)}{hint}"), err=True)
+        sys.exit(1)
+    click.echo(escape(f"revoked {n} grant{'s' if n != 1 else ''} of {tool_command(named)}"))
 
 
 @approvals.command("deny")
