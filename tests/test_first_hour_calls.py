@@ -298,3 +298,40 @@ def test_revoke_that_matches_nothing_exits_1_with_the_nearest_grants(tmp_path: P
     assert result.exit_code == 1
     assert "no grant in force for tools fs write-fil; did you mean tools fs write-file?" in result.output
     assert len(approvals.list_grants()) == 1
+
+
+# --- item 10: pure computation reads as read-only, and `toolshell servers` says what was rated ---
+
+MATH = """
+[[mcp.servers]]
+name = "math"
+type = "builtin"
+module = "_unlabeled_math:server"
+"""
+
+
+async def test_an_unlabeled_add_of_two_integers_runs_without_asking_while_a_real_change_still_asks() -> None:
+    # lazy: the test server is imported as the config names it
+    from _unlabeled_math import server
+
+    async with Host.open(Config(), servers={"math": server}) as host:
+        added = await host.run("tools math add a=2 b=3")
+        noted = await host.run("tools math add-note text=hi")
+    assert (added.exit_code, added.stdout, added.tools.get("stopped")) == (0, "5\n", None)
+    assert noted.tools["stopped"]["reason"] == "needs_approval"
+
+
+def test_servers_lists_which_tools_were_rated_how_and_why_in_text_and_json(tmp_path: Path) -> None:
+    config = tmp_path / "toolshell.toml"
+    config.write_text(MATH)
+    args = ["servers", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    as_json = CliRunner().invoke(main, [*args, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    [row] = [r for r in json.loads(as_json.stdout) if r["name"] == "math"]
+    assert [(t["tool"], t["rating"]) for t in row["rated"]] == [("add", "read_only"), ("add_note", "changes")]
+    assert "pure computation" in row["rated"][0]["why"]
+    assert row["rated"][1]["why"] == "its name has the change verb 'add'"
+    assert "readOnlyHint" in row["rated"][1]["annotate"]
+    text = CliRunner().invoke(main, args).stdout
+    assert "    rated add: read_only (pure computation" in text
+    assert "    rated add_note: changes (its name has the change verb 'add'); declare readOnlyHint" in text
