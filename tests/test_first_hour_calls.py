@@ -45,12 +45,13 @@ def _denied_by(stderr: str, who: str) -> None:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 @pytest.mark.parametrize("reply", [{"action": "accept", "content": {"answer": "deny"}}, {"action": "decline"}])
+@pytest.mark.parametrize("script", [DELETE_AT_RUN_TIME, "tools github delete-branch branch=x"])
 async def test_a_call_the_person_denies_through_the_client_fails_denied_naming_them_without_a_grant_hint(
-    tmp_path: Path, mode: str, reply: dict[str, Any]
+    tmp_path: Path, mode: str, reply: dict[str, Any], script: str
 ) -> None:
     person = Person(types.ElicitResult.model_validate(reply))
     async with served(tmp_path, "http", mode, person) as client:
-        result = await client.call_tool("bash", {"script": DELETE_AT_RUN_TIME})
+        result = await client.call_tool("bash", {"script": script})
     body = json.loads(result.content[0].text)
     _denied_by(body["stderr"], "the person through the MCP client")
     assert body["tools"]["stopped"]["approval"] == "denied"
@@ -335,3 +336,39 @@ def test_servers_lists_which_tools_were_rated_how_and_why_in_text_and_json(tmp_p
     text = CliRunner().invoke(main, args).stdout
     assert "    rated add: read_only (pure computation" in text
     assert "    rated add_note: changes (its name has the change verb 'add'); declare readOnlyHint" in text
+
+
+# --- the web page: who denied, and expired requests leave it -------------------------------------
+
+TOKEN = "test-token-0123456789"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+async def test_a_call_denied_on_the_web_page_names_the_page_and_an_expired_request_leaves_it() -> None:
+    # lazy: the page's app and client, only for this test
+    import httpx2
+
+    from toolshell.frontends.web import web_app
+
+    config = Config.model_validate({"approval": {"wait_for": "store", "wait_seconds": 30}})
+    outcome: dict[str, Any] = {}
+    async with Host.open(config, servers={"github": make_github()}) as host:
+        transport = httpx2.ASGITransport(app=web_app(host, TOKEN))
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8766") as page:
+
+            async def run() -> None:
+                outcome["result"] = await host.session().run(DELETE_AT_RUN_TIME)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                with anyio.fail_after(20):
+                    while not (shown := (await page.get("/api/approvals", headers=AUTH)).json()):
+                        await anyio.sleep(0.05)  # noqa: ASYNC110  (the page polls the same way)
+                await page.post(f"/api/approvals/{shown[0]['id']}", headers=AUTH, json={"answer": "deny"})
+            _denied_by(outcome["result"].stderr, "the person on the web page")
+
+            stale = host.policy.approvals.request(DELETE, {"branch": "old"}, "s9", "destructive")
+            host.store.execute("UPDATE approval_requests SET created_at=? WHERE id=?", (time.time() - 31, stale.id))
+            assert (await page.get("/api/approvals", headers=AUTH)).json() == []
+            late = await page.post(f"/api/approvals/{stale.id}", headers=AUTH, json={"answer": "once"})
+    assert late.status_code == 409 and "expired unanswered" in late.json()["error"]["message"]
