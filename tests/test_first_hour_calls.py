@@ -362,8 +362,8 @@ async def test_a_call_denied_on_the_web_page_names_the_page_and_an_expired_reque
             async with anyio.create_task_group() as tg:
                 tg.start_soon(run)
                 with anyio.fail_after(20):
-                    while not (shown := (await page.get("/api/approvals", headers=AUTH)).json()):
-                        await anyio.sleep(0.05)  # noqa: ASYNC110  (the page polls the same way)
+                    while not (shown := (await page.get("/api/approvals", headers=AUTH)).json()):  # noqa: ASYNC110
+                        await anyio.sleep(0.05)  # the page polls the same way
                 await page.post(f"/api/approvals/{shown[0]['id']}", headers=AUTH, json={"answer": "deny"})
             _denied_by(outcome["result"].stderr, "the person on the web page")
 
