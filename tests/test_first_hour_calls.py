@@ -92,8 +92,8 @@ async def test_a_call_waiting_on_the_store_names_the_command_that_denied_it(tmp_
             with anyio.fail_after(20):
                 while not (pending := other.list_pending()):  # noqa: ASYNC110  (another process writes it)
                     await anyio.sleep(0.05)
-            other.deny(pending[0].id, by="a person with `toolshell approvals`")
-    _denied_by(outcome["result"].stderr, "a person with `toolshell approvals`")
+            other.deny(pending[0].id, by="a person with `toolshell approvals deny`")
+    _denied_by(outcome["result"].stderr, "a person with `toolshell approvals deny`")
 
 
 def test_answering_a_denied_request_again_says_who_denied_it(tmp_path: Path) -> None:
@@ -104,7 +104,7 @@ def test_answering_a_denied_request_again_says_who_denied_it(tmp_path: Path) -> 
     assert runner.invoke(main, ["approvals", "deny", rid, "--state-dir", str(state)]).exit_code == 0
     again = runner.invoke(main, ["approvals", "grant", rid, "--state-dir", str(state)])
     assert again.exit_code == 1
-    assert "already answered (denied by a person with `toolshell approvals`)" in again.output
+    assert "already answered (denied by a person with `toolshell approvals deny`)" in again.output
 
 
 def _state_db(state: Path) -> Path:
@@ -372,3 +372,26 @@ async def test_a_call_denied_on_the_web_page_names_the_page_and_an_expired_reque
             assert (await page.get("/api/approvals", headers=AUTH)).json() == []
             late = await page.post(f"/api/approvals/{stale.id}", headers=AUTH, json={"answer": "once"})
     assert late.status_code == 409 and "expired unanswered" in late.json()["error"]["message"]
+
+
+async def test_a_person_who_denies_a_shared_request_is_not_overruled_by_a_yes_given_to_it_first() -> None:
+    # lazy: the terminal's approver is what `toolshell shell` installs
+    from toolshell.calls.approval import NamedApprover
+
+    calls: list[Any] = []
+    config = Config.model_validate({"approval": {"inline": True}})
+    async with Host.open(config, servers={"github": make_github(calls)}) as host:
+        approvals = host.policy.approvals
+
+        async def another_session_says_yes_first(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
+            [shared] = approvals.list_pending()
+            approvals.grant(shared.id, by="the person through the MCP client")  # another session's person
+            return "deny"
+
+        session = host.session()
+        session.approver = NamedApprover(another_session_says_yes_first, "the person at the terminal")
+        result = await session.run(DELETE_AT_RUN_TIME)
+        [entry] = [e for e in (await host.catalog()).entries if e.name == "delete-branch"]
+        left_for_the_other = approvals.has_once(entry, {"branch": "x"})
+    _denied_by(result.stderr, "the person at the terminal")
+    assert calls == [] and left_for_the_other

@@ -124,7 +124,7 @@ class ApprovalGate:
 
     def _record(self, request_id: str, answer: str | None) -> Asked:
         """The request's answer: this one, recorded; or the one given meanwhile (by another process,
-        or to an identical call sharing the request), which holds."""
+        or to an identical call sharing the request), which holds, except over this person's "deny"."""
         if answer is not None:
             said = answer if answer in ("once", "always") else "deny"
             who = self.approver.who if isinstance(self.approver, NamedApprover) else UNNAMED
@@ -137,6 +137,8 @@ class ApprovalGate:
             except ToolshellError as e:
                 if e.code != ErrorCode.INVALID_INPUT:  # not "already answered": the store failed
                     raise
+                if said == "deny":  # the person asked about this call said no: another's yes does not run it
+                    return Asked(said, request_id, who)
         found = self.approvals.get(request_id)
         return Asked(_ANSWER_OF.get(found.status), request_id, found.decided_by)
 

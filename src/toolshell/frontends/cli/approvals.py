@@ -11,7 +11,7 @@ import click
 from toolshell.frontends.cli.options import UTF8, group_paths, guard, load_config, paths
 from toolshell.safe_text import escape
 
-BY_CLI = "a person with `toolshell approvals`"
+BY_CLI = "a person with `toolshell approvals {}`"
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 
 
@@ -75,7 +75,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False, expired: bool = Fa
 @click.pass_context
 def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
     """Grant a request once (that exact call) or --always (the tool)."""
-    guard(lambda: _approvals(ctx).grant(request_id, always=always, by=BY_CLI))
+    guard(lambda: _approvals(ctx).grant(request_id, always=always, by=BY_CLI.format("grant")))
     click.echo(f"granted {request_id}" + (" (always)" if always else " (once)"))
 
 
@@ -134,5 +134,5 @@ def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
 @click.pass_context
 def approvals_deny(ctx: click.Context, request_id: str) -> None:
     """Deny a request."""
-    guard(lambda: _approvals(ctx).deny(request_id, by=BY_CLI))
+    guard(lambda: _approvals(ctx).deny(request_id, by=BY_CLI.format("deny")))
     click.echo(f"denied {request_id}")
