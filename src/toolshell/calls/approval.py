@@ -12,8 +12,9 @@ person through the MCP client, at the terminal, `toolshell approvals deny`, the 
 no grant instruction: there is nothing left to grant.
 
 One answer, one call: a call runs only when it used up a once-grant itself (atomically, in the
-store) or an "always" grant covers it. Identical calls made together share one request; the one
-that uses its once-grant runs, and each of the others asks again on a new request.
+store) or an "always" grant covers it. Identical calls of one caller share one request, from any
+session (`Approvals.request`); the one that uses its once-grant runs, and each of the others asks
+again on a new request. A person's own "deny" always stops the call they were asked about.
 """
 
 from __future__ import annotations
@@ -197,7 +198,7 @@ def denied_error(entry: ToolEntry, asked: Asked) -> ToolshellError:
     return ToolshellError(
         ErrorCode.DENIED,
         f"{entry.command} was denied by {asked.by or UNNAMED} (approval request {asked.request_id}); "
-        "the script stopped at this call, and a later run asks again",
+        "a later run asks again",
     )
 
 
