@@ -111,7 +111,8 @@ async def test_an_inline_once_answer_runs_one_of_three_identical_calls_and_a_lat
     calls: list[tuple[str, dict[str, Any]]] = []
     asked: list[str] = []
     all_asking = anyio.Event()
-    answers = itertools.chain(["once"], itertools.repeat("deny"))  # the person says yes once, then no
+    # The person says yes to each of the three questions, then no: one yes, one execution.
+    answers = itertools.chain(["once"] * 3, itertools.repeat("deny"))
 
     async def approver(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str:
         asked.append(entry.command)

@@ -41,20 +41,22 @@ def test_a_request_is_pending_until_answered() -> None:
         "session_id": "s1",
         "caller": None,
         "status": "pending",
+        "decided_by": None,
     }
     assert approvals.list_pending() == [req]
     assert approvals.grant(req.id).status == "granted_once"
     assert approvals.list_pending() == []
 
 
-def test_an_identical_open_request_is_not_opened_twice() -> None:
+def test_an_identical_open_request_is_not_opened_twice_even_from_another_session() -> None:
     approvals = Approvals(Store())
     first = approvals.request(DELETE, {"branch": "fix-x", "force": False}, "s1", "destructive")
     again = approvals.request(DELETE, {"force": False, "branch": "fix-x"}, "s1", "destructive")
-    other_input = approvals.request(DELETE, {"branch": "fix-y"}, "s1", "destructive")
     other_session = approvals.request(DELETE, {"branch": "fix-x", "force": False}, "s2", "destructive")
-    assert again.id == first.id
-    assert len({first.id, other_input.id, other_session.id}) == 3
+    other_input = approvals.request(DELETE, {"branch": "fix-y"}, "s1", "destructive")
+    other_caller = approvals.request(DELETE, {"branch": "fix-x", "force": False}, "s1", "destructive", caller="bob")
+    assert again.id == first.id == other_session.id
+    assert len({first.id, other_input.id, other_caller.id}) == 3
 
 
 def test_a_once_grant_covers_the_exact_input_once() -> None:

@@ -230,5 +230,5 @@ def test_grants_can_be_listed_and_revoked_from_the_command_line(tmp_path) -> Non
         "not in force: no server github is configured)\n"
     )
     revoked = runner.invoke(main, [*base, "revoke", "github", "delete_branch"])
-    assert revoked.stdout == "revoked 1 grant of tools github delete_branch\n"
+    assert revoked.stdout == "revoked 1 grant of tools github delete-branch\n"
     assert runner.invoke(main, [*base, "grants"]).stdout == "no grants in force\n"

@@ -67,7 +67,7 @@ async def test_an_inline_approver_is_asked_before_the_script_starts(answer: str,
     assert (calls == [("delete-branch", {"branch": "x"})]) is ran
     if approval:
         assert result.tools["stopped"] == {
-            "reason": "needs_approval",
+            "reason": "denied",
             "approval": approval,
             "call": {"tool": "tools github delete-branch", "input": {"branch": "x"}},
             "request_id": requests[-1]["id"],

@@ -248,7 +248,8 @@ async def test_deny_answers_the_request_and_a_second_answer_or_an_unknown_id_is_
         )
         assert host.policy.approvals.list_grants() == []
     assert (denied.status_code, denied.json()["status"]) == (200, "denied")
-    assert twice.status_code == 409 and "already answered (denied)" in twice.json()["error"]["message"]
+    assert twice.status_code == 409
+    assert "already answered (denied by the person on the web page)" in twice.json()["error"]["message"]
     assert unknown.status_code == 404
     assert wrong.status_code == 400 and "'yes'" in wrong.json()["error"]["message"]
     assert not_json.status_code == 415

@@ -45,7 +45,7 @@ from toolshell.redact import Redactor, guard_logs
 from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry, entry_from_tool
-from toolshell.registry.filters import configured_servers
+from toolshell.registry.filters import check_role, configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
 from toolshell.registry.overlay import Overlays
 from toolshell.result import RunResult
@@ -327,7 +327,12 @@ class Host:
         workdir: str | None = None,
         caller: str | None = None,
     ) -> Session:
-        """A new agent session (its own sandboxed shell). See `Session` for the arguments."""
+        """A new agent session (its own sandboxed shell). See `Session` for the arguments.
+
+        Raises:
+            ToolshellError: `invalid_input` for a role the config does not know (with the nearest names).
+        """
+        check_role(self.config, role)
         session = Session(
             self._services,
             session_id=session_id,

@@ -7,9 +7,14 @@ gets no answer (within `[approval] wait_seconds`) returns None: the request stay
 script stops with the report. With nobody to ask, a pending approval request is opened and the
 script stops at the call (seed "Approvals").
 
+A "deny" stops the script with `denied`, naming who denied it (the request's recorded answer: the
+person through the MCP client, at the terminal, `toolshell approvals deny`, the web page), and
+no grant instruction: there is nothing left to grant.
+
 One answer, one call: a call runs only when it used up a once-grant itself (atomically, in the
-store) or an "always" grant covers it. Identical calls made together share one request; the one
-that uses its once-grant runs, and each of the others asks again on a new request.
+store) or an "always" grant covers it. Identical calls of one caller share one request, from any
+session (`Approvals.request`); the one that uses its once-grant runs, and each of the others asks
+again on a new request. A person's own "deny" always stops the call they were asked about.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ import anyio
 from toolshell.calls.prepare import PreparedCall
 from toolshell.config import ApprovalConfig
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
-from toolshell.policy.approvals import DENIED, GRANTED_ALWAYS, GRANTED_ONCE, ApprovalRequest, Approvals
+from toolshell.policy.approvals import (
+    DENIED,
+    EXPIRED,
+    GRANTED_ALWAYS,
+    GRANTED_ONCE,
+    ApprovalRequest,
+    Approvals,
+)
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 from toolshell.telemetry.context import child_span
@@ -35,12 +47,29 @@ Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str | None]]
 _ANSWER_OF = {GRANTED_ONCE: "once", GRANTED_ALWAYS: "always", DENIED: "deny"}
 
 
+UNNAMED = "the person asked"
+"""Who answered, for an approver that does not say (see `NamedApprover`)."""
+
+
+@dataclass(frozen=True)
+class NamedApprover:
+    """An approver that says who answers through it, for the request's record ("the person at the terminal")."""
+
+    ask: Approver
+    who: str
+
+    async def __call__(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+        return await self.ask(entry, arguments, risk)
+
+
 @dataclass(frozen=True)
 class Asked:
-    """What asking about one call gave: the answer ("once", "always", "deny", None) and the request."""
+    """What asking about one call gave: the answer ("once", "always", "deny", None), the request,
+    and who gave the answer (as the request records it)."""
 
     answer: str | None
     request_id: str | None
+    by: str | None = None
 
 
 @dataclass
@@ -94,23 +123,29 @@ class ApprovalGate:
             "toolshell.approval.wait", {"toolshell.command": entry.command, "toolshell.why": risk.why or ""}
         ):
             answer = await self.approver(entry, arguments, risk)
-        return Asked(self._record(request.id, answer), request.id)
+        if answer is not None and self.approvals.get(request.id).status == EXPIRED:
+            request = self.open_request(entry, arguments, risk)  # the person's answer outlived the request
+        return self._record(request.id, answer)
 
-    def _record(self, request_id: str, answer: str | None) -> str | None:
+    def _record(self, request_id: str, answer: str | None) -> Asked:
         """The request's answer: this one, recorded; or the one given meanwhile (by another process,
-        or to an identical call sharing the request), which holds."""
+        or to an identical call sharing the request), which holds, except over this person's "deny"."""
         if answer is not None:
             said = answer if answer in ("once", "always") else "deny"
+            who = self.approver.who if isinstance(self.approver, NamedApprover) else UNNAMED
             try:
                 if said == "deny":
-                    self.approvals.deny(request_id)
+                    self.approvals.deny(request_id, by=who)
                 else:
-                    self.approvals.grant(request_id, always=said == "always")
-                return said
+                    self.approvals.grant(request_id, always=said == "always", by=who)
+                return Asked(said, request_id, who)
             except ToolshellError as e:
                 if e.code != ErrorCode.INVALID_INPUT:  # not "already answered": the store failed
                     raise
-        return _ANSWER_OF.get(self.approvals.get(request_id).status)
+                if said == "deny":  # the person asked about this call said no: another's yes does not run it
+                    return Asked(said, request_id, who)
+        found = self.approvals.get(request_id)
+        return Asked(_ANSWER_OF.get(found.status), request_id, found.decided_by)
 
     def covered(self, entry: ToolEntry, arguments: dict[str, Any]) -> bool:
         """Whether this call may run now on a person's yes: an "always" grant covers it, or it used
@@ -131,8 +166,7 @@ class ApprovalGate:
             if self.covered(entry, arguments):
                 return
         if asked.answer == "deny":
-            err = ToolshellError(ErrorCode.NEEDS_APPROVAL, f"{entry.command}: the person declined this call")
-            raise StopScript(err, prepared.call, approval="denied", request_id=asked.request_id)
+            raise StopScript(denied_error(entry, asked), prepared.call, approval="denied", request_id=asked.request_id)
         request = self.open_request(entry, arguments, risk)
         err = ToolshellError(ErrorCode.NEEDS_APPROVAL, approval_message(entry, risk, request.id))
         raise StopScript(err, prepared.call, approval="requested", request_id=request.id)
@@ -161,6 +195,15 @@ def store_waiter(
         return None  # the gate reads the store's answer
 
     return wait
+
+
+def denied_error(entry: ToolEntry, asked: Asked) -> ToolshellError:
+    """`denied`, naming who denied the call; nothing to grant (a later run asks again)."""
+    return ToolshellError(
+        ErrorCode.DENIED,
+        f"{entry.command} was denied by {asked.by or UNNAMED} (approval request {asked.request_id}); "
+        "a later run asks again",
+    )
 
 
 def approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:

@@ -13,17 +13,21 @@ from typing import TYPE_CHECKING, Any
 
 from toolshell.builtin.hints import hints_from_result
 from toolshell.calls.prepare import PreparedCall
+from toolshell.command.inputs import given_input
 from toolshell.command.render import structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.report import ScriptReport
 from toolshell.policy.risk import READ_ONLY
 from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
-from toolshell.timeline.events import NestedCall, Outcome, ShellCall, outcome_for, preview
+from toolshell.timeline.events import NestedCall, Outcome, ShellCall, cut, outcome_for, preview
 from toolshell.timeline.sinks import EventSink
 
 if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is on
     from toolshell.telemetry.spans import ShellTrace, Telemetry
+
+COMMAND_LIMIT = 120
+"""The longest command a timeline row names for a call that named no tool (the words are the script's)."""
 
 
 class Ledger:
@@ -106,6 +110,17 @@ class Ledger:
         """The timeline row of a call that ended with an error code (refused, failed, stopped)."""
         self.emit(entry, arguments, outcome_for(code), code, started)
 
+    def ended_unresolved(self, words: list[str], code: str, started: float | None) -> None:
+        """The timeline row of a call that named no tool it could reach (`unknown_command`, a server
+        not available): the words that named it (up to two), and what the rest gave."""
+        named: list[str] = []
+        for word in words[:2]:
+            if word.startswith("-") or "=" in word or word.lstrip()[:1] in ("{", "["):
+                break
+            named.append(word)
+        command = cut(" ".join(["tools", *named]), COMMAND_LIMIT)
+        self._row(command, given_input(words[len(named) :]), outcome_for(code), code, started)
+
     def stop(self, stop: StopScript) -> None:
         """The script ends at this call: nothing after it runs."""
         self.stopped = True
@@ -133,16 +148,22 @@ class Ledger:
     def emit(
         self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
     ) -> None:
-        ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
-        self._rows += 1
+        ms = self._row(entry.command, arguments, outcome, code, started)
         if self.trace is not None:
             self.trace.call_ended(entry, arguments, outcome, code, ms)
+
+    def _row(
+        self, command: str, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
+    ) -> float:
+        """Write the timeline row of a call; its duration in ms."""
+        ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
+        self._rows += 1
         self.sink.emit(
             NestedCall(
                 id=f"{self.shell_call_id}.{self._rows}",  # unique: the shell call's id is random
                 shell_call_id=self.shell_call_id,
                 session_id=self.session_id,
-                command=entry.command,
+                command=self.redact(command),
                 input_preview=self.redact(preview(arguments)),
                 outcome=outcome,
                 error_code=code,
@@ -150,6 +171,7 @@ class Ledger:
                 started_at=time.time(),
             )
         )
+        return ms
 
 
 def _result_value(result: Any, entry: ToolEntry) -> Any:

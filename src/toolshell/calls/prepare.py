@@ -8,8 +8,9 @@ whose server must be started first goes through `calls.view.CatalogView.ensure_l
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolshell.command.inputs import build_input
@@ -17,6 +18,7 @@ from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.catalog import Catalog, Lookup
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.validate import validate_input
+from toolshell.safe_text import escape
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,8 @@ class PreparedCall:
 
     entry: ToolEntry
     input: dict[str, Any]
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    """What a person should know before trusting the result: arguments the schema does not name."""
 
     @property
     def call(self) -> dict[str, Any]:
@@ -46,7 +50,34 @@ def prepare(catalog: Catalog, argv: Sequence[str], stdin: str | None) -> Prepare
 def prepare_input(entry: ToolEntry, arguments: dict[str, Any]) -> PreparedCall:
     """Check an input built elsewhere (a direct call, a `keep_visible` proxy) against the schema."""
     validate_input(entry, arguments)
-    return PreparedCall(entry, arguments)
+    return PreparedCall(entry, arguments, unnamed_arguments(entry, arguments))
+
+
+def unnamed_arguments(entry: ToolEntry, arguments: dict[str, Any]) -> tuple[str, ...]:
+    """A warning per argument the schema's `properties` do not name, with the nearest property.
+
+    A schema that closes the object (`additionalProperties: false`) already refused them; one that
+    leaves it open (third-party schemas often do) takes them, and the tool most likely ignores a
+    typo. No warning when the schema invites other keys (`additionalProperties` given, or
+    `patternProperties`) or names no properties at all.
+    """
+    schema = entry.input_schema
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return ()
+    if "additionalProperties" in schema or "patternProperties" in schema:
+        return ()
+    names = [str(p) for p in properties]
+    return tuple(_unnamed(entry, key, names) for key in arguments if key not in properties)
+
+
+def _unnamed(entry: ToolEntry, key: str, names: list[str]) -> str:
+    near = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]}?" if near else f"it takes {', '.join(sorted(names)[:8])}"
+    return escape(  # the names are the server's, the key the script's: either may hold controls
+        f"tools: warning: {entry.command} has no argument {key!r} ({hint}); the call was sent with it, "
+        f"and the tool may ignore it (`{entry.command} --help` shows its input)"
+    )
 
 
 def resolve(catalog: Catalog, words: Sequence[str]) -> tuple[ToolEntry, list[str]]:

@@ -68,6 +68,33 @@ def build_input(args: list[str], stdin: str | None, schema: dict[str, Any]) -> d
     return merged
 
 
+def given_input(args: list[str]) -> dict[str, Any]:
+    """What the words gave, for the record of a call whose input could not be built (a stray word,
+    bad JSON, an unknown tool): pairs and flags as keys, so secret-looking keys are masked like
+    any input's, JSON objects merged, and every other word kept in order under `"_words"`."""
+    given: dict[str, Any] = {}
+    words: list[str] = []
+    for word in args:
+        key, eq, value = word.removeprefix("--").partition("=")
+        if word.lstrip()[:1] == "{":
+            try:
+                found = _loads(word)
+            except ValueError:
+                found = None
+            if isinstance(found, dict):
+                given.update(found)
+                continue
+        if eq and _is_key(key):
+            given[key] = value
+        elif word.startswith("--") and _is_key(key):
+            given[key] = True
+        else:
+            words.append(word)
+    if words:
+        given["_words"] = words
+    return given
+
+
 def _parse_args(args: list[str]) -> _Args:
     out = _Args()
     i = 0

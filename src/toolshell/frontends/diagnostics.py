@@ -9,6 +9,8 @@ import click
 
 from toolshell.config import Config
 from toolshell.frontends.listings import server_rows
+from toolshell.policy.rating import Ratings
+from toolshell.registry.entry import ToolEntry
 from toolshell.safe_text import escape
 
 
@@ -34,8 +36,11 @@ async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> 
         longest = max([s.startup_timeout_seconds for s in config.mcp.servers] + [config.startup_wait_seconds])
         config = config.model_copy(update={"startup_wait_seconds": longest + 1})
         async with Host.open(config, state_dir=state_dir, on_server_progress=on_progress) as host:
-            await host.catalog()  # lists the tools of every loaded server, so counts are known
+            catalog = await host.catalog()  # lists the tools of every loaded server, so counts are known
             rows = server_rows(host.statuses(), host.redact)
+            rated = await rated_tools(catalog.entries, host.policy.ratings)
+        for row in rows:
+            row["rated"] = rated.get(row["name"], [])
     finally:
         if status is not None:
             status.stop()
@@ -43,6 +48,29 @@ async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> 
         click.echo(json.dumps(rows, indent=2))
         return
     click.echo(render_servers(rows))
+
+
+async def rated_tools(entries: list[ToolEntry], ratings: Ratings | None) -> dict[str, list[dict[str, Any]]]:
+    """The tools each server left to the rater (they declare no hints, or the server is untrusted):
+    `{tool, rating, why, annotate}`, so a server author knows which annotation to add."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        explained = await ratings.explain(entry) if ratings is not None and entry.server else None
+        if explained is None or entry.server is None:
+            continue
+        rating, why = explained
+        out.setdefault(entry.server, []).append(
+            {"tool": entry.name, "rating": rating, "why": why, "annotate": _annotate(entry, rating)}
+        )
+    return out
+
+
+def _annotate(entry: ToolEntry, rating: str) -> str:
+    if not entry.trusted:
+        return "the server is configured `trusted = false`: its annotations are not believed, so it is always rated"
+    if rating == "read_only":
+        return "declare readOnlyHint: true to say so yourself"
+    return "declare readOnlyHint: true if it changes nothing, else destructiveHint and openWorldHint as they are"
 
 
 def render_servers(rows: list[dict[str, Any]]) -> str:
@@ -57,6 +85,7 @@ def render_servers(rows: list[dict[str, Any]]) -> str:
         if r["last_error"]:
             lines.append(f"    last error: {r['last_error']}")
         lines.extend(f"    note: {note}" for note in r.get("notes", []))
+        lines.extend(f"    rated {t['tool']}: {t['rating']} ({t['why']}); {t['annotate']}" for t in r.get("rated", []))
         if r["stderr_tail"] and r["state"] != "ready":
             lines.extend(f"    stderr| {line}" for line in r["stderr_tail"][-10:])
     return "\n".join(map(escape, lines))

@@ -203,6 +203,7 @@ async def ask_approval(entry: Any, arguments: dict[str, Any], risk: Any) -> str:
 
 async def interactive(config: Config, state_dir: str | None, role: str | None = None) -> None:
     # lazy: the interactive shell's own needs, loaded when it starts
+    from toolshell.calls.approval import NamedApprover
     from toolshell.host import Host
 
     try:
@@ -218,7 +219,7 @@ async def interactive(config: Config, state_dir: str | None, role: str | None = 
         config = config.model_copy(update={"approval": config.approval.model_copy(update={"inline": True})})
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting) as host:
         session = host.session(answerer=TerminalAnswerer(), source="cli", role=role)
-        session.approver = ask_approval
+        session.approver = NamedApprover(ask_approval, "the person at the terminal")
         while (script := await read_script()) is not None:
             if script.strip() in ("exit", "quit"):
                 break

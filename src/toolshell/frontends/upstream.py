@@ -35,7 +35,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolshell.calls.approval import Approver
+from toolshell.calls.approval import Approver, NamedApprover
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 from toolshell.safe_text import escape, escape_lines
@@ -43,6 +43,8 @@ from toolshell.safe_text import escape, escape_lines
 logger = logging.getLogger(__name__)
 
 APPROVAL_CHOICES = ["once", "always", "deny"]
+THROUGH_CLIENT = "the person through the MCP client"
+"""Who answered, as a request records an answer (or a decline) the upstream client sent."""
 MAX_PARKED = 64
 """Parked runs kept per connection; the oldest is dropped past this (a retry for it then goes
 through the store, as one from another worker does: `frontends.relay`)."""
@@ -211,7 +213,7 @@ def upstream_approver(asker: Asker, wait_seconds: float) -> Approver:
         answer = (reply.content or {}).get("answer") if reply.action == "accept" else "deny"
         return answer if answer in APPROVAL_CHOICES else "deny"
 
-    return approve
+    return NamedApprover(approve, THROUGH_CLIENT)
 
 
 class UpstreamAnswerer:

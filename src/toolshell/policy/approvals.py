@@ -7,6 +7,16 @@ A request is opened when a call needs approval and the script stops. The person 
   schema and annotations stay the same; a changed tool voids the grant for good;
 - `deny(id)`: recorded; the next call asks again.
 
+Every answer records who gave it (`by`: the person through the MCP client, at the terminal, with
+`toolshell approvals deny`, on the web page), so a denied call can say who denied it.
+
+One pending request per identical call: the same tool of the same program with the same input,
+asked for by the same caller (None: this machine's user), shares one request across sessions, so
+the same script run twice leaves one request. Different callers get their own: the card names
+who asked. A request nobody answered expires `expire_seconds` after it was opened (the config's
+`[approval] wait_seconds`, 900 s by default): it leaves the pending list, is listed as `expired`,
+and answering it says so; the next identical call opens a new one.
+
 One answer, one call. Answering is one atomic transition (pending → answered, the grant, and a
 notification on the store's `approvals` channel naming the request, in one transaction): of two
 answers given at once, one is refused as "already answered"; a call waiting for the answer in any
@@ -23,6 +33,7 @@ program: it is listed as "server identity unknown — grant again".
 
 from __future__ import annotations
 
+import difflib
 import json
 import secrets
 import time
@@ -33,6 +44,7 @@ from typing import Any
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.canonical import canonical_json, fingerprint, server_key
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.naming import parse_flat_name
 from toolshell.registry.server_identity import ServerIdentity
 from toolshell.store.protocol import StateStore
 
@@ -47,7 +59,7 @@ CREATE TABLE IF NOT EXISTS approval_requests (
     why TEXT,
     message TEXT NOT NULL DEFAULT '',
     fingerprint TEXT NOT NULL,
-    status TEXT NOT NULL,           -- pending | granted_once | granted_always | denied
+    status TEXT NOT NULL,           -- pending | granted_once | granted_always | denied | expired
     created_at DOUBLE PRECISION NOT NULL,
     decided_at DOUBLE PRECISION,
     caller TEXT,                    -- who made the call (`Session.caller`); NULL: this machine's user
@@ -73,6 +85,9 @@ CREATE INDEX IF NOT EXISTS approval_grants_tool ON approval_grants (server, tool
 """
 
 PENDING, GRANTED_ONCE, GRANTED_ALWAYS, DENIED = "pending", "granted_once", "granted_always", "denied"
+EXPIRED = "expired"
+DEFAULT_EXPIRE_SECONDS = 900.0
+"""How long a request waits for an answer when no config says (`[approval] wait_seconds`'s default)."""
 CHANNEL = "approvals"
 """The store channel an answer is announced on; the payload is the request's id."""
 IN_FORCE, OTHER_PROGRAM, NOT_CONFIGURED, IDENTITY_UNKNOWN = "in_force", "other_program", "not_configured", "unknown"
@@ -82,6 +97,7 @@ _NEWER_COLUMNS = [  # columns a state made by an older version lacks
     ("approval_requests", "server_label"),
     ("approval_grants", "server_id"),
     ("approval_grants", "server_label"),
+    ("approval_requests", "decided_by"),
 ]
 
 
@@ -102,6 +118,15 @@ class ApprovalRequest:
     """The `Risk.message` the card shows, e.g. "… may delete or overwrite data …"."""
     caller: str | None = None
     """Who made the call: the identity `toolshell serve` authenticated, or None (this machine's user)."""
+    decided_by: str | None = None
+    """Who answered it (e.g. "the person through the MCP client"), None while pending or not recorded."""
+
+    @property
+    def answer(self) -> str:
+        """The recorded answer for people: `denied by the person at the terminal`, `pending`, …"""
+        if self.status in (PENDING, EXPIRED):
+            return self.status
+        return f"{self.status} by {self.decided_by}" if self.decided_by else self.status
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +138,7 @@ class ApprovalRequest:
             "session_id": self.session_id,
             "caller": self.caller,
             "status": self.status,
+            "decided_by": self.decided_by,
         }
 
 
@@ -129,14 +155,16 @@ def _request_from(row: Any) -> ApprovalRequest:
         created_at=row["created_at"],
         message=row["message"],
         caller=row["caller"],
+        decided_by=row["decided_by"],
     )
 
 
 class Approvals:
     """Approval requests and grants kept in a `StateStore` (SQLite or PostgreSQL)."""
 
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: StateStore, expire_seconds: float = DEFAULT_EXPIRE_SECONDS) -> None:
         self.store = store
+        self.expire_seconds = expire_seconds
         store.migrate("approvals", [_SCHEMA])
         for table, column in _NEWER_COLUMNS:
             store.ensure_column(table, column, "TEXT")
@@ -150,7 +178,8 @@ class Approvals:
         message: str = "",
         caller: str | None = None,
     ) -> ApprovalRequest:
-        """Open a request for this call, or return the identical one still open (same tool, input, session).
+        """Open a request for this call, or return the identical one still pending: the same tool of
+        the same program, the same input and the same caller, from any session.
 
         Args:
             entry: the tool the call is to.
@@ -160,12 +189,13 @@ class Approvals:
             message: the `Risk.message`, shown to the person with the request.
             caller: who made the call (`Session.caller`), recorded with the request.
         """
-        key = (server_key(entry), entry.server_id, entry.name, canonical_json(input), session_id)
+        key = (server_key(entry), entry.server_id, entry.name, canonical_json(input))
+        self.expire()
         with self.store.transaction():  # two identical calls at once open one request
             rows = self.store.query(
                 "SELECT * FROM approval_requests WHERE status=? AND server=? AND server_id=? AND tool=? "
-                "AND input=? AND session_id=?",
-                (PENDING, *key),
+                "AND input=? AND COALESCE(caller, '')=? ORDER BY created_at, id",
+                (PENDING, *key, caller or ""),
             )
             if rows:
                 return _request_from(rows[0])
@@ -193,6 +223,7 @@ class Approvals:
 
     def get(self, request_id: str) -> ApprovalRequest:
         """The request with this id. Raises `ToolshellError(INVALID_INPUT)` for an unknown id."""
+        self.expire()
         rows = self.store.query("SELECT * FROM approval_requests WHERE id=?", (request_id,))
         if not rows:
             raise ToolshellError(
@@ -202,22 +233,41 @@ class Approvals:
         return _request_from(rows[0])
 
     def list_pending(self) -> list[ApprovalRequest]:
-        """Open requests, oldest first."""
+        """Open requests, oldest first (the expired ones have left)."""
+        self.expire()
         rows = self.store.query("SELECT * FROM approval_requests WHERE status=? ORDER BY created_at, id", (PENDING,))
         return [_request_from(r) for r in rows]
 
-    def grant(self, request_id: str, always: bool = False) -> ApprovalRequest:
+    def list_expired(self, limit: int = 50) -> list[ApprovalRequest]:
+        """The requests that expired unanswered, newest first (at most `limit`)."""
+        self.expire()
+        rows = self.store.query(
+            "SELECT * FROM approval_requests WHERE status=? ORDER BY created_at DESC, id DESC LIMIT ?",
+            (EXPIRED, limit),
+        )
+        return [_request_from(r) for r in rows]
+
+    def expire(self) -> int:
+        """Mark the requests pending for longer than `expire_seconds` as expired; returns how many."""
+        now = time.time()
+        cur = self.store.execute(
+            "UPDATE approval_requests SET status=?, decided_at=? WHERE status=? AND created_at<?",
+            (EXPIRED, now, PENDING, now - self.expire_seconds),
+        )
+        return cur.rowcount
+
+    def grant(self, request_id: str, always: bool = False, by: str | None = None) -> ApprovalRequest:
         """Answer yes: once (this exact call, one time) or always (this tool while it stays the same).
 
         Raises:
             ToolshellError: `invalid_input` for an unknown id, or a request already answered
                 (also when another answer was given at the same moment: only one counts).
         """
-        return self._answer(request_id, GRANTED_ALWAYS if always else GRANTED_ONCE)
+        return self._answer(request_id, GRANTED_ALWAYS if always else GRANTED_ONCE, by)
 
-    def deny(self, request_id: str) -> ApprovalRequest:
-        """Answer no. Recorded; a later identical call asks again."""
-        return self._answer(request_id, DENIED)
+    def deny(self, request_id: str, by: str | None = None) -> ApprovalRequest:
+        """Answer no. Recorded with who said it (`by`); a later identical call asks again."""
+        return self._answer(request_id, DENIED, by)
 
     async def wait_answered(self, request_id: str) -> ApprovalRequest:
         """The request once it is answered, here or in any process on the store; bound the wait
@@ -299,36 +349,38 @@ class Approvals:
         return [_grant_json(r, current) for r in rows]
 
     def revoke(self, command: str) -> int:
-        """Withdraw every grant in force for a tool, named as a script writes it (`tools github
-        delete-branch`, or without `tools`); returns how many were withdrawn."""
-        words = command.split()
-        words = words[1:] if words[:1] == ["tools"] else words
-        wanted = " ".join(["tools", *words]).replace("_", "-").lower()
+        """Withdraw every grant in force for a tool, named in any form a listing or script shows it
+        (see `tool_command`); returns how many were withdrawn."""
+        wanted = tool_command(command)
         active = self.store.query("SELECT id, server, tool FROM approval_grants WHERE state='active'")
-        ids = [r["id"] for r in active if ToolEntry(r["server"] or None, r["tool"]).command.lower() == wanted]
+        ids = [r["id"] for r in active if _command_of(r) == wanted]
         for grant_id in ids:
             self.store.execute(
                 "UPDATE approval_grants SET state='voided', ended_at=? WHERE id=?", (time.time(), grant_id)
             )
         return len(ids)
 
+    def nearest_grants(self, command: str, n: int = 3) -> list[str]:
+        """The tools with grants in force whose names are nearest to `command` (for "nothing matched")."""
+        active = {
+            _command_of(r) for r in self.store.query("SELECT server, tool FROM approval_grants WHERE state='active'")
+        }
+        return difflib.get_close_matches(tool_command(command), sorted(active), n=n, cutoff=0.5)
+
     def _once_key(self, entry: ToolEntry, input: dict[str, Any]) -> tuple[str, ...]:
         return (server_key(entry), entry.server_id, entry.name, canonical_json(input), fingerprint(entry))
 
-    def _answer(self, request_id: str, status: str) -> ApprovalRequest:
+    def _answer(self, request_id: str, status: str, by: str | None) -> ApprovalRequest:
         """Pending → `status` and, for a yes, its grant: one transaction, so one answer counts."""
+        self.expire()
         now = time.time()
         with self.store.transaction():
             cur = self.store.execute(
-                "UPDATE approval_requests SET status=?, decided_at=? WHERE id=? AND status=?",
-                (status, now, request_id, PENDING),
+                "UPDATE approval_requests SET status=?, decided_at=?, decided_by=? WHERE id=? AND status=?",
+                (status, now, by, request_id, PENDING),
             )
             if cur.rowcount != 1:
-                raise ToolshellError(
-                    ErrorCode.INVALID_INPUT,
-                    f"approval request {request_id!r} was already answered "
-                    f"({self.get(request_id).status}); only pending requests can be answered",
-                )
+                raise _not_pending(self.get(request_id), self.expire_seconds)
             if status != DENIED:
                 kind = "always" if status == GRANTED_ALWAYS else "once"
                 self.store.execute(
@@ -339,6 +391,39 @@ class Approvals:
                 )
             self.store.notify(CHANNEL, request_id)  # sent at commit, to every process on the store
         return self.get(request_id)
+
+
+def _not_pending(found: ApprovalRequest, expire_seconds: float) -> ToolshellError:
+    if found.status == EXPIRED:
+        return ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"approval request {found.id!r} expired: nobody answered it within {expire_seconds:g} s "
+            "(`[approval] wait_seconds`); run the script again to ask again",
+        )
+    return ToolshellError(
+        ErrorCode.INVALID_INPUT,
+        f"approval request {found.id!r} was already answered ({found.answer}); only pending requests can be answered",
+    )
+
+
+def tool_command(named: str) -> str:
+    """A tool as `tools <server> <tool>`, folded (lower case, `-` for `_`), from any form people
+    copy: `tools fs write-file`, `fs write_file`, `fs:write_file`, `mcp_fs__write_file`, or a grant
+    line of `toolshell approvals grants` (`always  tools fs write-file  (server fs: …)`)."""
+    words = named.split()
+    words = words[1:] if words[:1] in (["once"], ["always"]) else words
+    words = words[1:] if words[:1] == ["tools"] else words
+    words = words[:2] if len(words) > 1 and not words[1].startswith(("(", "{")) else words[:1]
+    if len(words) == 1:
+        server, tool = parse_flat_name(words[0])
+        if server is None and ":" in words[0]:
+            server, _, tool = words[0].partition(":")
+        words = [w for w in (server, tool) if w]
+    return " ".join(["tools", *words]).replace("_", "-").lower()
+
+
+def _command_of(row: Any) -> str:
+    return ToolEntry(row["server"] or None, row["tool"]).command.lower()
 
 
 _ONCE_GRANT = (

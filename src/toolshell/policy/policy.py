@@ -49,7 +49,7 @@ class Policy:
         self.config = config
         self.approval = config.approval
         rules_of(self.approval)  # fail at start-up, not at the first call, on a bad pattern
-        self.approvals = Approvals(store)
+        self.approvals = Approvals(store, expire_seconds=config.approval.wait_seconds)
         self.guardrails = Guardrails.from_config(config.guard)
         if rater is None:
             rater = make_rater(config.approval)

@@ -24,6 +24,7 @@ from toolshell.config import ApprovalConfig
 from toolshell.errors import ConfigError
 from toolshell.policy.canonical import schema_hash, server_key
 from toolshell.policy.risk import is_unlabeled
+from toolshell.policy.words_compute import COMPUTE_VERBS, COMPUTE_WORDS, TARGET_WORDS
 from toolshell.registry.entry import ToolEntry
 from toolshell.store.protocol import StateStore
 
@@ -104,29 +105,69 @@ def _schema_words(schema: dict[str, object]) -> list[str]:
 
 
 def heuristic_rating(entry: ToolEntry) -> Rating:
-    """Rate a tool by its words. The rule, first match wins:
+    """Rate a tool by its words (`heuristic_reason` says which rule decided)."""
+    return heuristic_reason(entry)[0]
 
-    1. a change verb in the tool's name (`create_issue`, `deleteFile`, `git_push`) -> changes;
-    2. a read verb in its name (`list_pulls`, `getUser`, `search_docs`) -> read_only;
-    3. the description says it is read-only ("read-only", "does not modify", ...) -> read_only;
-    4. a change verb in the description or the input property names -> changes;
-    5. a read verb in the description -> read_only;
-    6. nothing tells -> changes (a rating may only add a question, never remove one).
+
+def heuristic_reason(entry: ToolEntry) -> tuple[Rating, str]:
+    """Rate a tool by its words, and say why. The rule, first match wins:
+
+    1. pure computation: every word of its name and description is about computing on the given
+       input (`add`, "Add two integers.", `format_date`, `celsius_to_fahrenheit`), and every input
+       is a plain value (number, string, boolean, or a list of them) that names no target (no
+       path, URL, id, …) -> read_only;
+    2. a change verb in the tool's name (`create_issue`, `deleteFile`, `git_push`) -> changes;
+    3. a read verb in its name (`list_pulls`, `getUser`, `search_docs`) -> read_only;
+    4. the description says it is read-only ("read-only", "does not modify", ...) -> read_only;
+    5. a change verb in the description or the input property names -> changes;
+    6. a read verb in the description -> read_only;
+    7. nothing tells -> changes (a rating may only add a question, never remove one).
     """
     name = _name_words(entry.name)
-    if any(w in CHANGE_VERBS for w in name):
-        return "changes"
-    if any(w in READ_VERBS for w in name):
-        return "read_only"
+    if computes_only(entry):
+        return "read_only", "pure computation on its input (its name, description and inputs say nothing else)"
+    if verb := next((w for w in name if w in CHANGE_VERBS), None):
+        return "changes", f"its name has the change verb {verb!r}"
+    if verb := next((w for w in name if w in READ_VERBS), None):
+        return "read_only", f"its name has the read verb {verb!r}"
     text = entry.description.lower()
-    if any(p in text for p in _READ_ONLY_PHRASES):
-        return "read_only"
+    if phrase := next((p for p in _READ_ONLY_PHRASES if p in text), None):
+        return "read_only", f"its description says {phrase!r}"
     described = [_stem(w) for w in _ascii_words(text)]
-    if any(w in CHANGE_VERBS for w in described + _schema_words(entry.input_schema)):
-        return "changes"
-    if any(w in READ_VERBS for w in described):
-        return "read_only"
-    return "changes"
+    if verb := next((w for w in described + _schema_words(entry.input_schema) if w in CHANGE_VERBS), None):
+        return "changes", f"its description or inputs have the change verb {verb!r}"
+    if verb := next((w for w in described if w in READ_VERBS), None):
+        return "read_only", f"its description has the read verb {verb!r}"
+    return "changes", "nothing in its name, description or inputs tells (every doubt asks)"
+
+
+def computes_only(entry: ToolEntry) -> bool:
+    """True when the tool reads as pure computation on its input (arithmetic, formatting,
+    conversion): its name and description use only the words in `policy.words_compute`, and its
+    inputs are plain values none of whose names points at something outside (a path, a URL, an id)."""
+    name = _name_words(entry.name)
+    described = [_stem(w) for w in _ascii_words(entry.description.lower())]
+    if not any(w in COMPUTE_VERBS for w in name):
+        return False
+    if not all(w in COMPUTE_WORDS for w in name + described):
+        return False
+    props = entry.input_schema.get("properties") if isinstance(entry.input_schema, dict) else None
+    if not isinstance(props, dict):
+        return props is None
+    return all(_plain_value(p) and not (set(_name_words(str(k))) & TARGET_WORDS) for k, p in props.items())
+
+
+def _plain_value(prop: object) -> bool:
+    if not isinstance(prop, dict):
+        return False
+    kind = prop.get("type")
+    if kind == "array":
+        return _plain_value(prop.get("items", {"type": "string"}))
+    kinds = kind if isinstance(kind, list) else [kind]
+    return bool(kinds) and all(k in _PLAIN_TYPES for k in kinds)
+
+
+_PLAIN_TYPES = frozenset({"number", "integer", "string", "boolean", "null"})
 
 
 class HeuristicRater:
@@ -296,6 +337,17 @@ class Ratings:
                 (*key, rating, time.time()),
             )
             return rating
+
+    async def explain(self, entry: ToolEntry) -> tuple[Rating, str] | None:
+        """The tool's rating and why (None for a tool that is not rated), for `toolshell servers`:
+        a server author reads which rule decided, and which annotation would say it instead."""
+        rating = await self.get(entry)
+        if rating is None:
+            return None
+        if isinstance(self.rater, HeuristicRater):
+            said, why = heuristic_reason(entry)
+            return rating, why if said == rating else "rated so earlier (stored)"
+        return rating, f"the configured rater ({type(self.rater).__name__}) said so"
 
     def _stored(self, key: RatingKey) -> Rating | None:
         rows = self.store.query(

@@ -17,9 +17,11 @@ Pure list transforms over config and tool entries. The rules:
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 from toolshell.config import Config, RoleConfig, ServerConfig
+from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.naming import fold
 from toolshell.shipped import SHIPPED
@@ -68,6 +70,40 @@ def active_servers(config: Config, role: str | None) -> list[ServerConfig]:
     role_cfg = config.role_named(role)
     refs = {fold(r) for r in role_cfg.mcp.server_refs} if role_cfg else set()
     return [s for s in enabled if fold(s.name) in refs or role in s.auto_bind]
+
+
+class UnknownRole(ToolshellError):
+    """A role the config does not know: a usage mistake (the CLI exits 2), never "no servers"."""
+
+    usage_error = True
+
+
+def known_roles(config: Config) -> list[str]:
+    """Every role a session may take: the `[[roles]]` names and the servers' `auto_bind` tags."""
+    names = [r.name for r in config.roles] + [tag for s in configured_servers(config) for tag in s.auto_bind]
+    return sorted(set(names))
+
+
+def check_role(config: Config, role: str | None) -> None:
+    """Refuse a role no `[[roles]]` entry names and no server binds, with the nearest names: a
+    misspelt role would otherwise leave the session with no servers at all.
+
+    Raises:
+        UnknownRole: `invalid_input`, naming the nearest known roles.
+    """
+    if role is None:
+        return
+    known = known_roles(config)
+    if role in known:
+        return
+    near = difflib.get_close_matches(role, known, n=3, cutoff=0.6)
+    if near:
+        hint = f"did you mean {', '.join(near)}?"
+    elif known:
+        hint = f"the config knows {', '.join(known[:10])}"
+    else:
+        hint = "the config declares no roles ([[roles]] name = …, or a server's auto_bind)"
+    raise UnknownRole(ErrorCode.INVALID_INPUT, f"unknown role {role!r}; {hint}")
 
 
 def role_allows(role: RoleConfig | None, server: str, tool: str) -> bool:

@@ -24,7 +24,7 @@ from toolshell.calls.pipeline import Sent
 from toolshell.calls.prepare import PreparedCall, prepare_input, resolve
 from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
 from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
-from toolshell.command.inputs import build_input
+from toolshell.command.inputs import build_input, given_input
 from toolshell.command.render import Image, render_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line, unexpected
 from toolshell.registry.entry import ToolEntry
@@ -54,36 +54,48 @@ class ToolsBuiltin:
 
     async def _run(self, ctx: BuiltinContext) -> BuiltinResult:
         state = self.state
+        words: list[str] | None = list(ctx.argv)  # the call's words, for its timeline row; None: a verb
         entry: ToolEntry | None = None
-        arguments: dict[str, Any] = {}
+        given: dict[str, Any] = {}  # what the call was given, as far as it was read
+        warned = ""  # arguments the schema does not name: said on stderr whatever the outcome
         started = time.perf_counter()
         try:
             if state.ledger.stopped:
                 raise ToolshellError(ErrorCode.STOPPED, _STOPPED)
             request = parse(list(ctx.argv))
             if not isinstance(request, Invoke):
+                words = None
                 return await self._verb(request, ctx)
+            words = request.argv
             await state.view.ensure_loaded(request.argv)
             # `prepare` in its two steps, so the timeline row of a call with bad input names its tool.
             entry, rest = resolve(state.view.catalog, request.argv)
-            prepared = prepare_input(entry, build_input(rest, ctx.stdin, entry.input_schema))
-            arguments = prepared.input
+            given = given_input(rest)
+            given = build_input(rest, ctx.stdin, entry.input_schema)
+            prepared = prepare_input(entry, given)
+            warned = "".join(f"{w}\n" for w in prepared.warnings)
             sent = await state.pipeline.send(prepared)
-            return self._output(ctx, sent)
+            return _warned(warned, self._output(ctx, sent))
         except ToolshellError as err:
-            if entry is not None:
-                state.ledger.ended(entry, arguments, str(err.code), started)
-            return _fail(err)
+            self._ended(words, entry, given, str(err.code), started)
+            return _warned(warned, _fail(err))
         except StopScript as stop:
-            if entry is not None:
-                state.ledger.ended(entry, arguments, str(stop.error.code), None)
+            self._ended(words, entry, given, str(stop.error.code), None)
             return self._stop(stop)
         except Exception as exc:  # the boundary: a bug or an odd tool result must not lose the error line
             logger.debug("tools %s failed unexpectedly", " ".join(ctx.argv[:2]), exc_info=True)
             internal = unexpected(exc, "tools could not run this command")
-            if entry is not None:
-                state.ledger.ended(entry, arguments, str(internal.code), started)
-            return _fail(internal)
+            self._ended(words, entry, given, str(internal.code), started)
+            return _warned(warned, _fail(internal))
+
+    def _ended(
+        self, words: list[str] | None, entry: ToolEntry | None, given: dict[str, Any], code: str, started: float | None
+    ) -> None:
+        """The timeline row of a call that ended with an error: what it was given, whatever failed."""
+        if entry is not None:
+            self.state.ledger.ended(entry, given, code, started)
+        elif words is not None:  # help, search, plan and the scripts verb are not calls
+            self.state.ledger.ended_unresolved(words, code, started)
 
     def _output(self, ctx: BuiltinContext, sent: Sent) -> BuiltinResult:
         entry = sent.prepared.entry
@@ -150,6 +162,12 @@ class ToolsBuiltin:
         for shell in self.state.shells:
             shell.cancel()
         return BuiltinResult(stderr=line, exit_code=1)
+
+
+def _warned(warning: str, result: BuiltinResult) -> BuiltinResult:
+    if not warning:
+        return result
+    return BuiltinResult(stdout=result.stdout, stderr=_text_safe(warning) + result.stderr, exit_code=result.exit_code)
 
 
 def _fail(err: ToolshellError) -> BuiltinResult:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from toolshell.calls.approval import ApprovalGate, Asked, approval_message
+from toolshell.calls.approval import ApprovalGate, Asked, approval_message, denied_error
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall, lookup, prepare_input, resolve
 from toolshell.calls.view import CatalogView
@@ -34,8 +34,12 @@ class HeldBeforeStart:
 
     request_id: str
     message: str
+    denied: ToolshellError | None = None
+    """The `denied` error when the person said no (then nothing is left to grant)."""
 
     def error(self) -> ToolshellError:
+        if self.denied is not None:
+            return ToolshellError(ErrorCode.DENIED, f"the script did not start: {self.denied.message}")
         return ToolshellError(ErrorCode.NEEDS_APPROVAL, f"the script did not start: {self.message}")
 
 
@@ -70,17 +74,18 @@ class Precheck:
 
     def _hold(self, prepared: PreparedCall, risk: Risk, asked: Asked, granted_once: list[str]) -> HeldBeforeStart:
         # Denied: the request the person answered; else the one left pending for a person to answer.
+        denied = None
         if asked.answer == "deny" and asked.request_id is not None:
             request_id, approval = asked.request_id, "denied"
+            denied = denied_error(prepared.entry, asked)
         else:
             request_id, approval = self.gate.open_request(prepared.entry, prepared.input, risk).id, "requested"
         for once in granted_once:  # the script does not run: nothing may use them
             self.gate.approvals.withdraw_once(once)
-        self.ledger.report.stop(
-            "needs_approval", prepared.call, approval=approval, before_start=True, request_id=request_id
-        )
-        self.ledger.ended(prepared.entry, prepared.input, "needs_approval", None)
-        return HeldBeforeStart(request_id, approval_message(prepared.entry, risk, request_id))
+        code = str(ErrorCode.DENIED if denied else ErrorCode.NEEDS_APPROVAL)
+        self.ledger.report.stop(code, prepared.call, approval=approval, before_start=True, request_id=request_id)
+        self.ledger.ended(prepared.entry, prepared.input, code, None)
+        return HeldBeforeStart(request_id, approval_message(prepared.entry, risk, request_id), denied)
 
     async def load_named_servers(self, calls: list[ScannedCall]) -> None:
         """Load the servers that literal calls name and that are not ready, so they can be judged."""

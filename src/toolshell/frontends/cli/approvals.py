@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
@@ -10,6 +11,7 @@ import click
 from toolshell.frontends.cli.options import UTF8, group_paths, guard, load_config, paths
 from toolshell.safe_text import escape
 
+BY_CLI = "a person with `toolshell approvals {}`"
 _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 
 
@@ -30,7 +32,8 @@ def _approvals(ctx: click.Context) -> Any:
 
     config_path, state_dir = paths(ctx)
     loaded = guard(lambda: load_config(config_path))
-    return guard(lambda: Approvals(open_store(cfg.state_location(loaded, state_dir))))
+    store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
+    return guard(lambda: Approvals(store, expire_seconds=loaded.approval.wait_seconds))
 
 
 def _configured_programs(ctx: click.Context) -> dict[str, Any]:
@@ -44,20 +47,25 @@ def _configured_programs(ctx: click.Context) -> dict[str, Any]:
 @approvals.command("list")
 @group_paths
 @_json_opt
+@click.option("--expired", is_flag=True, help="The requests that expired unanswered instead, newest first.")
 @click.pass_context
-def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
-    """Pending approval requests (--json: `[{id, tool, input, risk, why, status, created}, …]`)."""
+def approvals_list(ctx: click.Context, as_json: bool = False, expired: bool = False) -> None:
+    """Pending approval requests (--json: `[{id, tool, input, risk, why, status, created}, …]`).
+
+    A request nobody answers expires after `[approval] wait_seconds`; `--expired` lists those."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.listings import approval_json
 
-    pending = _approvals(ctx).list_pending()
+    store = _approvals(ctx)
+    listed = store.list_expired() if expired else store.list_pending()
     if as_json:
-        click.echo(json.dumps([approval_json(r) for r in pending], indent=2, ensure_ascii=False))
+        click.echo(json.dumps([approval_json(r) for r in listed], indent=2, ensure_ascii=False))
         return
-    if not pending:
-        click.echo("no pending approval requests")
-    for r in pending:
-        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why})"))
+    if not listed:
+        click.echo("no expired approval requests" if expired else "no pending approval requests")
+    for r in listed:
+        mark = "  expired" if expired else ""
+        click.echo(escape(f"{r.id}  {r.command}  {json.dumps(r.input, ensure_ascii=False)}  ({r.why}){mark}"))
 
 
 @approvals.command("grant")
@@ -67,7 +75,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False) -> None:
 @click.pass_context
 def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
     """Grant a request once (that exact call) or --always (the tool)."""
-    guard(lambda: _approvals(ctx).grant(request_id, always=always))
+    guard(lambda: _approvals(ctx).grant(request_id, always=always, by=BY_CLI.format("grant")))
     click.echo(f"granted {request_id}" + (" (always)" if always else " (once)"))
 
 
@@ -104,9 +112,20 @@ def _whose(grant: dict[str, Any]) -> str:
 @click.argument("tool", nargs=-1, required=True, type=UTF8)
 @click.pass_context
 def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
-    """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch`."""
-    n = _approvals(ctx).revoke(" ".join(tool))
-    click.echo(f"revoked {n} grant{'s' if n != 1 else ''} of tools {' '.join(tool)}")
+    """Withdraw the grants of a tool, e.g. `toolshell approvals revoke github delete-branch` (or
+    `"tools github delete-branch"`, `mcp_github__delete_branch`, as listings print it). Exit 1
+    when no grant matched."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell.policy.approvals import tool_command
+
+    store, named = _approvals(ctx), " ".join(tool)
+    n = store.revoke(named)
+    if n == 0:
+        near = store.nearest_grants(named)
+        hint = f"; did you mean {', '.join(near)}?" if near else "; `toolshell approvals grants` lists them"
+        click.echo(escape(f"no grant in force for {tool_command(named)}{hint}"), err=True)
+        sys.exit(1)
+    click.echo(escape(f"revoked {n} grant{'s' if n != 1 else ''} of {tool_command(named)}"))
 
 
 @approvals.command("deny")
@@ -115,5 +134,5 @@ def approvals_revoke(ctx: click.Context, tool: tuple[str, ...]) -> None:
 @click.pass_context
 def approvals_deny(ctx: click.Context, request_id: str) -> None:
     """Deny a request."""
-    guard(lambda: _approvals(ctx).deny(request_id))
+    guard(lambda: _approvals(ctx).deny(request_id, by=BY_CLI.format("deny")))
     click.echo(f"denied {request_id}")

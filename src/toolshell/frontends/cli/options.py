@@ -139,7 +139,7 @@ def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
             click.echo(f"  {place}: {msg}" if place else f"  {msg}", err=True)
         sys.exit(2)  # like a usage error: what to change is in the config, not in the run
     click.echo(error_line(e), err=True, nl=False)
-    sys.exit(1)
+    sys.exit(2 if getattr(e, "usage_error", False) else 1)  # a misspelt option value, e.g. `--role`
 
 
 def run_async(factory: Callable[[], Awaitable[T]]) -> T:

@@ -28,7 +28,7 @@ from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.listings import approval_json, grant_json, runs_of, script_json, server_rows
 from toolshell.frontends.web.http import ApiError, endpoint, json_body
 from toolshell.host import Host
-from toolshell.policy.approvals import PENDING, Approvals
+from toolshell.policy.approvals import EXPIRED, PENDING, Approvals
 from toolshell.registry.server_identity import configured_identities
 from toolshell.scripts.store import SavedScript, ScriptStore
 from toolshell.scripts.verbs import check_can_save
@@ -37,6 +37,7 @@ from toolshell.timeline.sinks import query
 from toolshell.timeline.stats import parse_duration, stats_json, tool_stats
 
 ANSWERS = ("once", "always", "deny")
+ON_THE_PAGE = "the person on the web page"
 MAX_TIMELINE = 500
 RUNS_SHOWN = 10
 _RUNS_SCANNED = 500  # shell calls looked through for a script's trigger runs
@@ -85,13 +86,12 @@ class Api:
         except ToolshellError:
             raise ApiError(404, ErrorCode.INVALID_INPUT, f"there is no approval request {request_id!r}") from None
         if found.status != PENDING:
-            raise ApiError(
-                409, ErrorCode.INVALID_INPUT, f"approval request {request_id!r} was already answered ({found.status})"
-            )
+            said = "expired unanswered" if found.status == EXPIRED else f"was already answered ({found.answer})"
+            raise ApiError(409, ErrorCode.INVALID_INPUT, f"approval request {request_id!r} {said}")
         if answer == "deny":
-            decided = self.approvals.deny(request_id)
+            decided = self.approvals.deny(request_id, by=ON_THE_PAGE)
         else:
-            decided = self.approvals.grant(request_id, always=answer == "always")
+            decided = self.approvals.grant(request_id, always=answer == "always", by=ON_THE_PAGE)
         return approval_json(decided)
 
     async def list_grants(self, request: Request) -> Any:
