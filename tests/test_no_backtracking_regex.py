@@ -32,6 +32,8 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("config/models.py", "ServeOAuthConfig._names_a_variable"): "an environment variable name in the config",
     ("config/models.py", "GuardConfig._regex_compiles"): "checks that the user's own guardrail pattern compiles",
     ("config/loading.py", "_VAR_RE"): "`${VAR}` expansion over the user's config text",
+    ("config/loading.py", "_BARE_KEY"): "TOML keys of the user's own config, written back by `config import`",
+    ("config/trust.py", "_REFERENCE"): "`${VAR}` references in the checkout config a person is about to trust",
     ("policy/words.py", "_BRACE"): "the words of the script's own bash text, never a server's answer",
     ("policy/words.py", "_ASSIGN_TILDE"): "the words of the script's own bash text, never a server's answer",
     ("policy/words.py", "_double_quoted"): "the words of the script's own bash text, never a server's answer",

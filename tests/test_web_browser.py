@@ -294,10 +294,8 @@ async def test_with_a_long_history_every_section_is_in_the_first_screen_or_one_c
             height = await page.evaluate("document.documentElement.scrollHeight")
             assert height < 2 * VIEWPORT["height"], f"the page is {height} px tall"
             await page.click("#timeline-more")  # older calls, a page at a time
-            await page.wait_for_function(
-                "document.querySelectorAll('#timeline-table > tbody > tr:not(.nested-call)').length > 30",
-                timeout=WAIT_MS,
-            )
+            # The 31st shell-call row appears (a locator wait: the page's CSP forbids evaluated strings).
+            await page.locator("#timeline-table > tbody > tr:not(.nested-call)").nth(30).wait_for(timeout=WAIT_MS)
 
 
 STATS = {
