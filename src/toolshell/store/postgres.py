@@ -13,7 +13,6 @@ are; the waits across processes (`LISTEN`) use a connection of their own, in a t
 from __future__ import annotations
 
 import threading
-import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -22,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
-from toolshell.store.dialect import ddl, numbered_placeholders, split_statements
+from toolshell.store.dialect import numbered_placeholders
+from toolshell.store.migrations import apply_steps
 from toolshell.store.notify import Hub, Subscription, check_notification
 from toolshell.store.pg_listen import PG_CHANNEL, Listener, pg_payload
 
@@ -119,17 +119,7 @@ class PostgresStore:
             conn.execute(_MIGRATIONS)
         with self._transaction() as conn:
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_lock_key(component),))
-            cur = conn.execute("SELECT version FROM toolshell_migrations WHERE component = %s", (component,))
-            applied = {row["version"] for row in cur.fetchall()}
-            for version, step in enumerate(steps, start=1):
-                if version in applied:
-                    continue
-                for statement in split_statements(ddl(self.engine, step)):
-                    conn.execute(statement)
-                conn.execute(
-                    "INSERT INTO toolshell_migrations (component, version, applied_at) VALUES (%s, %s, %s)",
-                    (component, version, time.time()),
-                )
+            apply_steps(_Tx(conn), self.engine, component, steps)
         self._migrated.add((component, len(steps)))
 
     def ensure_column(self, table: str, column: str, declaration: str) -> None:

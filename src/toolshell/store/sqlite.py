@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
-from toolshell.store.dialect import ddl, split_statements
+from toolshell.store.dialect import split_statements
+from toolshell.store.migrations import apply_steps
 from toolshell.store.notify import Hub, Subscription, Wake, check_notification
 
 POLL_SECONDS = 0.2
@@ -135,19 +136,7 @@ class Store:
             return
         with self.transaction() as tx:
             tx.execute(_MIGRATIONS)
-            applied = {
-                r["version"]
-                for r in tx.query("SELECT version FROM toolshell_migrations WHERE component=?", (component,))
-            }
-            for version, step in enumerate(steps, start=1):
-                if version in applied:
-                    continue
-                for statement in split_statements(ddl(self.engine, step)):
-                    tx.execute(statement)
-                tx.execute(
-                    "INSERT INTO toolshell_migrations (component, version, applied_at) VALUES (?, ?, ?)",
-                    (component, version, time.time()),
-                )
+            apply_steps(tx, self.engine, component, steps)
         self._migrated.add((component, len(steps)))
 
     @contextmanager
