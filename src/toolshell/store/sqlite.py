@@ -98,8 +98,11 @@ class Store:
             _check_private(Path(path))
         self._db = _connect(self.path)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL" if self.path != ":memory:" else "PRAGMA journal_mode=MEMORY")
         self._db.execute("PRAGMA busy_timeout=5000")
+        if self.path == ":memory:":
+            self._db.execute("PRAGMA journal_mode=MEMORY")
+        else:
+            _use_wal(self._db)
         # In WAL mode NORMAL loses nothing when the process crashes (only on power loss), and saves a
         # disk sync per commit: the timeline writes one row per tool call.
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -312,6 +315,20 @@ def _connect(path: str) -> sqlite3.Connection:
             " or choose another state directory with --state-dir or TOOLSHELL_STATE_DIR"
         ) from None
     return db
+
+
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode (it stays so). Switching takes the file's lock without waiting on the
+    busy handler, and another process opening a new file at the same moment may hold it: try again."""
+    for attempt in range(50):
+        try:
+            if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or attempt == 49:
+                raise
+            time.sleep(0.1)  # a bounded wait for the other opener (5 s in all)
 
 
 def _unavailable(message: str) -> ToolshellError:
