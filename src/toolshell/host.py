@@ -16,7 +16,7 @@ import re
 import shlex
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -158,8 +158,12 @@ class Host:
         on_server_progress: Any = None,
         servers: dict[str, Any] | None = None,
         on_wait: OnWait | None = None,
+        start: Collection[str] | None = None,
     ) -> AsyncIterator[Host]:
         """Open a host from a `Config`, a config file path, or nothing (the embedded default).
+
+        `start` names the startup servers to open now (`policy.reach`: those a script names);
+        None opens every one. The others open when a call names them.
 
         An exception raised in the body of `async with Host.open() as host:` reaches the caller as
         itself, never wrapped in an `ExceptionGroup`.
@@ -181,7 +185,7 @@ class Host:
             async with AsyncExitStack() as stack:
                 stack.push_async_callback(host.aclose)
                 starting = await stack.enter_async_context(anyio.create_task_group())
-                await host._start_servers(starting)
+                await host._start_servers(starting, start)
                 try:
                     yield host
                 finally:
@@ -189,7 +193,7 @@ class Host:
         except BaseExceptionGroup as group:
             raise single_error(group) from None
 
-    async def _start_servers(self, tg: anyio.abc.TaskGroup) -> None:
+    async def _start_servers(self, tg: anyio.abc.TaskGroup, only: Collection[str] | None = None) -> None:
         """Start the `startup` servers concurrently; wait for them at most `startup_wait_seconds`.
 
         A server still starting after that keeps starting in the background: it is listed as
@@ -199,7 +203,7 @@ class Host:
 
         async def start_all() -> None:
             try:
-                await self.manager.start_all(self._on_server_progress)
+                await self.manager.start_all(self._on_server_progress, only)
             finally:
                 done.set()
 

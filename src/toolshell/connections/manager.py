@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -84,8 +84,11 @@ class ConnectionManager:
             await conn.start()
         return conn
 
-    async def start_all(self, on_progress: LoadProgress | None = None) -> list[ServerStatus]:
-        """Open every `load = "startup"` server concurrently; failures are recorded, never raised."""
+    async def start_all(
+        self, on_progress: LoadProgress | None = None, only: Collection[str] | None = None
+    ) -> list[ServerStatus]:
+        """Open every `load = "startup"` server (of `only`, when given) concurrently; failures are
+        recorded, never raised."""
 
         async def open_one(conn: ClientConnection) -> None:
             await _report(on_progress, conn.name, ConnState.CONNECTING)
@@ -98,7 +101,7 @@ class ConnectionManager:
 
         async with anyio.create_task_group() as tg:
             for conn in self._connections.values():
-                if conn.server.load == "startup":
+                if conn.server.load == "startup" and (only is None or conn.name in only):
                     tg.start_soon(open_one, conn)
         return self.statuses()
 

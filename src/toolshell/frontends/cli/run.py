@@ -47,9 +47,12 @@ def run(
         # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.calls.approval import name_process_options
         from toolshell.host import Host
+        from toolshell.policy.reach import servers_a_script_names
 
         name_process_options(config_path, state_dir)  # the grant hint names them
-        async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
+        config = load_config(config_path)
+        start = servers_a_script_names(script, config)  # only what the script can reach, when it says
+        async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, start=start) as host:
             # Without --json the output goes out as the script writes it, stdout and stderr in order.
             return await host.session(source="cli", role=role).run(script, on_output=None if as_json else _write)
 
@@ -85,8 +88,11 @@ def plan(
     async def go() -> dict[str, Any]:
         # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.host import Host
+        from toolshell.policy.reach import servers_a_script_names
 
-        async with Host.open(load_config(config_path), state_dir=state_dir, on_wait=say_waiting) as host:
+        config = load_config(config_path)
+        start = servers_a_script_names(script, config)  # only what the script names, when it says
+        async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, start=start) as host:
             return await host.plan(script, role=role)
 
     click.echo(json.dumps(run_async(go), indent=2, ensure_ascii=False))
