@@ -18,13 +18,11 @@ protected-resource metadata routes.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Send
 
 from toolshell.errors import ErrorCode, ToolshellError, error_body
+from toolshell.store.private_file import private_secret
 
 TOKEN_ENV = "TOOLSHELL_SERVE_TOKEN"
 TOKEN_FILE = "serve-token"
@@ -83,50 +82,12 @@ def serve_token(state_dir: Path, env: Mapping[str, str] | None = None) -> ServeT
     if env.get(TOKEN_ENV):
         return ServeToken(env[TOKEN_ENV], f"${TOKEN_ENV}")
     path = state_dir / TOKEN_FILE
-    if not path.exists():
-        _create_token_file(path)
-    return ServeToken(_read_token_file(path), str(path))
+    token = private_secret(path, "the serve token", "anyone who read it can call this server", _new_token)
+    return ServeToken(token, str(path))
 
 
-def _create_token_file(path: Path) -> None:
-    """Write a new token to a private temporary file, then link it into place: a reader never sees
-    a partial file, and of two servers starting at once the first one's token wins."""
-    temp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # a state kept elsewhere (Postgres) made none
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(secrets.token_urlsafe(32) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        with contextlib.suppress(FileExistsError):
-            os.link(temp, path)
-    except OSError as e:
-        raise _unavailable(f"cannot write the serve token {path}: {e.strerror or e}") from None
-    finally:
-        with contextlib.suppress(OSError):
-            temp.unlink()
-
-
-def _read_token_file(path: Path) -> str:
-    try:
-        info = path.stat()
-        if info.st_uid != os.getuid():
-            raise _unavailable(
-                f"the serve token {path} belongs to another user (uid {info.st_uid}); delete it to have a new one "
-                f"made, or take it over: chown {os.getuid()} {path}"
-            )
-        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-            raise _unavailable(
-                f"the serve token {path} can be read or changed by other users; anyone who read it can call "
-                f"this server: run chmod 600 {path} (and delete it to have a new token made)"
-            )
-        token = path.read_text(encoding="utf-8").strip()
-    except OSError as e:
-        raise _unavailable(f"cannot read the serve token {path}: {e.strerror or e}") from None
-    if not token:
-        raise _unavailable(f"the serve token {path} is empty; delete it to have a new one made")
-    return token
+def _new_token() -> str:
+    return secrets.token_urlsafe(32)
 
 
 def _unavailable(message: str) -> ToolshellError:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import secrets
-import stat
 from pathlib import Path
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.store.private_file import private_secret
 
 DEFAULT_ENV = "TOOLSHELL_STATE_KEYS"
 MIN_BYTES = 32
@@ -76,24 +75,5 @@ def _decode(text: str, env_name: str) -> bytes:
 
 def _local_key(path: Path) -> bytes:
     """The state dir's own key, made on first use; refused if anyone else could read or write it."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not path.exists():
-        # Written whole under a temporary name, then linked into place: a process starting at the
-        # same moment either finds no file or the whole key, and one link wins.
-        temporary = path.with_name(f".{path.name}.{secrets.token_hex(4)}")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(new_key() + "\n")
-        try:
-            os.link(temporary, path)
-        except FileExistsError:
-            pass
-        finally:
-            temporary.unlink()
-    info = path.stat()
-    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"the key file {path} can be read or written by other users; check it, then run: chmod 600 {path}",
-        )
-    return _decode(path.read_text().strip(), str(path))
+    risk = "anyone who read it can forge this host's shells and rounds"
+    return _decode(private_secret(path, "the key file", risk, new_key), str(path))
