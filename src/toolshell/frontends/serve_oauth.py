@@ -28,7 +28,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from pydantic import AnyHttpUrl
 
-from toolshell.config.models import ServeOAuthConfig
+from toolshell.config.serve import ServeOAuthConfig
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.serve_auth import CallerToken, Gate
 
