@@ -1,0 +1,85 @@
+"""`[serve]` and `[serve.oauth]`: how `toolshell serve` keeps shells and streams, and who may call it."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from toolshell.config.base import _YEAR, _Model
+
+ASYMMETRIC_JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+"""What `[serve.oauth] algorithms` may list: signatures checked with the issuer's public keys.
+`none` and the shared-secret `HS*` family are never accepted (anyone holding the JWKS could forge)."""
+
+
+class ServeOAuthConfig(_Model):
+    """`[serve.oauth]`: `toolshell serve --http` as an OAuth resource server (docs/configuration.md).
+
+    Access tokens are JWTs checked against the issuer's JWKS, or, with `introspection_endpoint`,
+    opaque tokens asked about at the issuer (RFC 7662)."""
+
+    issuer: str
+    """The authorization server's issuer URL; its metadata is read from the RFC 8414 / OpenID well-known URL."""
+    audience: str
+    """The audience a token must be issued for (its `aud`), usually this server's public `/mcp` URL."""
+    resource_url: str | None = None
+    """This server's public `/mcp` URL in the protected-resource metadata; default `http://<host>:<port>/mcp`."""
+    required_scopes: list[str] = Field(default_factory=list)
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"])
+    introspection_endpoint: str | None = None
+    """Ask this RFC 7662 endpoint about each token instead of checking it as a JWT."""
+    client_id: str | None = None
+    """Introspection: the client id toolshell authenticates as (HTTP Basic)."""
+    client_secret_env: str | None = None
+    """Introspection: the environment variable holding that client's secret (never the secret itself)."""
+
+    @field_validator("issuer", "introspection_endpoint", "resource_url")
+    @classmethod
+    def _an_http_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"https?://[^/\s]+", v):
+            raise ValueError(f"{v!r} is not an http(s) URL, e.g. https://login.example.com")
+        return v
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if a not in ASYMMETRIC_JWT_ALGORITHMS]
+        if bad or not v:
+            raise ValueError(f"algorithms takes some of {', '.join(ASYMMETRIC_JWT_ALGORITHMS)} (not {bad or 'none'})")
+        return v
+
+    @field_validator("client_secret_env")
+    @classmethod
+    def _names_a_variable(cls, v: str | None) -> str | None:
+        if v is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError(f"client_secret_env names an environment variable (e.g. SERVE_CLIENT_SECRET), not {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _introspection_client(self) -> ServeOAuthConfig:
+        if self.introspection_endpoint and not (self.client_id and self.client_secret_env):
+            raise ValueError("introspection_endpoint needs client_id and client_secret_env to authenticate with")
+        return self
+
+
+class ServeConfig(_Model):
+    """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
+    reconnects with `Last-Event-ID` gets the rest of its result; and how callers authenticate
+    (the serve token unless `oauth` is set)."""
+
+    event_store: Literal["memory", "state"] = "memory"
+    oauth: ServeOAuthConfig | None = None
+    shell_idle_seconds: float = Field(default=3600.0, gt=0, le=_YEAR)
+    """A shell handle unused this long is gone."""
+    max_shells_per_caller: int = Field(default=32, ge=1, le=100_000)
+    """Shells one caller keeps; past it, that caller's shell idle longest goes."""
+    max_shell_bytes: int = Field(default=64 * 1024 * 1024, ge=4096, le=1 << 34)
+    """The most a shell's saved state may take; past it the state is not kept (the result says so)."""
+    heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
+    """How often a serving worker says it is alive; one silent for three beats counts as dead, and
+    another worker ends the shell calls it left running."""
+    state_keys_env: str = "TOOLSHELL_STATE_KEYS"
+    """The environment variable holding the state key ring (base64url keys, newest first) that seals
+    shells and `requestState` for every worker; without it, a local store uses `<state-dir>/state-key`."""
