@@ -21,6 +21,7 @@ LAYERS: list[list[str]] = [
         "toolshell.redact",
         "toolshell.safe_text",
         "toolshell.utf8",
+        "toolshell.places",
     ],
     ["toolshell.store"],
     ["toolshell.config"],

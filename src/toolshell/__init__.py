@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from toolshell.version import __version__
 
+TYPE_CHECKING = False  # `typing` is not imported: the thin client (`frontends.daemon.client`) starts here
 __all__ = ["Config", "Host", "Session", "Shells", "ToolshellError", "ErrorCode", "__version__"]
 
 if TYPE_CHECKING:
@@ -16,7 +15,7 @@ if TYPE_CHECKING:
     from toolshell.shells import Shells
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     # Lazy: `import mcp` alone costs most of a second, and the CLI must start fast.
     if name == "Host":
         # lazy: the package root imports nothing heavy (`import mcp` alone takes most of a second)

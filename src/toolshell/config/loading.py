@@ -18,9 +18,11 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from toolshell import places
 from toolshell.config.models import Config
 from toolshell.config.trust import as_found, ignored_note, trust_database, trust_state
 from toolshell.errors import ConfigError
+from toolshell.places import LOCAL_CONFIG
 from toolshell.redact import is_secret
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
@@ -230,13 +232,11 @@ def load_file(path: str | Path, *, env: Mapping[str, str] | None = None, expand:
 
 
 def user_config_dir() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "toolshell"
+    return Path(places.user_config_dir())
 
 
 def user_data_dir() -> Path:
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "toolshell"
+    return Path(places.user_data_dir())
 
 
 def find_config_path(explicit: str | None = None) -> Path | None:
@@ -247,19 +247,17 @@ def find_config_path(explicit: str | None = None) -> Path | None:
 
 def _find(explicit: str | None) -> tuple[Path | None, Path | None]:
     """The config path, and for a trusted checkout config the directory it was trusted for."""
-    if explicit:
-        return Path(explicit), None
-    if env_path := os.environ.get("TOOLSHELL_CONFIG"):
-        return Path(env_path), None
-    user = user_config_dir() / "toolshell.toml"
-    local = Path("toolshell.toml")
-    if local.is_file():
-        if user.is_file() and as_found(local) == as_found(user):
-            return local, None  # the working directory is the user config dir
-        checked = trust_state(local, trust_database(user_data_dir()))
-        if checked.state == "trusted":
-            return local, checked.directory
-        print(ignored_note(local, checked.state), file=sys.stderr)
+    found = places.config_candidate(explicit)
+    candidate = None if found is None else Path(found)
+    if explicit or os.environ.get("TOOLSHELL_CONFIG") or found != LOCAL_CONFIG:
+        return candidate, None
+    local, user = Path(LOCAL_CONFIG), user_config_dir() / LOCAL_CONFIG
+    if user.is_file() and as_found(local) == as_found(user):
+        return local, None  # the working directory is the user config dir
+    checked = trust_state(local, trust_database(user_data_dir()))
+    if checked.state == "trusted":
+        return local, checked.directory
+    print(ignored_note(local, checked.state), file=sys.stderr)
     return (user, None) if user.is_file() else (None, None)
 
 
@@ -290,8 +288,7 @@ def load(explicit: str | None = None) -> Config:
 
 def state_dir(config: Config, explicit: str | None = None) -> Path:
     """`--state-dir`, `$TOOLSHELL_STATE_DIR`, `[state] dir`, then the user data dir."""
-    chosen = explicit or os.environ.get("TOOLSHELL_STATE_DIR") or config.state.dir
-    return Path(chosen).expanduser() if chosen else user_data_dir()
+    return Path(places.state_dir(explicit, config.state.dir))
 
 
 STATE_FILE = "toolshell.db"

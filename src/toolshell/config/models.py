@@ -336,6 +336,14 @@ class TelemetryConfig(_Model):
     """Put each call's input and result on its span (redacted, cut to 1,000 characters)."""
 
 
+class CliConfig(_Model):
+    """The command line: `keep_warm` starts a daemon (`toolshell daemon`) on first use, so later
+    commands in the same directory find their servers connected; it exits after `idle_seconds`."""
+
+    keep_warm: bool = False
+    idle_seconds: float = Field(default=1800.0, gt=0, le=_YEAR)
+
+
 class StateConfig(_Model):
     """Where state is kept: `dir` (the local SQLite file and private files), and `url`, a
     `postgresql://` database every worker shares (`TOOLSHELL_STATE_URL` overrides it)."""
@@ -357,6 +365,7 @@ class Config(_Model):
     state: StateConfig = Field(default_factory=StateConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    cli: CliConfig = Field(default_factory=CliConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)
     role: str | None = None
     """The role sessions use unless they name one."""
@@ -409,6 +418,7 @@ def _is_shipped_builtin(name: str) -> bool:
 
 __all__ = [
     "ApprovalConfig",
+    "CliConfig",
     "Config",
     "GuardConfig",
     "McpSection",

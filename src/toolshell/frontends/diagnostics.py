@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from toolshell.frontends.listings import server_rows
 from toolshell.policy.rating import Ratings
 from toolshell.registry.entry import ToolEntry
 from toolshell.safe_text import escape
+
+if TYPE_CHECKING:
+    from toolshell.host import Host
 
 
 async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> None:
@@ -36,18 +39,21 @@ async def show_servers(config: Config, state_dir: str | None, as_json: bool) -> 
         longest = max([s.startup_timeout_seconds for s in config.mcp.servers] + [config.startup_wait_seconds])
         config = config.model_copy(update={"startup_wait_seconds": longest + 1})
         async with Host.open(config, state_dir=state_dir, on_server_progress=on_progress) as host:
-            catalog = await host.catalog()  # lists the tools of every loaded server, so counts are known
-            rows = server_rows(host.statuses(), host.redact)
-            rated = await rated_tools(catalog.entries, host.policy.ratings)
-        for row in rows:
-            row["rated"] = rated.get(row["name"], [])
+            text = await servers_text(host, as_json)
     finally:
         if status is not None:
             status.stop()
-    if as_json:
-        click.echo(json.dumps(rows, indent=2))
-        return
-    click.echo(render_servers(rows))
+    click.echo(text)
+
+
+async def servers_text(host: Host, as_json: bool) -> str:
+    """What `toolshell servers` prints about an open host (also a daemon's)."""
+    catalog = await host.catalog()  # lists the tools of every loaded server, so counts are known
+    rows = server_rows(host.statuses(), host.redact)
+    rated = await rated_tools(catalog.entries, host.policy.ratings)
+    for row in rows:
+        row["rated"] = rated.get(row["name"], [])
+    return json.dumps(rows, indent=2) if as_json else render_servers(rows)
 
 
 async def rated_tools(entries: list[ToolEntry], ratings: Ratings | None) -> dict[str, list[dict[str, Any]]]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli import approvals, auth, config, run, serve, servers, stats, triggers, web
+from toolshell.frontends.cli import approvals, auth, config, daemon, run, serve, servers, stats, triggers, web
 from toolshell.frontends.cli.options import group_paths
 from toolshell.frontends.logs import debugging, setup_logging
 from toolshell.safe_text import escape
@@ -67,6 +67,7 @@ for _command in (
     triggers.triggers,
     auth.auth,
     web.web,
+    daemon.daemon,
 ):
     main.add_command(_command)
 

@@ -175,3 +175,23 @@ def _decode(data: bytes, what: str, *, script: bool = True) -> str:
     except UnicodeDecodeError as e:
         at = len(data[: e.start].decode("utf-8"))  # valid up to the bad byte
         raise click.ClickException(bad_byte(what, at, data[e.start], script=script)) from None
+
+
+no_daemon_opt = click.option(
+    "--no-daemon", is_flag=True, help="Run here even when a daemon serves this config (`toolshell daemon`)."
+)
+
+
+def warm_later(config: Any, config_path: str | None, state_dir: str | None, no_daemon: bool) -> None:
+    """`[cli] keep_warm`: start the daemon in the background for the next command when none runs
+    (this one runs cold meanwhile). A daemon that cannot start is said once; the command goes on."""
+    if not config.cli.keep_warm or no_daemon:
+        return
+    # lazy: only `keep_warm` needs the daemon's modules
+    from toolshell.frontends.daemon import control
+    from toolshell.frontends.daemon.server import DaemonError
+
+    try:
+        control.start(config_path, state_dir, wait=False)
+    except (DaemonError, OSError) as e:
+        click.echo(f"toolshell: keep_warm: no daemon ({e})", err=True)

@@ -14,13 +14,18 @@ from toolshell.frontends.cli.options import (
     config_opt,
     guard,
     load_config,
+    no_daemon_opt,
     read_stdin,
     role_opt,
     run_async,
     script_text,
     state_opt,
+    warm_later,
 )
 from toolshell.frontends.console import say_waiting
+from toolshell.frontends.daemon.client import scripts_script
+from toolshell.frontends.daemon.client import write_chunk as write
+from toolshell.frontends.daemon.outcome import plan_output, run_output
 
 
 @click.command()
@@ -32,6 +37,7 @@ from toolshell.frontends.console import say_waiting
 @click.option("-c", "command", metavar="SCRIPT", type=SCRIPT, help="The script text (UTF-8).")
 @click.argument("file", required=False)
 @role_opt
+@no_daemon_opt
 def run(
     config_path: str | None,
     state_dir: str | None,
@@ -39,6 +45,7 @@ def run(
     command: str | None,
     file: str | None,
     role: str | None = None,
+    no_daemon: bool = False,
 ) -> None:
     """Run a script in a new session (from -c, a FILE, or - for stdin)."""
     script = script_text(command, file)
@@ -47,30 +54,43 @@ def run(
         # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.calls.approval import name_process_options
         from toolshell.host import Host
-        from toolshell.policy.reach import servers_a_script_names
 
         name_process_options(config_path, state_dir)  # the grant hint names them
         config = load_config(config_path)
-        start = servers_a_script_names(script, config)  # only what the script can reach, when it says
+        warm_later(config, config_path, state_dir, no_daemon)
+        start = _reach(script, config, state_dir)  # only what the script can reach, when it says
         async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, start=start) as host:
             # Without --json the output goes out as the script writes it, stdout and stderr in order.
-            return await host.session(source="cli", role=role).run(script, on_output=None if as_json else _write)
+            return await host.session(source="cli", role=role).run(script, on_output=None if as_json else write)
 
     result = run_async(go)
-    if as_json:
-        click.echo(json.dumps(result.to_json(), ensure_ascii=False))
-    else:
-        if result.tools and result.tools.get("stopped"):
-            sys.stderr.write(json.dumps({"tools": result.tools}, ensure_ascii=False) + "\n")
+    stdout, stderr = run_output(result, as_json)
+    write(stdout, stderr)
     sys.exit(result.exit_code)
 
 
-def _write(stdout: str, stderr: str) -> None:
-    """One chunk of a run's output, flushed at once so that a pipe holding both streams keeps their order."""
-    for stream, text in ((sys.stdout, stdout), (sys.stderr, stderr)):
-        if text:
-            stream.write(text)
-            stream.flush()
+def _reach(script: str, config: Any, state_dir: str | None) -> set[str] | None:
+    """The servers to start for this script (`policy.reach`); a saved script it runs is read from
+    the store, opened only when the script names one."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell import config as cfg
+    from toolshell.policy.reach import servers_a_script_names
+    from toolshell.scripts.store import ScriptStore
+    from toolshell.store.engines import open_store
+
+    opened: list[Any] = []
+
+    def body(name: str) -> str | None:
+        if not opened:
+            opened.append(open_store(cfg.state_location(config, state_dir)))
+        found = ScriptStore(opened[0]).get(name)
+        return None if found is None else found.body
+
+    try:
+        return servers_a_script_names(script, config, body)
+    finally:
+        for store in opened:
+            store.close()
 
 
 @click.command()
@@ -79,8 +99,14 @@ def _write(stdout: str, stderr: str) -> None:
 @click.option("-c", "command", metavar="SCRIPT", type=SCRIPT, help="The script text (UTF-8).")
 @click.argument("file", required=False)
 @role_opt
+@no_daemon_opt
 def plan(
-    config_path: str | None, state_dir: str | None, command: str | None, file: str | None, role: str | None
+    config_path: str | None,
+    state_dir: str | None,
+    command: str | None,
+    file: str | None,
+    role: str | None,
+    no_daemon: bool,
 ) -> None:
     """Print every `tools` call a script would make, with input and risk. Runs nothing."""
     script = script_text(command, file)
@@ -88,14 +114,14 @@ def plan(
     async def go() -> dict[str, Any]:
         # lazy: a command imports what it needs, so `toolshell --help` starts fast
         from toolshell.host import Host
-        from toolshell.policy.reach import servers_a_script_names
 
         config = load_config(config_path)
-        start = servers_a_script_names(script, config)  # only what the script names, when it says
+        warm_later(config, config_path, state_dir, no_daemon)
+        start = _reach(script, config, state_dir)  # only what the script names, when it says
         async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, start=start) as host:
             return await host.plan(script, role=role)
 
-    click.echo(json.dumps(run_async(go), indent=2, ensure_ascii=False))
+    click.echo(plan_output(run_async(go)), nl=False)
 
 
 @click.command()
@@ -119,8 +145,11 @@ _HELP = ("--help", "-h")
 @config_opt
 @state_opt
 @click.option("--json", "as_json", is_flag=True, help="With `list`: print a JSON array of the saved scripts.")
+@no_daemon_opt
 @click.argument("args", nargs=-1, type=Utf8Text("an argument"))
-def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args: tuple[str, ...]) -> None:
+def scripts(
+    config_path: str | None, state_dir: str | None, as_json: bool, no_daemon: bool, args: tuple[str, ...]
+) -> None:
     """Saved scripts, as `tools scripts` does them: list, `save NAME --description … --input-schema …`
     (the script on stdin), `NAME k=v …` to run one, `NAME --help` to describe one, `delete NAME`.
 
@@ -142,10 +171,10 @@ def scripts(config_path: str | None, state_dir: str | None, as_json: bool, args:
     if args[:1] in (("save",), ("delete",)) and not set(args[1:]) & set(_HELP):
         click.echo(_manage(config_path, state_dir, args, piped), nl=False)
         return
-    words = " ".join(_shell_quote(a) for a in ("tools", "scripts", *args))
-    if piped:
-        words += _heredoc(piped)
-    ctx.invoke(run, config_path=config_path, state_dir=state_dir, as_json=False, command=words, file=None)
+    words = scripts_script(list(args), piped)
+    ctx.invoke(
+        run, config_path=config_path, state_dir=state_dir, as_json=False, command=words, file=None, no_daemon=no_daemon
+    )
 
 
 def _manage(config_path: str | None, state_dir: str | None, args: tuple[str, ...], body: str) -> str:
@@ -191,19 +220,3 @@ def _saved_scripts(config_path: str | None, state_dir: str | None) -> list[dict[
         return [script_json(s) for s in ScriptStore(store).list()]
     finally:
         store.close()
-
-
-def _heredoc(text: str) -> str:
-    """Feed `text` to the command as stdin through a quoted here-document (a final newline is added
-    when missing)."""
-    end = "TOOLSHELL_STDIN"
-    while end in text:
-        end += "_"
-    return f" <<'{end}'\n{text}{'' if text.endswith(chr(10)) else chr(10)}{end}\n"
-
-
-def _shell_quote(word: str) -> str:
-    # lazy: a command imports what it needs, so `toolshell --help` starts fast
-    import shlex
-
-    return shlex.quote(word)

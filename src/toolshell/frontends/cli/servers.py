@@ -6,19 +6,31 @@ import json
 
 import click
 
-from toolshell.frontends.cli.options import UTF8, config_opt, guard, load_config, run_async, state_opt
+from toolshell.frontends.cli.options import (
+    UTF8,
+    config_opt,
+    guard,
+    load_config,
+    no_daemon_opt,
+    run_async,
+    state_opt,
+    warm_later,
+)
 
 
 @click.command()
 @config_opt
 @state_opt
 @click.option("--json", "as_json", is_flag=True)
-def servers(config_path: str | None, state_dir: str | None, as_json: bool) -> None:
+@no_daemon_opt
+def servers(config_path: str | None, state_dir: str | None, as_json: bool, no_daemon: bool) -> None:
     """Show each server's state, protocol version, tools, last error and stderr tail."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.diagnostics import show_servers
 
-    run_async(lambda: show_servers(load_config(config_path), state_dir, as_json))
+    config = guard(lambda: load_config(config_path))
+    warm_later(config, config_path, state_dir, no_daemon)
+    run_async(lambda: show_servers(config, state_dir, as_json))
 
 
 @click.command()

@@ -1,0 +1,122 @@
+"""Which daemon serves a command: one per config, working directory and state, found by its socket.
+
+A daemon serves exactly what a cold command run in the same place would use: the same config
+file, the same working directory (stdio servers started without a `cwd` run there, and sessions
+are told about it) and the same state. Its socket, lock and log live in `<state-dir>/daemons/`
+(0700), named by a hash of the three. Standard library only: the thin client computes this before
+deciding whether to import anything heavy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+from toolshell import places
+
+MAX_SOCKET_PATH = 107
+"""The longest path a Unix socket can be bound to on Linux (`sun_path` holds 108 bytes)."""
+
+
+class Address:
+    """Where the daemon for one config, working directory and state listens.
+
+    Attributes:
+        config: the config file as a command would find it (resolved), or None (the embedded default).
+        cwd: the working directory (resolved).
+        state_dir: the state directory the daemon's files live in.
+        state_url: `$TOOLSHELL_STATE_URL` when set (it overrides the config's `[state] url`).
+    """
+
+    __slots__ = ("config", "cwd", "state_dir", "state_url")
+
+    def __init__(self, config: str | None, cwd: str, state_dir: str, state_url: str | None) -> None:
+        self.config, self.cwd, self.state_dir, self.state_url = config, cwd, state_dir, state_url
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Address) and self.to_json() == other.to_json()
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    @property
+    def key(self) -> str:
+        what = json.dumps([self.config, self.cwd, self.state_url], ensure_ascii=False)
+        return hashlib.sha256(what.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+
+    @property
+    def folder(self) -> str:
+        return os.path.join(self.state_dir, "daemons")
+
+    @property
+    def socket(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.sock")
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.lock")
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.folder, f"{self.key}.log")
+
+    def socket_too_long(self) -> str | None:
+        """Why the socket cannot be bound here, or None."""
+        size = len(os.fsencode(self.socket))
+        if size <= MAX_SOCKET_PATH:
+            return None
+        return (
+            f"the daemon's socket path would be {size} bytes, more than a Unix socket allows ({MAX_SOCKET_PATH}); "
+            "give a shorter --state-dir (or TOOLSHELL_STATE_DIR)"
+        )
+
+    def to_json(self) -> dict[str, str | None]:
+        """Every field: what a request says it is for (only over the private socket)."""
+        return {"config": self.config, "cwd": self.cwd, "state_dir": self.state_dir, "state_url": self.state_url}
+
+    def shown(self) -> dict[str, str | None]:
+        """What may be printed: the state URL can hold a password, so only whether one is set."""
+        url = "set by TOOLSHELL_STATE_URL" if self.state_url else None
+        return {"config": self.config, "cwd": self.cwd, "state_dir": self.state_dir, "state_url": url}
+
+
+def address_for(config: str | None, state_dir: str | None, cwd: str | None = None) -> Address | None:
+    """The daemon address for `--config` and `--state-dir` (either may be None) in `cwd`; None when
+    it cannot be told without loading the config (its `[state] dir` uses `${VAR}`, or the file
+    cannot be read): then the command runs cold, which reports any problem itself."""
+    where = os.path.realpath(cwd or os.getcwd())
+    found = places.config_candidate(config)
+    if found is not None:
+        found = os.path.realpath(os.path.join(where, found))
+    configured: str | None = None
+    if found is not None and not state_dir and not os.environ.get("TOOLSHELL_STATE_DIR"):
+        try:
+            configured = _configured_state_dir(found)
+        except (OSError, ValueError):  # unreadable, not UTF-8, not TOML/JSON: the cold path says so
+            return None
+        if configured is not None and "$" in configured:
+            return None
+    return Address(
+        config=found,
+        cwd=where,
+        state_dir=os.path.realpath(os.path.join(where, places.state_dir(state_dir, configured))),
+        state_url=os.environ.get("TOOLSHELL_STATE_URL") or None,
+    )
+
+
+def _configured_state_dir(path: str) -> str | None:
+    """The `[state] dir` a config file names, read without the config models (TOML, or JSON when
+    it starts with `{`, as `config.loading` reads it)."""
+    with open(path, "rb") as f:
+        text = f.read().decode("utf-8")
+    if text.lstrip().startswith("{"):
+        raw = json.loads(text)
+    else:
+        # lazy: TOML is read only for a config that may name a state dir
+        import tomllib
+
+        raw = tomllib.loads(text)
+    state = raw.get("state") if isinstance(raw, dict) else None
+    chosen = state.get("dir") if isinstance(state, dict) else None
+    return chosen if isinstance(chosen, str) and chosen else None

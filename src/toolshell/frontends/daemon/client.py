@@ -1,0 +1,283 @@
+"""The `toolshell` command's entry point: `run`, `plan`, `servers` and `scripts` through a running
+daemon when there is one for this config, directory and state; everything else, and every form
+this module does not read itself, through the full command line (`frontends.cli`).
+
+Standard library only, and nothing of toolshell that imports more: a warm command must not pay
+for `import mcp` (most of a second). Whatever it cannot tell for sure (no daemon, an option it
+does not know, text that is not UTF-8, `--no-daemon`, `TOOLSHELL_DEBUG`) goes the cold way, which
+gives the same answers and the same errors; so does a request the daemon declines before running
+anything (the config changed and no longer loads, another version of toolshell).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import sys
+
+from toolshell.frontends.daemon import wire
+from toolshell.frontends.daemon.address import Address, address_for
+from toolshell.version import __version__
+
+TYPE_CHECKING = False  # `typing` is not imported here: every millisecond of start-up counts
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+_PATH_OPTIONS = {"--config": "config", "--state-dir": "state_dir"}
+_SCRIPT_COMMANDS = {"run": True, "plan": False}
+"""The commands that take a script, and whether they take `--json`."""
+_HELP = ("-h", "--help")
+
+
+class _Cold(Exception):
+    """This invocation goes the cold way."""
+
+
+class _Invocation:
+    """One command this module runs through the daemon."""
+
+    def __init__(self, op: str, paths: dict[str, str | None]) -> None:
+        self.op = op
+        self.paths = paths
+        self.as_json = False
+        self.command: str | None = None
+        self.file: str | None = None
+        self.role: str | None = None
+        self.scripts: list[str] | None = None
+        """`toolshell scripts`' arguments: a run of `tools scripts …`."""
+        self.stdin: bytes | None = None
+        """What was read of stdin (given back to the cold path if it comes to that)."""
+
+    def script(self) -> str:
+        """The script to run (read now: a FILE, or stdin). Raises _Cold when it is not UTF-8."""
+        if self.scripts is not None:
+            piped = "" if sys.stdin.isatty() else self._decoded(self._read_stdin())
+            return scripts_script(self.scripts, piped)
+        if self.command is not None:
+            return self.command
+        if self.file is None or self.file == "-":
+            return self._decoded(self._read_stdin())
+        try:
+            with open(self.file, "rb") as f:
+                return self._decoded(f.read())
+        except OSError:
+            raise _Cold from None
+
+    def _read_stdin(self) -> bytes:
+        self.stdin = sys.stdin.buffer.read()
+        return self.stdin
+
+    @staticmethod
+    def _decoded(data: bytes) -> str:
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise _Cold from None
+
+    def request(self, address: Address) -> dict[str, Any]:
+        message: dict[str, Any] = {"v": wire.PROTOCOL, "version": __version__, "address": address.to_json()}
+        if self.op == "servers":
+            return {**message, "op": "servers", "json": self.as_json}
+        op = "plan" if self.op == "plan" else "run"
+        return {**message, "op": op, "script": self.script(), "role": self.role, "json": self.as_json}
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    invocation = _parse(args)
+    if invocation is not None:
+        code = _warm(invocation)
+        if code is not None:
+            sys.exit(code)
+        if invocation.stdin is not None:  # read for the daemon, which declined: the cold path reads it again
+            sys.stdin = io.TextIOWrapper(io.BytesIO(invocation.stdin), encoding="utf-8")
+    # lazy: the full command line (click, and what each command imports) only when it is needed
+    from toolshell.frontends.cli import main as cold
+
+    cold(args, prog_name="toolshell")
+
+
+def _warm(invocation: _Invocation) -> int | None:
+    """The command's exit code, run by the daemon; None: run it cold."""
+    address = address_for(invocation.paths["config"], invocation.paths["state_dir"])
+    if address is None:
+        return None
+    try:
+        return exchange(address, invocation.request, write_chunk)
+    except _Cold:
+        return None
+    except KeyboardInterrupt:
+        return 130
+
+
+def exchange(
+    address: Address,
+    request: Callable[[Address], dict[str, Any]],
+    on_chunk: Callable[[str, str], None],
+) -> int | None:
+    """Send one request to the daemon at `address` and print its outcome; its exit code, or None
+    when no daemon answers there or it declined (nothing ran). `request` is built only once the
+    daemon is reached (it may read stdin). Raises _Cold when `request` says so."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with sock:
+        try:
+            sock.connect(address.socket)
+        except OSError:  # none running (no socket, or a stale one): nothing was said
+            return None
+        sock.sendall(wire.encode(request(address)))
+        with sock.makefile("rb") as replies:
+            while line := replies.readline(wire.MAX_LINE):
+                message = wire.decode(line)
+                if "fallback" in message or "refused" in message:
+                    return None
+                if "exit" in message:
+                    write_chunk(str(message.get("stdout") or ""), str(message.get("stderr") or ""))
+                    return int(message["exit"])
+                on_chunk(str(message.get("out") or ""), str(message.get("err") or ""))
+    write_chunk("", "toolshell: the daemon stopped before the command finished; run it again, or with --no-daemon\n")
+    return 1
+
+
+def ask(address: Address, op: str) -> dict[str, Any] | None:
+    """One control request (`status`, `stop`) to the daemon at `address`: its answer, or None when
+    none runs there."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    with sock:
+        try:
+            sock.connect(address.socket)
+        except OSError:
+            return None
+        message = {"v": wire.PROTOCOL, "version": __version__, "op": op, "address": address.to_json()}
+        sock.sendall(wire.encode(message))
+        with sock.makefile("rb") as replies:
+            line = replies.readline(wire.MAX_LINE)
+    if not line:
+        return None
+    answer = wire.decode(line)
+    return None if "fallback" in answer or "refused" in answer else answer
+
+
+def write_chunk(stdout: str, stderr: str) -> None:
+    """One chunk, flushed at once so that a pipe holding both streams keeps their order."""
+    for stream, text in ((sys.stdout, stdout), (sys.stderr, stderr)):
+        if text:
+            stream.write(text)
+            stream.flush()
+
+
+# --- reading the command line --------------------------------------------------------------------
+
+
+def _parse(args: list[str]) -> _Invocation | None:
+    """The invocation when this module can run it through a daemon, else None."""
+    if os.environ.get("TOOLSHELL_DEBUG") or not all(_utf8(a) for a in args) or "--no-daemon" in args:
+        return None
+    paths: dict[str, str | None] = {"config": None, "state_dir": None}
+    i = 0
+    while i < len(args) and args[i].startswith("-"):
+        i = _path_option(args, i, paths)
+        if i < 0:
+            return None  # `--debug`, `--version`, `--help`: the full command line
+    if i >= len(args):
+        return None
+    op, rest = args[i], args[i + 1 :]
+    if op == "scripts":
+        return _scripts(rest, paths)
+    if op == "servers":
+        invocation = _Invocation("servers", paths)
+        j = 0
+        while j < len(rest):
+            if rest[j] == "--json":
+                invocation.as_json, j = True, j + 1
+            elif (j := _path_option(rest, j, paths)) < 0:
+                return None
+        return invocation
+    if op not in _SCRIPT_COMMANDS:
+        return None
+    return _script_command(op, rest, paths)
+
+
+def _script_command(op: str, rest: list[str], paths: dict[str, str | None]) -> _Invocation | None:
+    invocation = _Invocation(op, paths)
+    j = 0
+    while j < len(rest):
+        word = rest[j]
+        if word.split("=", 1)[0] in _PATH_OPTIONS:
+            j = _path_option(rest, j, paths)
+        elif word == "--json" and _SCRIPT_COMMANDS[op]:
+            invocation.as_json, j = True, j + 1
+        elif word == "-c" and j + 1 < len(rest) and invocation.command is None:
+            invocation.command, j = rest[j + 1], j + 2
+        elif word.startswith("--role=") and invocation.role is None:
+            invocation.role, j = word.partition("=")[2], j + 1
+        elif word == "--role" and j + 1 < len(rest) and invocation.role is None:
+            invocation.role, j = rest[j + 1], j + 2
+        elif (word == "-" or not word.startswith("-")) and invocation.file is None:
+            invocation.file, j = word, j + 1
+        else:
+            return None
+        if j < 0:
+            return None
+    if invocation.command is not None and invocation.file is not None:
+        return None  # the cold path says which to drop
+    return invocation
+
+
+def _scripts(rest: list[str], paths: dict[str, str | None]) -> _Invocation | None:
+    """`toolshell scripts …`: a run of `tools scripts …`, except what needs no host (`save`,
+    `delete`, `--json`) and this command's own help."""
+    words: list[str] = []
+    j = 0
+    while j < len(rest):
+        if rest[j].split("=", 1)[0] in _PATH_OPTIONS:
+            j = _path_option(rest, j, paths)
+            if j < 0:
+                return None
+            continue
+        words.append(rest[j])
+        j += 1
+    if "--json" in words or words[:1] in (["save"], ["delete"]) or words[:1] in ([h] for h in _HELP):
+        return None
+    invocation = _Invocation("run", paths)
+    invocation.scripts = words
+    return invocation
+
+
+def _path_option(args: list[str], i: int, paths: dict[str, str | None]) -> int:
+    """Read `--config X`, `--config=X`, `--state-dir X` or `--state-dir=X` at `i`: the index after
+    it, or -1 when `args[i]` is not one of them (or has no value)."""
+    name, eq, value = args[i].partition("=")
+    if name not in _PATH_OPTIONS:
+        return -1
+    if eq:
+        paths[_PATH_OPTIONS[name]] = value
+        return i + 1
+    if i + 1 >= len(args):
+        return -1
+    paths[_PATH_OPTIONS[name]] = args[i + 1]
+    return i + 2
+
+
+def _utf8(word: str) -> bool:
+    try:
+        word.encode("utf-8")
+    except UnicodeEncodeError:  # argv bytes that are not UTF-8: the full command line names them
+        return False
+    return True
+
+
+def scripts_script(args: list[str], piped: str) -> str:
+    """The script `toolshell scripts ARGS…` runs: `tools scripts ARGS…`, fed what was piped to it
+    through a quoted here-document (a final newline is added when missing)."""
+    # lazy: only `toolshell scripts` quotes words
+    import shlex
+
+    words = " ".join(shlex.quote(a) for a in ("tools", "scripts", *args))
+    if not piped:
+        return words
+    end = "TOOLSHELL_STDIN"
+    while end in piped:
+        end += "_"
+    return f"{words} <<'{end}'\n{piped}{'' if piped.endswith(chr(10)) else chr(10)}{end}\n"

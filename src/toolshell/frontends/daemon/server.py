@@ -1,0 +1,498 @@
+"""The daemon: a host kept open (servers connected, catalog warm) behind a Unix socket.
+
+    python -m toolshell.frontends.daemon.server [--config PATH] [--state-dir DIR] [--idle-seconds N]
+
+`toolshell daemon start` runs this in the background (`control.start`). It serves the commands of
+one address (`address.Address`: config, working directory, state) to processes of its own user
+only: the socket is 0600 in a 0700 folder, and every connection's peer uid is checked as well.
+Each request is one connection; requests run concurrently, each in its own session.
+
+When the config file changes it is loaded again (and a checkout's file must still be trusted);
+requests already running finish on the host they began on. A config that no longer loads or is
+no longer trusted is never served: the client runs the command cold, which says what is wrong.
+The daemon exits after `idle_seconds` without a request, on `toolshell daemon stop`, on SIGTERM,
+and when a client of another toolshell version asks (it is stale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import hashlib
+import logging
+import math
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from toolshell import config as cfg
+from toolshell.errors import ConfigError, ErrorCode, ToolshellError, error_line
+from toolshell.frontends.daemon import wire
+from toolshell.frontends.daemon.address import Address, address_for
+from toolshell.frontends.daemon.outcome import plan_output, run_output
+from toolshell.host import Host
+from toolshell.version import __version__
+
+logger = logging.getLogger(__name__)
+Ready = Callable[[dict[str, Any]], None]
+
+
+class DaemonError(Exception):
+    """Why a daemon cannot start here: one line for the person who asked."""
+
+
+@dataclass
+class _Generation:
+    """One opened host, for one version of the config file."""
+
+    host: Host
+    fingerprint: str | None
+    active: int = 0
+    retired: bool = False
+    drained: anyio.Event = field(default_factory=anyio.Event)
+
+    def release(self) -> None:
+        self.active -= 1
+        if self.retired and self.active == 0:
+            self.drained.set()
+
+
+class Daemon:
+    """Serve one address until idle, stopped, or stale.
+
+    Args:
+        address: what it serves (computed the way the thin client computes it).
+        config_path: `--config` as given (None: found the way a command finds it).
+        state_dir: `--state-dir` as given.
+        idle_seconds: exit after this long without a request.
+    """
+
+    def __init__(self, address: Address, config_path: str | None, state_dir: str | None, idle_seconds: float) -> None:
+        self.address = address
+        self.config_path = config_path
+        self.state_dir = state_dir
+        self.idle_seconds = idle_seconds
+        self.started = time.time()
+        self.requests = 0
+        self.reloads = 0
+        self._active = 0
+        self._last_request = time.monotonic()
+        self._generation: _Generation | None = None
+        self._reload_lock = anyio.Lock()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stopping = anyio.Event()
+
+    # --- the config ----------------------------------------------------------------------------
+
+    def _load(self) -> tuple[cfg.Config, str | None]:
+        """The config a cold command would use here, and the fingerprint of its file.
+
+        Raises:
+            DaemonError: the file found is not the one this address is for (e.g. a checkout's
+                `toolshell.toml` that is not trusted, or no longer is).
+            ConfigError: it does not load.
+        """
+        found = cfg.find_config_path(self.config_path)
+        resolved = str(found.resolve()) if found is not None else None
+        if resolved != self.address.config:
+            raise DaemonError(
+                f"{self.address.config} is not used here (it is not trusted); run `toolshell config trust` first"
+            )
+        return cfg.load(self.config_path), _fingerprint(self.address.config)
+
+    async def _current(self) -> _Generation | str:
+        """The host to serve a request on, reopened first when the config file changed; or why
+        the request must run cold."""
+        async with self._reload_lock:
+            now = self._generation
+            assert now is not None  # set before the socket is bound
+            if _fingerprint(self.address.config) == now.fingerprint and not self._trust_lost():
+                return now
+            try:
+                config, fingerprint = self._load()
+            except (DaemonError, ConfigError) as e:
+                logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
+                return "the config changed and cannot be used as it is"
+            opened = await self._open(config, fingerprint)
+            now.retired = True
+            if now.active == 0:
+                now.drained.set()
+            self.reloads += 1
+            logger.warning("the config changed: reloaded %s", self.address.config)
+            return opened
+
+    def _trust_lost(self) -> bool:
+        """A checkout's config stays served only while it is trusted (a revoked trust counts too)."""
+        if self.config_path or os.environ.get("TOOLSHELL_CONFIG") or self.address.config is None:
+            return False
+        found = cfg.find_config_path(None)
+        return found is None or str(found.resolve()) != self.address.config
+
+    async def _open(self, config: cfg.Config, fingerprint: str | None) -> _Generation:
+        """Open a host in a task of its own (it must close in the task that opened it)."""
+        assert self._tg is not None
+        opened: list[_Generation] = []
+        ready = anyio.Event()
+        failed: list[BaseException] = []
+
+        async def keep() -> None:
+            try:
+                async with Host.open(config, state_dir=self.state_dir) as host:
+                    generation = _Generation(host, fingerprint)
+                    opened.append(generation)
+                    ready.set()
+                    await generation.drained.wait()
+            except Exception as e:  # reported to whoever waits for this host
+                failed.append(e)
+                ready.set()
+
+        self._tg.start_soon(keep)
+        await ready.wait()
+        if failed:
+            raise failed[0]
+        self._generation = opened[0]
+        return opened[0]
+
+    # --- serving -------------------------------------------------------------------------------
+
+    async def serve(self, ready: Ready) -> None:
+        """Open the host, listen, say `ready`, and serve until idle, stopped or stale."""
+        config, fingerprint = self._load()
+        cfg_name = self.config_path
+        # lazy: the grant hint names the process's options (`toolshell approvals grant … --config …`)
+        from toolshell.calls.approval import name_process_options
+
+        name_process_options(cfg_name, self.state_dir)
+        async with anyio.create_task_group() as tg:
+            self._tg = tg
+            await self._open(config, fingerprint)
+            socket_path = self.address.socket
+            listener = await anyio.create_unix_listener(socket_path)
+            os.chmod(socket_path, 0o600)  # already so by the umask; said again for clarity
+            tg.start_soon(self._accept, listener)
+            tg.start_soon(self._watch_idle)
+            tg.start_soon(self._watch_signals)
+            ready({"ready": True, "pid": os.getpid(), "socket": str(socket_path)})
+            logger.warning("serving %s in %s", self.address.config or "the embedded default", self.address.cwd)
+            await self._stopping.wait()
+            await listener.aclose()
+            if self._generation is not None:
+                self._generation.retired = True
+                if self._generation.active == 0:
+                    self._generation.drained.set()
+            tg.cancel_scope.cancel()
+
+    def stop(self, why: str) -> None:
+        logger.warning("stopping: %s", why)
+        self._stopping.set()
+
+    async def _accept(self, listener: anyio.abc.Listener[Any]) -> None:
+        async with listener:
+            await listener.serve(self._handle)
+
+    async def _watch_idle(self) -> None:
+        while True:
+            quiet = time.monotonic() - self._last_request
+            if self._active == 0 and quiet >= self.idle_seconds:
+                self.stop(f"no request for {self.idle_seconds:g} s")
+                return
+            await anyio.sleep(max(0.05, self.idle_seconds - quiet) if self._active == 0 else self.idle_seconds)
+
+    async def _watch_signals(self) -> None:
+        with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for received in signals:
+                self.stop(signal.Signals(received).name)
+                return
+
+    async def _handle(self, stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            raw = stream.extra(SocketAttribute.raw_socket)
+            uid = wire.peer_uid(raw)
+            if uid != os.geteuid():
+                logger.warning("refused a connection from uid %d (this daemon serves uid %d only)", uid, os.geteuid())
+                await _send(stream, {"refused": "this daemon serves its own user only"})
+                return
+            self._active += 1
+            try:
+                request = await _read_request(stream)
+                if request is not None:
+                    await self._answer(stream, request)
+            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+                pass  # the client went away (Ctrl-C): its run was cancelled with it
+            finally:
+                self._active -= 1
+                self._last_request = time.monotonic()
+
+    async def _answer(self, stream: anyio.abc.SocketStream, request: dict[str, Any]) -> None:
+        op = request.get("op")
+        if request.get("version") != __version__:
+            await _send(stream, {"fallback": f"the daemon runs toolshell {__version__}"})
+            self.stop(f"a client of toolshell {request.get('version')} asked: this daemon is stale")
+            return
+        if request.get("address") != self.address.to_json():
+            await _send(stream, {"fallback": "this daemon serves another config, directory or state"})
+            return
+        if op == "status":
+            await _send(stream, {"exit": 0, "status": self.status()})
+            return
+        if op == "stop":
+            await _send(stream, {"exit": 0, "stdout": f"stopped the daemon (pid {os.getpid()})\n"})
+            self.stop("asked to")
+            return
+        generation = await self._current()
+        if isinstance(generation, str):
+            await _send(stream, {"fallback": generation})
+            return
+        self.requests += 1
+        generation.active += 1
+        try:
+            await self._serve_op(stream, generation.host, op, request)
+        finally:
+            generation.release()
+
+    async def _serve_op(self, stream: anyio.abc.SocketStream, host: Host, op: Any, request: dict[str, Any]) -> None:
+        try:
+            if op == "run":
+                outcome = await _run(stream, host, request, self.address.cwd)
+            elif op == "plan":
+                planned = await host.plan(_text(request, "script"), role=_role(request))
+                outcome = {"exit": 0, "stdout": plan_output(planned)}
+            elif op == "servers":
+                # lazy: only `servers` lists what each server rated
+                from toolshell.frontends.diagnostics import servers_text
+
+                outcome = {"exit": 0, "stdout": await servers_text(host, bool(request.get("json"))) + "\n"}
+            else:
+                outcome = {"exit": 2, "stderr": f"toolshell: the daemon does not know {op!r}\n"}
+        except ToolshellError as e:  # as the cold command's `guard` says it
+            outcome = {"exit": 2 if getattr(e, "usage_error", False) else 1, "stderr": error_line(e)}
+        except Exception as e:  # the daemon's boundary: one line, as the CLI's own last line of defence
+            logger.debug("a %s request failed", op, exc_info=True)
+            said = f"toolshell: unexpected error: {_one_line(e)}; rerun with --no-daemon --debug\n"
+            outcome = {"exit": 1, "stderr": said}
+        await _send(stream, outcome)
+
+    def status(self) -> dict[str, Any]:
+        """What `toolshell daemon status` shows."""
+        generation = self._generation
+        statuses = generation.host.statuses() if generation is not None else []
+        servers = [{"name": s.name, "state": str(s.state), "tools": s.tool_count} for s in statuses]
+        return {
+            "running": True,
+            "pid": os.getpid(),
+            "version": __version__,
+            **self.address.shown(),
+            "socket": str(self.address.socket),
+            "started": self.started,
+            "uptime_seconds": round(time.time() - self.started, 1),
+            "requests": self.requests,
+            "reloads": self.reloads,
+            "idle_seconds": self.idle_seconds,
+            "servers": servers,
+        }
+
+
+async def _run(stream: anyio.abc.SocketStream, host: Host, request: dict[str, Any], cwd: str) -> dict[str, Any]:
+    """A script in a new session, its output sent as it is written (unless `--json`); the client
+    going away cancels it."""
+    as_json = bool(request.get("json"))
+    session = host.session(source="cli", role=_role(request), workdir=cwd)
+    chunks, pending = anyio.create_memory_object_stream[dict[str, str]](math.inf)
+
+    def write(stdout: str, stderr: str) -> None:
+        chunks.send_nowait({"out": stdout, "err": stderr})
+
+    async def send_chunks() -> None:
+        async with pending:
+            async for chunk in pending:
+                await _send(stream, chunk)
+
+    result = None
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send_chunks)
+            tg.start_soon(_cancel_when_gone, stream, tg.cancel_scope)
+            try:
+                result = await session.run(_text(request, "script"), on_output=None if as_json else write)
+            finally:
+                chunks.close()
+            tg.cancel_scope.cancel()  # the watcher; the chunks were sent (closing ends the sender first)
+    finally:
+        session.close()
+    if result is None:  # the client went away
+        raise anyio.EndOfStream
+    stdout, stderr = run_output(result, as_json)
+    return {"exit": result.exit_code, "stdout": stdout, "stderr": stderr}
+
+
+async def _cancel_when_gone(stream: anyio.abc.SocketStream, scope: anyio.CancelScope) -> None:
+    """A client says nothing after its request: anything it sends, or its end, is a Ctrl-C."""
+    try:
+        await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        pass
+    scope.cancel()
+
+
+async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any] | None:
+    buffered = BufferedByteReceiveStream(stream)
+    try:
+        line = await buffered.receive_until(b"\n", wire.MAX_LINE)
+        request = wire.decode(line)
+    except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError):
+        await _send(stream, {"exit": 2, "stderr": "toolshell: the daemon got a request it cannot read\n"})
+        return None
+    if request.get("v") != wire.PROTOCOL:
+        await _send(stream, {"fallback": "another protocol version"})
+        return None
+    return request
+
+
+async def _send(stream: anyio.abc.SocketStream, message: dict[str, Any]) -> None:
+    await stream.send(wire.encode(message))
+
+
+def _text(request: dict[str, Any], key: str) -> str:
+    value = request.get(key)
+    if not isinstance(value, str):
+        raise ToolshellError(ErrorCode.INVALID_INPUT, f"the daemon's request has no {key}")
+    return value
+
+
+def _role(request: dict[str, Any]) -> str | None:
+    role = request.get("role")
+    return role if isinstance(role, str) else None
+
+
+def _fingerprint(path: str | None) -> str | None:
+    """The config file's bytes, hashed (None: no file, or it cannot be read now)."""
+    if path is None:
+        return None
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "unreadable"
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def hold_lock(address: Address) -> int:
+    """Take the address's lock for this process's life (one daemon per address); its fd.
+
+    Raises:
+        DaemonError: another daemon holds it.
+    """
+    fd = os.open(address.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        held_by = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+        os.close(fd)
+        raise DaemonError(f"a daemon already serves this (pid {held_by}); see `toolshell daemon status`") from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def prepare_folder(address: Address) -> None:
+    """The daemons' folder, private to this user.
+
+    Raises:
+        DaemonError: the socket path is too long, or the folder is not this user's own.
+    """
+    if (too_long := address.socket_too_long()) is not None:
+        raise DaemonError(too_long)
+    folder = Path(address.folder)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    info = folder.stat()
+    if info.st_uid != os.geteuid():
+        raise DaemonError(f"{address.folder} belongs to another user; give a --state-dir of your own")
+    os.chmod(folder, 0o700)
+
+
+def run_daemon(config_path: str | None, state_dir: str | None, idle_seconds: float | None, ready: Ready) -> None:
+    """Serve here until idle or stopped: the daemon process's body (also `daemon start --foreground`).
+
+    Raises:
+        DaemonError, ConfigError: it cannot start; `ready` was not called.
+    """
+    os.umask(0o077)  # every file it makes (socket, lock, log) is this user's alone
+    address = address_for(config_path, state_dir)
+    if address is None:
+        raise DaemonError("the config's [state] dir uses ${VAR}; give --state-dir to run a daemon for it")
+    prepare_folder(address)
+    lock = hold_lock(address)
+    socket_path = Path(address.socket)
+    socket_path.unlink(missing_ok=True)  # a stale one: no daemon holds the lock
+    try:
+        config_idle = idle_seconds
+        if config_idle is None:
+            config_idle = cfg.load(config_path).cli.idle_seconds
+        daemon = Daemon(address, config_path, state_dir, config_idle)
+        anyio.run(daemon.serve, ready)
+    finally:
+        socket_path.unlink(missing_ok=True)  # before the lock goes: a new daemon's socket is never removed
+        os.close(lock)
+
+
+def _main() -> None:
+    parser = argparse.ArgumentParser(prog="toolshell-daemon")
+    parser.add_argument("--config")
+    parser.add_argument("--state-dir")
+    parser.add_argument("--idle-seconds", type=float)
+    parser.add_argument("--ready-fd", type=int)
+    args = parser.parse_args()
+    # lazy: the daemon logs the way every command does
+    from toolshell.frontends.logs import setup_logging
+
+    setup_logging(bool(os.environ.get("TOOLSHELL_DEBUG")))
+    said: list[bool] = []
+
+    def ready(message: dict[str, Any]) -> None:
+        said.append(True)
+        _say(args.ready_fd, message)
+
+    try:
+        run_daemon(args.config, args.state_dir, args.idle_seconds, ready)
+    except (DaemonError, ConfigError, ToolshellError) as e:
+        message = error_line(e).strip() if isinstance(e, ToolshellError) else _config_text(e)
+        if not said:
+            _say(args.ready_fd, {"error": message})
+        print(f"toolshell daemon: {message}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _say(fd: int | None, message: dict[str, Any]) -> None:
+    """Tell `daemon start` how starting went (it may have stopped waiting: then nobody listens)."""
+    if fd is None:
+        return
+    try:
+        os.write(fd, wire.encode(message))
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _config_text(e: Exception) -> str:
+    if isinstance(e, ConfigError):
+        problems = "; ".join(f"{place}: {msg}" if place else msg for place, msg in e.problems)
+        return f"config error in {e.source or 'configuration'}: {problems}"
+    return str(e)
+
+
+if __name__ == "__main__":
+    _main()
+
+__all__ = ["Daemon", "DaemonError", "run_daemon"]
