@@ -77,3 +77,52 @@ def test_echo_hi_starts_no_server_and_waits_for_none_while_a_call_starts_the_one
     assert not log.exists()
     called = run("tools slow ping")
     assert called.stdout == "pong\n" and log.read_text() == "started\n"
+
+
+SAVED = {
+    "nightly": "tools github get-pull number=1 | jq .title",
+    "outer": "tools scripts nightly; tools git git-log",
+    "loop": "tools scripts loop",
+    "dynamic": 'tools "$1" get-pull',
+}
+
+
+@pytest.mark.parametrize(
+    ("script", "named"),
+    [
+        ("tools scripts nightly", {"github"}),
+        ("tools scripts outer", {"github", "git"}),
+        ("tools scripts", set()),
+        ("tools scripts list", set()),
+        ("tools scripts nightly --help", set()),
+        ("tools scripts delete nightly", set()),
+        ("tools scripts missing", None),
+        ("tools scripts loop", None),
+        ("tools scripts dynamic", None),
+    ],
+)
+def test_a_saved_script_run_counts_for_what_its_body_names(script: str, named: set[str] | None) -> None:
+    assert servers_a_script_names(script, CONFIG, SAVED.get) == named
+
+
+def test_toolshell_scripts_name_starts_only_what_the_saved_script_names(tmp_path: Path) -> None:
+    script, log = tmp_path / "slow.py", tmp_path / "starts.log"
+    script.write_text(SLOW)
+    config = tmp_path / "toolshell.toml"
+    config.write_text(
+        f'[[mcp.servers]]\nname = "slow"\ncommand = {json.dumps(sys.executable)}\n'
+        f'args = [{json.dumps(str(script))}, {json.dumps(str(log))}, "3"]\n'
+    )
+    exe = str(Path(sys.executable).parent / "toolshell")
+
+    def scripts(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        argv = [exe, "scripts", "--config", str(config), "--state-dir", str(tmp_path / "state"), *args]
+        return subprocess.run(argv, input=stdin, capture_output=True, text=True, timeout=120, check=False)
+
+    assert scripts("save", "quiet", "--description", "says hi", stdin="echo hi\n").returncode == 0
+    assert scripts("save", "pinger", "--description", "pings", stdin="tools slow ping\n").returncode == 0
+    quiet = scripts("quiet")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "hi\n", ""), "no waiting line, nothing started"
+    assert not log.exists()
+    pinged = scripts("pinger")
+    assert pinged.stdout == "pong\n" and log.read_text() == "started\n"

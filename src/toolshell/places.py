@@ -23,15 +23,16 @@ def user_data_dir() -> str:
     return os.path.join(base, "toolshell")
 
 
-def config_candidate(explicit: str | None = None) -> str | None:
-    """The config file a command looks at first: `--config PATH`, `$TOOLSHELL_CONFIG`,
-    `./toolshell.toml`, the user config; None when there is none. (`config.loading` then skips an
-    untrusted `./toolshell.toml` for the user config.)"""
+def config_candidate(explicit: str | None = None, cwd: str | None = None) -> str | None:
+    """The config file a command run in `cwd` (default: this process's) looks at first:
+    `--config PATH`, `$TOOLSHELL_CONFIG`, `./toolshell.toml`, the user config; None when there is
+    none. A relative result is relative to `cwd`. (`config.loading` then skips an untrusted
+    `./toolshell.toml` for the user config.)"""
     if explicit:
         return explicit
     if env_path := os.environ.get("TOOLSHELL_CONFIG"):
         return env_path
-    if os.path.isfile(LOCAL_CONFIG):
+    if os.path.isfile(os.path.join(cwd or os.curdir, LOCAL_CONFIG)):
         return LOCAL_CONFIG
     user = os.path.join(user_config_dir(), LOCAL_CONFIG)
     return user if os.path.isfile(user) else None

@@ -98,10 +98,14 @@ class Scan:
     direct_calls: int = field(default=0, repr=False, compare=False)
     """Calls written as `tools …` (not through a wrapper such as `xargs`): what bashkit can count."""
 
-    def hide(self, reason: str) -> None:
+    unseen: bool = field(default=False, repr=False, compare=False)
+    """Incomplete for a reason other than a saved script's run (whose body can be read in turn)."""
+
+    def hide(self, reason: str, *, saved_run: bool = False) -> None:
         if reason not in self.reasons:
             self.reasons.append(reason)
         self.complete = False
+        self.unseen = self.unseen or not saved_run
 
 
 @dataclass(frozen=True)
@@ -259,7 +263,8 @@ def _add_call(args: list[Node], node: Node, ctx: _Ctx, found: Scan, line: int) -
         and (argv[1] is None or (argv[1] not in _SCRIPTS_VERBS and not argv[1].startswith("-")))
     ):
         found.hide(
-            f"line {line} runs a saved script (`tools scripts {argv[1] or '…'}`), whose own calls are not listed"
+            f"line {line} runs a saved script (`tools scripts {argv[1] or '…'}`), whose own calls are not listed",
+            saved_run=True,
         )
 
 

@@ -32,7 +32,7 @@ def servers_a_script_names(
     None when it cannot be read that way. With `saved`, a `tools scripts NAME …` call counts for
     the servers the saved script's own body names (read the same way)."""
     found = scan(script)
-    if not found.complete:
+    if found.unseen or (not found.complete and saved is None):
         return None
     servers = {fold(s.name): s.name for s in configured_servers(config) if s.enabled}
     named: set[str] = set()

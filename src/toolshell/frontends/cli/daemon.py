@@ -7,10 +7,11 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli.options import Seconds, config_opt, guard, state_opt
+from toolshell.frontends.cli.options import Seconds, config_opt, group_paths, guard, state_opt
 
 
 @click.group()
+@group_paths
 def daemon() -> None:
     """A background process that keeps the servers of this config and directory connected, so
     `run`, `plan`, `servers` and `scripts` answer at once (they use it by themselves; `--no-daemon`

@@ -86,7 +86,7 @@ def address_for(config: str | None, state_dir: str | None, cwd: str | None = Non
     it cannot be told without loading the config (its `[state] dir` uses `${VAR}`, or the file
     cannot be read): then the command runs cold, which reports any problem itself."""
     where = os.path.realpath(cwd or os.getcwd())
-    found = places.config_candidate(config)
+    found = places.config_candidate(config, where)
     if found is not None:
         found = os.path.realpath(os.path.join(where, found))
     configured: str | None = None

@@ -126,16 +126,23 @@ def exchange(
             sock.connect(address.socket)
         except OSError:  # none running (no socket, or a stale one): nothing was said
             return None
-        sock.sendall(wire.encode(request(address)))
-        with sock.makefile("rb") as replies:
-            while line := replies.readline(wire.MAX_LINE):
-                message = wire.decode(line)
-                if "fallback" in message or "refused" in message:
-                    return None
-                if "exit" in message:
-                    write_chunk(str(message.get("stdout") or ""), str(message.get("stderr") or ""))
-                    return int(message["exit"])
-                on_chunk(str(message.get("out") or ""), str(message.get("err") or ""))
+        accepted = False  # the daemon says so before it runs anything: until then, nothing ran
+        try:
+            sock.sendall(wire.encode(request(address)))
+            with sock.makefile("rb") as replies:
+                while line := replies.readline(wire.MAX_LINE):
+                    message = wire.decode(line)
+                    if "fallback" in message or "refused" in message:
+                        return None
+                    if "exit" in message:
+                        write_chunk(str(message.get("stdout") or ""), str(message.get("stderr") or ""))
+                        return int(message["exit"])
+                    accepted = True
+                    on_chunk(str(message.get("out") or ""), str(message.get("err") or ""))
+        except OSError:  # reset: the daemon was stopping
+            pass
+    if not accepted:
+        return None
     write_chunk("", "toolshell: the daemon stopped before the command finished; run it again, or with --no-daemon\n")
     return 1
 
@@ -150,9 +157,12 @@ def ask(address: Address, op: str) -> dict[str, Any] | None:
         except OSError:
             return None
         message = {"v": wire.PROTOCOL, "version": __version__, "op": op, "address": address.to_json()}
-        sock.sendall(wire.encode(message))
-        with sock.makefile("rb") as replies:
-            line = replies.readline(wire.MAX_LINE)
+        try:
+            sock.sendall(wire.encode(message))
+            with sock.makefile("rb") as replies:
+                line = replies.readline(wire.MAX_LINE)
+        except OSError:  # reset: the daemon was stopping
+            return None
     if not line:
         return None
     answer = wire.decode(line)

@@ -45,6 +45,8 @@ from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
 Ready = Callable[[dict[str, Any]], None]
+STOP_GRACE_SECONDS = 10.0
+"""On stop, how long running commands have to finish before they are cancelled."""
 
 
 class DaemonError(Exception):
@@ -91,6 +93,10 @@ class Daemon:
         self._reload_lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
         self._stopping = anyio.Event()
+        self._stop_when_answered: str | None = None
+        self._quiet = anyio.Event()
+        """Set while nothing is being served (replaced when something starts)."""
+        self._quiet.set()
 
     # --- the config ----------------------------------------------------------------------------
 
@@ -148,6 +154,7 @@ class Daemon:
         async def keep() -> None:
             try:
                 async with Host.open(config, state_dir=self.state_dir) as host:
+                    await host.catalog()  # warm: each server's tools listed once, their counts known
                     generation = _Generation(host, fingerprint)
                     opened.append(generation)
                     ready.set()
@@ -185,7 +192,9 @@ class Daemon:
             ready({"ready": True, "pid": os.getpid(), "socket": str(socket_path)})
             logger.warning("serving %s in %s", self.address.config or "the embedded default", self.address.cwd)
             await self._stopping.wait()
-            await listener.aclose()
+            await listener.aclose()  # new connections are refused (their commands run cold)
+            with anyio.move_on_after(STOP_GRACE_SECONDS):  # what runs may finish; then it is cancelled
+                await self._quiet.wait()
             if self._generation is not None:
                 self._generation.retired = True
                 if self._generation.active == 0:
@@ -215,29 +224,28 @@ class Daemon:
                 return
 
     async def _handle(self, stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            raw = stream.extra(SocketAttribute.raw_socket)
-            uid = wire.peer_uid(raw)
-            if uid != os.geteuid():
-                logger.warning("refused a connection from uid %d (this daemon serves uid %d only)", uid, os.geteuid())
-                await _send(stream, {"refused": "this daemon serves its own user only"})
-                return
-            self._active += 1
-            try:
+        try:
+            async with stream:
+                raw = stream.extra(SocketAttribute.raw_socket)
+                uid = wire.peer_uid(raw)
+                if uid != os.geteuid():
+                    logger.warning("refused a connection from uid %d (it serves uid %d only)", uid, os.geteuid())
+                    await _send(stream, {"refused": "this daemon serves its own user only"})
+                    return
                 request = await _read_request(stream)
                 if request is not None:
                     await self._answer(stream, request)
-            except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                pass  # the client went away (Ctrl-C): its run was cancelled with it
-            finally:
-                self._active -= 1
-                self._last_request = time.monotonic()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the client went away (Ctrl-C): its run was cancelled with it
+        finally:
+            if self._stop_when_answered is not None:  # after the answer went out and the stream closed
+                self.stop(self._stop_when_answered)
 
     async def _answer(self, stream: anyio.abc.SocketStream, request: dict[str, Any]) -> None:
         op = request.get("op")
         if request.get("version") != __version__:
             await _send(stream, {"fallback": f"the daemon runs toolshell {__version__}"})
-            self.stop(f"a client of toolshell {request.get('version')} asked: this daemon is stale")
+            self._stop_when_answered = f"a client of toolshell {request.get('version')} asked: this daemon is stale"
             return
         if request.get("address") != self.address.to_json():
             await _send(stream, {"fallback": "this daemon serves another config, directory or state"})
@@ -247,18 +255,26 @@ class Daemon:
             return
         if op == "stop":
             await _send(stream, {"exit": 0, "stdout": f"stopped the daemon (pid {os.getpid()})\n"})
-            self.stop("asked to")
+            self._stop_when_answered = "asked to"
             return
         generation = await self._current()
         if isinstance(generation, str):
             await _send(stream, {"fallback": generation})
             return
+        await _send(stream, {"out": "", "err": ""})  # accepted: from here on it runs
         self.requests += 1
         generation.active += 1
+        self._active += 1
+        if self._quiet.is_set():
+            self._quiet = anyio.Event()
         try:
             await self._serve_op(stream, generation.host, op, request)
         finally:
             generation.release()
+            self._active -= 1
+            self._last_request = time.monotonic()  # only what it serves keeps it awake (not `status`)
+            if self._active == 0:
+                self._quiet.set()
 
     async def _serve_op(self, stream: anyio.abc.SocketStream, host: Host, op: Any, request: dict[str, Any]) -> None:
         try:
@@ -320,13 +336,14 @@ async def _run(stream: anyio.abc.SocketStream, host: Host, request: dict[str, An
     result = None
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(send_chunks)
             tg.start_soon(_cancel_when_gone, stream, tg.cancel_scope)
-            try:
-                result = await session.run(_text(request, "script"), on_output=None if as_json else write)
-            finally:
-                chunks.close()
-            tg.cancel_scope.cancel()  # the watcher; the chunks were sent (closing ends the sender first)
+            async with anyio.create_task_group() as sending:
+                sending.start_soon(send_chunks)
+                try:
+                    result = await session.run(_text(request, "script"), on_output=None if as_json else write)
+                finally:
+                    chunks.close()  # the sender sends what is left, then ends
+            tg.cancel_scope.cancel()  # the watcher
     finally:
         session.close()
     if result is None:  # the client went away

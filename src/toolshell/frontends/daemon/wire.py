@@ -1,11 +1,13 @@
 """What the thin client and the daemon say to each other: one JSON object per line.
 
-The client sends one request and reads lines until the last: output chunks of a run as the script
-writes them, then the outcome; or `fallback` (nothing ran: run the command cold). Standard
-library only.
+The client sends one request and reads lines until the last: an empty chunk once the daemon
+begins (before it, nothing ran: a connection reset then means a daemon that was stopping, and the
+command runs cold), output chunks of a run as the script writes them, then the outcome; or
+`fallback` (nothing ran: run the command cold). Standard library only.
 
     request   {"v": 1, "version": "…", "op": "run"|"plan"|"servers"|"status"|"stop",
                "address": {...}, ...the op's fields}
+    accepted  {"out": "", "err": ""}                         (first: from here on it runs)
     chunk     {"out": "…", "err": "…"}
     outcome   {"exit": 0, "stdout": "…", "stderr": "…"}   (printed as they are, then the exit code)
     fallback  {"fallback": "why"}

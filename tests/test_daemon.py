@@ -1,0 +1,308 @@
+"""A warm CLI (issue 16, item 3): `toolshell daemon` keeps the host open, and `run`, `plan`,
+`servers` and `scripts` go through it by themselves, through a thin client that imports neither
+`mcp` nor click; it reloads on a config edit, never serves an untrusted config, refuses another
+user, and exits when idle. Every command here is the real entry point in a subprocess; the
+server logs each of its starts to a file, so "warm" is observable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _serve_auth_support import Outsider, outsider  # noqa: F401  (a fixture)
+from toolshell.frontends.daemon import control
+from toolshell.frontends.daemon.address import address_for
+from toolshell.version import __version__
+
+ENTRY = [sys.executable, "-c", "from toolshell.frontends.daemon.client import main; main()"]
+COUNTED = textwrap.dedent(
+    """
+    import sys
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+    with open(sys.argv[1], "a") as log:  # each start is observable
+        log.write("started\\n")
+    server = MCPServer(sys.argv[2], log_level="WARNING")
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def ping() -> str:
+        return "pong from " + sys.argv[2]
+
+    server.run()
+    """
+)
+
+
+class Place:
+    """A working directory with a config of counted servers, and its state dir."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.cwd = root / "work"
+        self.cwd.mkdir()
+        self.state = root / "state"
+        self.program = root / "counted.py"
+        self.program.write_text(COUNTED)
+        self.config = self.cwd / "tools.toml"
+        self.write_config(["counted"])
+
+    def write_config(self, names: list[str], extra: str = "", path: Path | None = None) -> None:
+        text = "".join(
+            f'[[mcp.servers]]\nname = "{name}"\ncommand = {json.dumps(sys.executable)}\n'
+            f"args = [{json.dumps(str(self.program))}, {json.dumps(str(self.starts(name)))}, {json.dumps(name)}]\n"
+            for name in names
+        )
+        (path or self.config).write_text(text + extra)
+
+    def starts(self, name: str = "counted") -> Path:
+        return self.root / f"{name}.starts"
+
+    def started(self, name: str = "counted") -> int:
+        found = self.starts(name)
+        return len(found.read_text().splitlines()) if found.exists() else 0
+
+    def toolshell(
+        self, *args: str, stdin: str | None = None, config: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        paths = ["--config", str(self.config)] if config else []
+        return subprocess.run(
+            [*ENTRY, *args[:1], *paths, "--state-dir", str(self.state), *args[1:]],
+            cwd=self.cwd,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env={**os.environ, **(env or {})},
+        )
+
+    def status(self, config: bool = True) -> dict[str, object] | None:
+        address = address_for(str(self.config) if config else None, str(self.state), str(self.cwd))
+        assert address is not None
+        return control.status(address)
+
+
+def _stop_all(place: Place) -> None:
+    folder = place.state / "daemons"
+    for lock in folder.glob("*.lock") if folder.exists() else []:
+        pid = lock.read_text().strip()
+        if pid.isdigit():
+            try:
+                os.kill(int(pid), signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            _wait_for(lambda p=int(pid): not _alive(p), "the daemon to exit")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
+
+
+def _wait_for(condition: object, what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> Iterator[Place]:
+    made = Place(tmp_path)
+    try:
+        yield made
+    finally:
+        _stop_all(made)
+
+
+def test_a_started_daemon_serves_run_plan_servers_and_scripts_without_starting_the_server_again(place: Place) -> None:
+    started = place.toolshell("daemon", "start")
+    assert started.returncode == 0, started.stderr
+    assert "daemon started" in started.stdout
+    assert place.started() == 1
+
+    ping = place.toolshell("run", "-c", "tools counted ping")
+    assert (ping.returncode, ping.stdout, ping.stderr) == (0, "pong from counted\n", "")
+    piped = place.toolshell("run", stdin="tools counted ping | tr a-z A-Z\n")
+    assert piped.stdout == "PONG FROM COUNTED\n"
+    both = place.toolshell("run", "-c", "echo out; echo err >&2; exit 3")
+    assert (both.returncode, both.stdout, both.stderr) == (3, "out\n", "err\n")
+    as_json = json.loads(place.toolshell("run", "--json", "-c", "echo out; exit 3").stdout)
+    assert (as_json["exit_code"], as_json["stdout"]) == (3, "out\n")
+    planned = json.loads(place.toolshell("plan", "-c", "tools counted ping").stdout)
+    assert [c["tool"] for c in planned["calls"]] == ["tools counted ping"]
+    rows = json.loads(place.toolshell("servers", "--json").stdout)
+    assert {r["name"]: r["state"] for r in rows}["counted"] == "ready"
+
+    saved = place.toolshell("scripts", "save", "pinger", "--description", "ping it", stdin="tools counted ping\n")
+    assert saved.returncode == 0, saved.stderr
+    assert place.toolshell("scripts", "pinger").stdout == "pong from counted\n"
+
+    status = place.status()
+    assert status is not None and status["requests"] == 7  # `scripts save` needs no host: it ran cold
+    assert {s["name"]: s["tools"] for s in status["servers"]}["counted"] == 1  # type: ignore[attr-defined, index]
+    assert place.started() == 1, "every command above used the daemon's connection"
+
+    cold = place.toolshell("run", "--no-daemon", "-c", "tools counted ping")
+    assert cold.stdout == "pong from counted\n" and place.started() == 2
+
+
+def test_a_warm_call_imports_neither_mcp_nor_click(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    probe = (
+        "import sys\nfrom toolshell.frontends.daemon.client import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'click', 'pydantic', 'bashkit')), code)\n"
+    )
+    argv = ["run", "--config", str(place.config), "--state-dir", str(place.state), "-c", "tools counted ping"]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *argv], cwd=place.cwd, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.stdout == "pong from counted\n[] 0\n", done.stderr
+
+
+def test_the_daemon_reloads_when_its_config_file_changes(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    place.write_config(["counted", "second"])
+    second = place.toolshell("run", "-c", "tools second ping")
+    assert (second.returncode, second.stdout) == (0, "pong from second\n"), second.stderr
+    status = place.status()
+    assert status is not None and status["reloads"] == 1 and status["requests"] == 1
+    again = place.toolshell("run", "-c", "tools second ping")
+    assert again.stdout == "pong from second\n"
+    assert place.started("second") == 1, "reloaded once, then warm"
+
+
+def test_an_edited_checkout_config_is_not_served_until_it_is_trusted_again(place: Place) -> None:
+    local = place.cwd / "toolshell.toml"
+    place.write_config(["counted"], path=local)
+    env = {"TOOLSHELL_STATE_DIR": str(place.state), "XDG_CONFIG_HOME": str(place.root / "no-user-config")}
+    trusted = subprocess.run(
+        [*ENTRY, "config", "trust", "--yes"],
+        cwd=place.cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, **env},
+    )
+    assert trusted.returncode == 0, trusted.stderr
+
+    def toolshell(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*ENTRY, *args], cwd=place.cwd, capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, **env},
+        )  # fmt: skip
+
+    assert toolshell("daemon", "start").returncode == 0
+    assert toolshell("run", "-c", "tools counted ping").stdout == "pong from counted\n"
+    local.write_text(local.read_text() + "# an edit nobody trusted\n")
+    edited = toolshell("run", "-c", "tools counted ping")
+    assert edited.returncode != 0 and "pong" not in edited.stdout
+    assert "not trusted" in edited.stderr or "trust" in edited.stderr, edited.stderr
+    address = address_for(None, str(place.state), str(place.cwd))
+    assert address is not None
+    status = control.status(address)
+    assert status is not None and status["requests"] == 1, "the edited file was never served"
+
+
+def test_a_connection_from_another_user_is_refused(tmp_path: Path, outsider: Outsider) -> None:  # noqa: F811
+    place = Place(outsider.directory)
+    try:
+        assert place.toolshell("daemon", "start").returncode == 0
+        address = address_for(str(place.config), str(place.state), str(place.cwd))
+        assert address is not None
+        for folder in (place.state, place.state / "daemons"):
+            folder.chmod(0o755)
+        os.chmod(address.socket, 0o666)  # only the peer check is left to stop them
+        intruder = outsider.directory / "intruder_socket.py"
+        intruder.write_text(
+            textwrap.dedent(
+                """
+                import json, socket, sys
+                s = socket.socket(socket.AF_UNIX)
+                s.connect(sys.argv[1])
+                s.sendall(sys.argv[2].encode() + b"\\n")
+                print(s.makefile("rb").readline().decode().strip())
+                """
+            )
+        )
+        intruder.chmod(0o644)
+        request = {
+            "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
+            "script": "tools counted ping", "role": None, "json": False,
+        }  # fmt: skip
+        done = outsider.run("/usr/bin/python3", str(intruder), address.socket, json.dumps(request))
+        assert done.stdout and json.loads(done.stdout) == {"refused": "this daemon serves its own user only"}, (
+            done.stderr
+        )
+        status = control.status(address)
+        assert status is not None and status["requests"] == 0
+        assert "refused a connection from uid" in Path(address.log).read_text()
+    finally:
+        _stop_all(place)
+
+
+def test_an_idle_daemon_exits_by_itself(place: Place) -> None:
+    assert place.toolshell("daemon", "start", "--idle-seconds", "1").returncode == 0
+    assert place.toolshell("run", "-c", "echo hi").stdout == "hi\n"
+    address = address_for(str(place.config), str(place.state), str(place.cwd))
+    assert address is not None
+    _wait_for(lambda: not Path(address.socket).exists(), "the idle daemon to exit")
+    assert place.status() is None
+    assert "no request for 1 s" in Path(address.log).read_text()
+    assert place.toolshell("run", "-c", "echo cold").stdout == "cold\n"
+
+
+def test_stop_and_status_say_what_runs(place: Place) -> None:
+    none = place.toolshell("daemon", "status")
+    assert none.returncode == 1 and "no daemon runs for" in none.stdout
+    assert place.toolshell("daemon", "start").returncode == 0
+    again = place.toolshell("daemon", "start")
+    assert again.returncode == 0 and "already running" in again.stdout
+    shown = place.toolshell("daemon", "status")
+    assert shown.returncode == 0
+    for line in ("config:", str(place.config), "directory:", str(place.cwd), "counted: ready, 1 tools"):
+        assert line in shown.stdout
+    stopped = place.toolshell("daemon", "stop")
+    assert "stopped the daemon" in stopped.stdout
+    assert place.status() is None
+
+
+def test_a_client_of_another_version_gets_a_cold_run_and_the_stale_daemon_exits(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    address = address_for(str(place.config), str(place.state), str(place.cwd))
+    assert address is not None
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as s:
+        s.connect(address.socket)
+        s.sendall(json.dumps({"v": 1, "version": "0.0.0-old", "op": "status", "address": address.to_json()}).encode())
+        s.sendall(b"\n")
+        reply = json.loads(s.makefile("rb").readline())
+    assert "fallback" in reply
+    _wait_for(lambda: place.status() is None, "the stale daemon to exit")
+
+
+def test_keep_warm_starts_a_daemon_on_first_use(place: Place) -> None:
+    place.write_config(["counted"], extra="[cli]\nkeep_warm = true\nidle_seconds = 120\n")
+    first = place.toolshell("run", "-c", "tools counted ping")
+    assert first.stdout == "pong from counted\n", first.stderr
+    _wait_for(lambda: place.status() is not None, "keep_warm's daemon to serve")
+    second = place.toolshell("run", "-c", "tools counted ping")
+    assert second.stdout == "pong from counted\n"
+    status = place.status()
+    assert status is not None and status["requests"] == 1 and status["idle_seconds"] == 120
