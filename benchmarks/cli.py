@@ -77,7 +77,10 @@ def _hi(stdout: str) -> str:
 
 
 def _time_json(stdout: str) -> str:
-    answer = json.loads(stdout)
+    try:
+        answer = json.loads(stdout)
+    except ValueError:
+        answer = None
     if not (isinstance(answer, dict) and answer.get("timezone") == "UTC" and "datetime" in answer):
         raise ValueError(f"not the time JSON: {stdout[:200]!r}")
     return f"UTC {answer['datetime']}"
