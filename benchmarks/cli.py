@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -136,23 +137,20 @@ def _summary(case: Case, ms: list[float], answer: str) -> dict[str, Any]:
 
 
 class Toolshell:
-    """The `toolshell` console script beside this interpreter, on this checkout's `src`, with one
-    temporary config (the time server) and state dir."""
+    """This checkout's `toolshell` on its own `src`, with one temporary config (the time server) and
+    state dir."""
 
     def __init__(self, tmp: Path) -> None:
         server = shutil.which("mcp-server-time", path=str(BIN)) or shutil.which("mcp-server-time")
         if server is None:
             raise BenchmarkError("mcp-server-time is missing: pip install -e '.[dev]'")
-        script = shutil.which("toolshell", path=str(BIN)) or shutil.which("toolshell")
-        if script is None:
-            raise BenchmarkError("the toolshell command is missing: pip install -e .")
         self.server, self.config, self.state = server, tmp / "toolshell.toml", tmp / "state"
         self.config.write_text(
             f'[[mcp.servers]]\nname = "time"\ncommand = {json.dumps(server)}\nargs = ["--local-timezone", "UTC"]\n'
         )
         clean = {k: v for k, v in os.environ.items() if not k.startswith("TOOLSHELL_")}
         self.env = {**clean, "PYTHONPATH": str(SRC)}
-        self.base = [script, "--config", str(self.config), "--state-dir", str(self.state)]
+        self.base = [*entry_point(), "--config", str(self.config), "--state-dir", str(self.state)]
 
     def case(self, name: str, args: list[str], check: Callable[[str], str]) -> Case:
         return Case(name, [*self.base, *args], self.env, check, shlex.join(["toolshell", *args]))
@@ -187,6 +185,14 @@ class Toolshell:
             yield served(json.loads(self.daemon("status", cwd, "--json")))
         finally:
             self.daemon("stop", cwd)
+
+
+def entry_point() -> list[str]:
+    """This checkout's `toolshell` command, as its console script runs it (`[project.scripts]` in
+    pyproject.toml): the installed script may be another checkout's."""
+    target = tomllib.loads((HERE.parent / "pyproject.toml").read_text())["project"]["scripts"]["toolshell"]
+    module, function = target.split(":")
+    return [sys.executable, "-c", f"import sys; from {module} import {function}; sys.exit({function}())"]
 
 
 def served(status: Any) -> int | None:
