@@ -7,13 +7,13 @@ Each timed command is one process, `time.perf_counter` around `subprocess.run`, 
 tools); a wrong answer stops the run, since timing a failure would be wrong. The config names one
 server, `mcp-server-time` (the dev extra installs it), in a temporary config and state dir.
 
-- cold: no daemon running. `python -c 'pass'` and `python -c 'import mcp'` (the floor any Python
-  MCP client pays), `toolshell run -c 'echo hi'`, `toolshell run -c 'tools time get-current-time
-  timezone=UTC'` and `toolshell servers`.
+- cold: no daemon running (and `--no-daemon` where the command has it). `python -c 'pass'` and
+  `python -c 'import mcp'` (the floor any Python MCP client pays), `toolshell run -c 'echo hi'`,
+  `toolshell run -c 'tools time get-current-time timezone=UTC'` and `toolshell servers`.
 - warm: after `toolshell daemon start` for that config and state dir, the same three toolshell
   commands (reported as not available when this checkout has no `toolshell daemon`).
-- mcporter, when `npm view mcporter version` answers: installed with `npm install --prefix <tmp>
-  mcporter`, its `.bin/mcporter` run directly (no `npx`), the same server in its config with
+- mcporter, when `npm view mcporter version` answers: that release installed with `npm install
+  --prefix <tmp>/npm mcporter@VERSION`, its `.bin/mcporter` run directly (no `npx`), the same server in its config with
   `"lifecycle": "keep-alive"`. Cold: `MCPORTER_DISABLE_KEEPALIVE=time` (a fresh server per call);
   warm: after `mcporter daemon start`. `node -e 0` is its floor.
 
@@ -155,12 +155,19 @@ class Toolshell:
     def case(self, name: str, args: list[str], check: Callable[[str], str]) -> Case:
         return Case(name, [*self.base, *args], self.env, check, shlex.join(["toolshell", *args]))
 
-    def commands(self, phase: str) -> list[Case]:
+    def commands(self, phase: str, cwd: Path) -> list[Case]:
+        """Cold, with no daemon running, also says `--no-daemon` where the command has it, so that a
+        daemon started on first use (`[cli] keep_warm`) cannot turn later cold runs warm."""
+        run, servers = (self.no_daemon(sub, cwd) if phase == "cold" else [sub] for sub in ("run", "servers"))
         return [
-            self.case(f"echo_{phase}", ["run", "-c", ECHO], _hi),
-            self.case(f"time_{phase}", ["run", "-c", CALL], _time_json),
-            self.case(f"servers_{phase}", ["servers"], _servers),
+            self.case(f"echo_{phase}", [*run, "-c", ECHO], _hi),
+            self.case(f"time_{phase}", [*run, "-c", CALL], _time_json),
+            self.case(f"servers_{phase}", servers, _servers),
         ]
+
+    def no_daemon(self, command: str, cwd: Path) -> list[str]:
+        said = _run([*self.base, command, "--help"], self.env, cwd).stdout
+        return [command, "--no-daemon"] if "--no-daemon" in said else [command]
 
     def python(self) -> list[Case]:
         return [
@@ -291,11 +298,11 @@ def run_benchmark(rounds: int, *, quick: bool = False, mcporter: bool = True) ->
         porter = _mcporter(tmp, ts, summary) if mcporter else None
         if not mcporter:
             summary["mcporter"] = {"status": "skipped (--no-mcporter)"}
-        cold = ts.python() + ts.commands("cold") + (_node_floor(ts) + porter.cases("cold") if porter else [])
+        cold = ts.python() + ts.commands("cold", tmp) + (_node_floor(ts) + porter.cases("cold") if porter else [])
         summary["cases"] = measure(cold, rounds, tmp, warmup=not quick)
         daemon = ts.has_daemon(tmp)
         summary["warm"] = "measured" if daemon else "not available (this toolshell has no `toolshell daemon`)"
-        warm = (ts.commands("warm") if daemon else []) + (porter.cases("warm") if porter else [])
+        warm = (ts.commands("warm", tmp) if daemon else []) + (porter.cases("warm") if porter else [])
         if warm:
             summary["cases"] |= _warm(warm, ts if daemon else None, porter, rounds, tmp, quick, summary)
         summary["targets"] = targets(summary["cases"])
@@ -337,7 +344,8 @@ def _warm(
             raise BenchmarkError(f"mcporter's daemon does not hold the time server: {said[:300]!r}")
         if ts:
             status = summary["daemon_status"] = json.loads(ts.daemon("status", tmp, "--json"))
-            after, runs = served(status), len(ts.commands("warm")) * (rounds + (0 if quick else 1))
+            after = served(status)
+            runs = sum(not c.name.startswith("mcporter") for c in cases) * (rounds + (0 if quick else 1))
             if before is not None and after is not None and after - before < runs:
                 raise BenchmarkError(f"the daemon served {after - before} requests for {runs} warm runs")
             summary["daemon_use"] = (
