@@ -71,7 +71,9 @@ def test_a_command_that_fails_or_answers_wrongly_stops_the_run_instead_of_being_
 
 
 def test_the_daemons_request_count_is_found_wherever_its_status_puts_it() -> None:
-    assert bench.served({"uptime_s": 3.5, "requests_served": 12}) == 12
+    status = {"running": True, "pid": 1649, "uptime_seconds": 6.0, "requests": 12, "reloads": 0}
+    assert bench.served(status) == 12
+    assert bench.served({"uptime_s": 3.5, "requests_served": 7}) == 7
     assert bench.served({"daemon": {"running": True, "requests": 4}, "servers": []}) == 4
     assert bench.served([{"served": 2}]) == 2
     assert bench.served({"running": True, "servers": [{"name": "time", "tools": 2}]}) is None
