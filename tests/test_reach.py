@@ -58,7 +58,8 @@ SLOW = textwrap.dedent(
 )
 
 
-def test_echo_hi_starts_no_server_and_waits_for_none_while_a_call_starts_the_one_it_names(tmp_path: Path) -> None:
+def _slow_config(tmp_path: Path) -> tuple[Path, Path]:
+    """A config of one server that takes 3 s to start, and the file it logs each start to."""
     script, log = tmp_path / "slow.py", tmp_path / "starts.log"
     script.write_text(SLOW)
     config = tmp_path / "toolshell.toml"
@@ -66,6 +67,11 @@ def test_echo_hi_starts_no_server_and_waits_for_none_while_a_call_starts_the_one
         f'[[mcp.servers]]\nname = "slow"\ncommand = {json.dumps(sys.executable)}\n'
         f'args = [{json.dumps(str(script))}, {json.dumps(str(log))}, "3"]\n'
     )
+    return config, log
+
+
+def test_echo_hi_starts_no_server_and_waits_for_none_while_a_call_starts_the_one_it_names(tmp_path: Path) -> None:
+    config, log = _slow_config(tmp_path)
     exe = str(Path(sys.executable).parent / "toolshell")
 
     def run(text: str) -> subprocess.CompletedProcess[str]:
@@ -106,13 +112,7 @@ def test_a_saved_script_run_counts_for_what_its_body_names(script: str, named: s
 
 
 def test_toolshell_scripts_name_starts_only_what_the_saved_script_names(tmp_path: Path) -> None:
-    script, log = tmp_path / "slow.py", tmp_path / "starts.log"
-    script.write_text(SLOW)
-    config = tmp_path / "toolshell.toml"
-    config.write_text(
-        f'[[mcp.servers]]\nname = "slow"\ncommand = {json.dumps(sys.executable)}\n'
-        f'args = [{json.dumps(str(script))}, {json.dumps(str(log))}, "3"]\n'
-    )
+    config, log = _slow_config(tmp_path)
     exe = str(Path(sys.executable).parent / "toolshell")
 
     def scripts(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
