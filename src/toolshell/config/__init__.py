@@ -9,6 +9,7 @@ JSON, `${VAR}` expansion, lookup order), `names`, `patterns`, `cron`, `triggers`
 from __future__ import annotations
 
 from toolshell.config.loading import (
+    config_in_use,
     expand_vars,
     find_config_path,
     import_mcp_json,
@@ -53,6 +54,7 @@ __all__ = [
     "TriggerConfig",
     "WebFetchConfig",
     "expand_vars",
+    "config_in_use",
     "find_config_path",
     "import_mcp_json",
     "load",

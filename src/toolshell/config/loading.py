@@ -245,20 +245,33 @@ def find_config_path(explicit: str | None = None) -> Path | None:
     return _find(explicit)[0]
 
 
+def config_in_use(explicit: str | None = None) -> tuple[Path | None, str | None]:
+    """The config file `load` would read (None: the embedded default), and the note it prints
+    when it skips an untrusted `./toolshell.toml` (None when it skips nothing); prints nothing."""
+    path, _, note = _located(explicit)
+    return path, note
+
+
 def _find(explicit: str | None) -> tuple[Path | None, Path | None]:
     """The config path, and for a trusted checkout config the directory it was trusted for."""
+    path, trusted_for, note = _located(explicit)
+    if note is not None:
+        print(note, file=sys.stderr)
+    return path, trusted_for
+
+
+def _located(explicit: str | None) -> tuple[Path | None, Path | None, str | None]:
     found = places.config_candidate(explicit)
     candidate = None if found is None else Path(found)
     if explicit or os.environ.get("TOOLSHELL_CONFIG") or found != LOCAL_CONFIG:
-        return candidate, None
+        return candidate, None, None
     local, user = Path(LOCAL_CONFIG), user_config_dir() / LOCAL_CONFIG
     if user.is_file() and as_found(local) == as_found(user):
-        return local, None  # the working directory is the user config dir
+        return local, None, None  # the working directory is the user config dir
     checked = trust_state(local, trust_database(user_data_dir()))
     if checked.state == "trusted":
-        return local, checked.directory
-    print(ignored_note(local, checked.state), file=sys.stderr)
-    return (user, None) if user.is_file() else (None, None)
+        return local, checked.directory, None
+    return (user if user.is_file() else None), None, ignored_note(local, checked.state)
 
 
 def rebase(config: Config, directory: Path) -> Config:

@@ -7,9 +7,10 @@ one address (`address.Address`: config, working directory, state) to processes o
 only: the socket is 0600 in a 0700 folder, and every connection's peer uid is checked as well.
 Each request is one connection; requests run concurrently, each in its own session.
 
-When the config file changes it is loaded again (and a checkout's file must still be trusted);
-requests already running finish on the host they began on. A config that no longer loads or is
-no longer trusted is never served: the client runs the command cold, which says what is wrong.
+It serves what a cold command run here would use, checked on every request: when the config file
+changes, or a checkout's `toolshell.toml` becomes trusted or stops being trusted, the config is
+loaded again, and requests already running finish on the host they began on. A config that no
+longer loads is never served: the client runs the command cold, which says what is wrong.
 The daemon exits after `idle_seconds` without a request, on `toolshell daemon stop`, on SIGTERM,
 and when a client of another toolshell version asks (it is stale).
 """
@@ -58,7 +59,11 @@ class _Generation:
     """One opened host, for one version of the config file."""
 
     host: Host
+    path: str | None
+    """The config file it was opened from (None: the embedded default)."""
     fingerprint: str | None
+    note: str | None
+    """What a cold command here says first (a skipped, untrusted `./toolshell.toml`)."""
     active: int = 0
     retired: bool = False
     drained: anyio.Event = field(default_factory=anyio.Event)
@@ -100,51 +105,37 @@ class Daemon:
 
     # --- the config ----------------------------------------------------------------------------
 
-    def _load(self) -> tuple[cfg.Config, str | None]:
-        """The config a cold command would use here, and the fingerprint of its file.
-
-        Raises:
-            DaemonError: the file found is not the one this address is for (e.g. a checkout's
-                `toolshell.toml` that is not trusted, or no longer is).
-            ConfigError: it does not load.
-        """
-        found = cfg.find_config_path(self.config_path)
-        resolved = str(found.resolve()) if found is not None else None
-        if resolved != self.address.config:
-            raise DaemonError(
-                f"{self.address.config} is not used here (it is not trusted); run `toolshell config trust` first"
-            )
-        return cfg.load(self.config_path), _fingerprint(self.address.config)
+    def _in_use(self) -> tuple[str | None, str | None]:
+        """The config file a cold command would use here now (resolved; None: the embedded
+        default), and the note it would print about a skipped, untrusted `./toolshell.toml`."""
+        found, note = cfg.config_in_use(self.config_path)
+        return (None if found is None else str(found.resolve())), note
 
     async def _current(self) -> _Generation | str:
-        """The host to serve a request on, reopened first when the config file changed; or why
-        the request must run cold."""
+        """The host to serve a request on: the open one while the config a cold command would use
+        is the same file with the same bytes, else one opened afresh; or why the request must run
+        cold (the new config does not load)."""
         async with self._reload_lock:
             now = self._generation
             assert now is not None  # set before the socket is bound
-            if _fingerprint(self.address.config) == now.fingerprint and not self._trust_lost():
+            path, note = self._in_use()
+            now.note = note
+            if path == now.path and _fingerprint(path) == now.fingerprint:
                 return now
             try:
-                config, fingerprint = self._load()
-            except (DaemonError, ConfigError) as e:
-                logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
-                return "the config changed and cannot be used as it is"
-            opened = await self._open(config, fingerprint)
+                config = cfg.load(self.config_path)
+            except ConfigError as e:
+                logger.warning("not serving: the config changed and does not load (%s)", _one_line(e))
+                return "the config changed and does not load"
+            opened = await self._open(config, path, note)
             now.retired = True
             if now.active == 0:
                 now.drained.set()
             self.reloads += 1
-            logger.warning("the config changed: reloaded %s", self.address.config)
+            logger.warning("the config changed: reloaded %s", path or "the embedded default")
             return opened
 
-    def _trust_lost(self) -> bool:
-        """A checkout's config stays served only while it is trusted (a revoked trust counts too)."""
-        if self.config_path or os.environ.get("TOOLSHELL_CONFIG") or self.address.config is None:
-            return False
-        found = cfg.find_config_path(None)
-        return found is None or str(found.resolve()) != self.address.config
-
-    async def _open(self, config: cfg.Config, fingerprint: str | None) -> _Generation:
+    async def _open(self, config: cfg.Config, path: str | None, note: str | None) -> _Generation:
         """Open a host in a task of its own (it must close in the task that opened it)."""
         assert self._tg is not None
         opened: list[_Generation] = []
@@ -155,7 +146,7 @@ class Daemon:
             try:
                 async with Host.open(config, state_dir=self.state_dir) as host:
                     await host.catalog()  # warm: each server's tools listed once, their counts known
-                    generation = _Generation(host, fingerprint)
+                    generation = _Generation(host, path, _fingerprint(path), note)
                     opened.append(generation)
                     ready.set()
                     await generation.drained.wait()
@@ -174,7 +165,8 @@ class Daemon:
 
     async def serve(self, ready: Ready) -> None:
         """Open the host, listen, say `ready`, and serve until idle, stopped or stale."""
-        config, fingerprint = self._load()
+        path, note = self._in_use()
+        config = cfg.load(self.config_path)
         cfg_name = self.config_path
         # lazy: the grant hint names the process's options (`toolshell approvals grant … --config …`)
         from toolshell.calls.approval import name_process_options
@@ -182,7 +174,7 @@ class Daemon:
         name_process_options(cfg_name, self.state_dir)
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            await self._open(config, fingerprint)
+            await self._open(config, path, note)
             socket_path = self.address.socket
             listener = await anyio.create_unix_listener(socket_path)
             os.chmod(socket_path, 0o600)  # already so by the umask; said again for clarity
@@ -231,6 +223,7 @@ class Daemon:
                 if uid != os.geteuid():
                     logger.warning("refused a connection from uid %d (it serves uid %d only)", uid, os.geteuid())
                     await _send(stream, {"refused": "this daemon serves its own user only"})
+                    await _discard(stream)
                     return
                 request = await _read_request(stream)
                 if request is not None:
@@ -261,7 +254,8 @@ class Daemon:
         if isinstance(generation, str):
             await _send(stream, {"fallback": generation})
             return
-        await _send(stream, {"out": "", "err": ""})  # accepted: from here on it runs
+        noted = f"{generation.note}\n" if generation.note else ""
+        await _send(stream, {"out": "", "err": noted})  # accepted: from here on it runs
         self.requests += 1
         generation.active += 1
         self._active += 1
@@ -308,6 +302,7 @@ class Daemon:
             "pid": os.getpid(),
             "version": __version__,
             **self.address.shown(),
+            "serving": None if generation is None else generation.path,
             "socket": str(self.address.socket),
             "started": self.started,
             "uptime_seconds": round(time.time() - self.started, 1),
@@ -373,6 +368,15 @@ async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any] | None
         await _send(stream, {"fallback": "another protocol version"})
         return None
     return request
+
+
+async def _discard(stream: anyio.abc.SocketStream) -> None:
+    """Close a refused connection cleanly: what it sent is read and dropped for a moment, since
+    closing with unread data resets the connection and could lose the refusal on its way."""
+    await stream.send_eof()
+    with anyio.move_on_after(1.0):
+        while len(await stream.receive()) > 0:
+            pass
 
 
 async def _send(stream: anyio.abc.SocketStream, message: dict[str, Any]) -> None:
@@ -485,10 +489,16 @@ def _main() -> None:
         run_daemon(args.config, args.state_dir, args.idle_seconds, ready)
     except (DaemonError, ConfigError, ToolshellError) as e:
         message = error_line(e).strip() if isinstance(e, ToolshellError) else _config_text(e)
-        if not said:
-            _say(args.ready_fd, {"error": message})
-        print(f"toolshell daemon: {message}", file=sys.stderr)
-        sys.exit(1)
+    except Exception as e:  # the daemon's last line of defence: one line, in its log and to `daemon start`
+        if os.environ.get("TOOLSHELL_DEBUG"):
+            raise
+        message = f"unexpected error: {type(e).__name__}: {_one_line(e)}; TOOLSHELL_DEBUG=1 logs the traceback"
+    else:
+        return
+    if not said:
+        _say(args.ready_fd, {"error": message})
+    print(f"toolshell daemon: {message}", file=sys.stderr)
+    sys.exit(1)
 
 
 def _say(fd: int | None, message: dict[str, Any]) -> None:
