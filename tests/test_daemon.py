@@ -314,3 +314,26 @@ def test_keep_warm_starts_a_daemon_on_first_use(place: Place) -> None:
     assert second.stdout == "pong from counted\n"
     status = place.status()
     assert status is not None and status["requests"] == 1 and status["idle_seconds"] == 120
+
+
+def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_own_run(place: Place) -> None:
+    import socket
+
+    assert place.toolshell("daemon", "start").returncode == 0
+    address = address_for(str(place.config), str(place.state), str(place.cwd))
+    assert address is not None
+    request = {
+        "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
+        "script": "echo start; sleep 60; echo end", "role": None, "json": False,
+    }  # fmt: skip
+    seen = []
+    with socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(30)  # half the script's sleep: "start" must come while it sleeps, not at its end
+        s.connect(address.socket)
+        s.sendall(json.dumps(request).encode() + b"\n")
+        replies = s.makefile("rb")
+        while "start\n" not in seen:
+            seen.append(json.loads(replies.readline()).get("out"))
+    # the client went away (a Ctrl-C): the daemon goes on serving
+    after = place.toolshell("run", "-c", "tools counted ping")
+    assert (after.returncode, after.stdout) == (0, "pong from counted\n")

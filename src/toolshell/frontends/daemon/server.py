@@ -25,6 +25,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import anyio.from_thread
+import anyio.lowlevel
 from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 
@@ -320,8 +323,14 @@ async def _run(stream: anyio.abc.SocketStream, host: Host, request: dict[str, An
     session = host.session(source="cli", role=_role(request), workdir=cwd)
     chunks, pending = anyio.create_memory_object_stream[dict[str, str]](math.inf)
 
+    token, loop_thread = anyio.lowlevel.current_token(), threading.get_ident()
+
     def write(stdout: str, stderr: str) -> None:
-        chunks.send_nowait({"out": stdout, "err": stderr})
+        chunk = {"out": stdout, "err": stderr}
+        if threading.get_ident() == loop_thread:
+            chunks.send_nowait(chunk)
+        else:  # bashkit calls back from its own thread: hand the chunk to the loop (it wakes the sender)
+            anyio.from_thread.run_sync(chunks.send_nowait, chunk, token=token)
 
     async def send_chunks() -> None:
         async with pending:
