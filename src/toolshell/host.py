@@ -32,7 +32,7 @@ from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.view import CatalogView
 from toolshell.config import Config, ServerConfig
-from toolshell.connections.base import ConnState, ServerStatus
+from toolshell.connections.base import ConnState, ServerStatus, SessionContext
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.connections.oauth import AuthSetup
@@ -42,8 +42,8 @@ from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import Rater
 from toolshell.redact import Redactor, guard_logs
-from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
+from toolshell.registry.catalog_memo import CatalogMemo
 from toolshell.registry.entry import ToolEntry, entry_from_tool
 from toolshell.registry.filters import check_role, configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
@@ -121,6 +121,8 @@ class Host:
             if (conn := self.manager.connection(server.name)) is not None:
                 conn.on_tools_listed = functools.partial(remembered.remember, server)
         self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top, remembered)
+        self.catalogs = CatalogMemo(self.config, self.connections, self.overlays, self._top_level_entries)
+        """Each session's catalog, reused while nothing it is built from changed."""
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self.runtime = RuntimeOverlay(
             self.config, self.manager, self.connections, self.overlays, self._sessions, self.statuses
@@ -263,16 +265,16 @@ class Host:
     # --- catalog -----------------------------------------------------------------------------
 
     async def catalog(self, session: Session | None = None) -> Catalog:
-        """The tools this session can call now. Rebuilt at the start of every shell call."""
-        session = session or self.session()
-        top_level = await self._top_level_entries(session)
-        return await build_catalog(self.config, self.connections, self.overlays, session=session, top_level=top_level)
+        """The tools this session can call now (rebuilt when a server, its list or the session's
+        switches or role changed since its last one: `registry.catalog_memo`)."""
+        return await self.catalogs.catalog(session or self.session())
 
-    async def _top_level_entries(self, session: Session) -> list[ToolEntry]:
+    async def _top_level_entries(self) -> list[ToolEntry]:
+        """The built-in web-fetch tool: one static list, the same for every session."""
         if not self.config.web_fetch.enabled:
             return []
         await self._top.start()
-        return [entry_from_tool(None, t, True) for t in await self._top.list_tools(session.context)]
+        return [entry_from_tool(None, t, True) for t in await self._top.list_tools(SessionContext())]
 
     async def visible_tools(self, session: Session | None = None) -> list[ToolEntry]:
         """The `keep_visible` tools (flat or plain names, hyphens and underscores alike), lazy ones loaded.

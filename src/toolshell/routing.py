@@ -67,6 +67,13 @@ class ServerRouter:
         """The server's remembered list (`connections.remembered`), read without starting it."""
         return None if self.remembered is None else self.remembered.recall(server)
 
+    def list_stamp(self, server: ServerConfig, session: Session) -> int | None:
+        conn = self.manager.connection(server.name)
+        return None if conn is None else conn.list_stamp(session.context)
+
+    def recall_stamp(self, server: ServerConfig) -> object:
+        return None if self.remembered is None else self.remembered.stamp(server)
+
     # --- calls ---------------------------------------------------------------------------------
 
     def server_config(self, name: str) -> ServerConfig | None:
