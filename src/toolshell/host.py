@@ -54,6 +54,7 @@ from toolshell.runtime_overlay import RuntimeOverlay
 from toolshell.scripts.store import ScriptStore
 from toolshell.scripts.triggers import RunOutcome
 from toolshell.session import Session, SessionServices, Source
+from toolshell.shell.pool import ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
@@ -130,6 +131,8 @@ class Host:
         """Each session's switches (`runtime mcp action=…`), as the `runtime` built-in asks for them."""
         self._on_server_progress = on_server_progress
         self._on_wait = on_wait
+        self.shells = ShellPool(self.config.shell)
+        """The shells of `run`'s ended sessions, reset for the next ones."""
         self._services = SessionServices(
             config=self.config,
             policy=self.policy,
@@ -144,6 +147,7 @@ class Host:
             visible_tools=self.visible_tools,
             worker=self.worker_id,
             telemetry=self.telemetry,  # telemetry
+            shells=self.shells,
         )
 
     @classmethod
@@ -373,9 +377,11 @@ class Host:
         """Run one script in a new session and return its `RunResult`."""
         session = self.session(role=role, answerer=answerer, source=source)
         try:
-            return await session.run(script)
+            result = await session.run(script)
         finally:
             session.close()
+        self.shells.give_back(session.shell)  # nobody else holds this session, and its shell call ended
+        return result
 
     async def run_saved_script(self, name: str, arguments: dict[str, Any], source: str = "trigger") -> RunOutcome:
         """Run a saved script with no model and nobody to ask (triggers): a `RunOutcome`."""

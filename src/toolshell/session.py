@@ -38,9 +38,10 @@ from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.scripts.store import ScriptStore
-from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams, new_shell
+from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams
 from toolshell.shell.builtin import ToolsBuiltin
 from toolshell.shell.output import Bounded, Collected, Collector, bound, where_saved
+from toolshell.shell.pool import Shell, ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.shell.state import ShellCallState
 from toolshell.timeline.sinks import EventSink
@@ -78,6 +79,8 @@ class SessionServices:
     worker: str = ""
     """The host's id among the workers on its store (`Host.worker_id`)."""
     telemetry: Telemetry | None = None  # telemetry: the host's tracer; None when tracing is off
+    shells: ShellPool | None = None
+    """Spare shells of ended sessions (None: every session builds its own)."""
 
 
 class Session:
@@ -129,7 +132,9 @@ class Session:
         self._run_approver: Approver | None = None
         self._current: ToolsBuiltin | None = None
         self._lock = anyio.Lock()
-        self.bash = new_shell(config.shell, self._tools)
+        self.shell = services.shells.take(self._tools) if services.shells else Shell(config.shell, self._tools)
+        """The session's sandboxed shell (handed on to a later session by `Host.run` when it ends)."""
+        self.bash = self.shell.bash
         self.output_files = OutputFiles(self.bash.fs, config.tools_in_shell.output_files_max_bytes)
         """The whole outputs of this session's shell calls past the cap (`tool-output/`)."""
 
