@@ -214,6 +214,7 @@ class Host:
                 done.set()
 
         tg.start_soon(start_all)
+        tg.start_soon(self.catalogs.prime)
         wait = self.config.startup_wait_seconds
         with anyio.move_on_after(min(1.0, wait)):
             await done.wait()

@@ -18,6 +18,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
 from toolshell.config import Config
+from toolshell.errors import ToolshellError
 from toolshell.registry.building import BuildInputs, SessionLike, ToolSource, build_catalog, current_inputs
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
@@ -45,6 +46,14 @@ class CatalogMemo:
         self._kept: weakref.WeakKeyDictionary[SessionLike, tuple[BuildInputs, Catalog]] = weakref.WeakKeyDictionary()
         self.builds = 0
         """Catalogs built (not reused) so far."""
+
+    async def prime(self) -> None:
+        """List the top-level tools now (while the servers start), so the first shell call need not."""
+        if self._top is None:
+            try:
+                self._top = tuple(await self._top_level())
+            except ToolshellError:
+                pass  # the first shell call tries again, and says why
 
     async def catalog(self, session: SessionLike) -> Catalog:
         """The session's catalog as a build now would give it."""
