@@ -11,9 +11,11 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp_types import ToolAnnotations
 
 from toolshell.config import Config
+from toolshell.connections.remembered import RememberedTools
 from toolshell.host import Host
 from toolshell.policy import plan as plan_mod
 from toolshell.policy.plan import scan
@@ -178,3 +180,43 @@ def test_the_scan_cache_is_bounded() -> None:
     scan(long)
     assert len(plan_mod._scans) == plan_mod.SCAN_CACHE_SIZE
     assert long not in plan_mod._scans
+
+
+class FailsFirstListing(Counting):
+    """Answers its first `tools/list` with an error, then lists its tools."""
+
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        if self.lists == 0:
+            self.lists += 1
+            raise MCPError(-32603, "not ready yet")
+        return await super()._handle_list_tools(ctx, params)
+
+
+async def test_a_listing_that_failed_is_asked_again_on_the_next_shell_call() -> None:
+    flaky = FailsFirstListing(["ping"], scope="public")
+    async with Host.open(servers={"ops": flaky}) as host:
+        session = host.session()
+        first = await session.run("tools --help")
+        second = await session.run("tools --help")
+    assert "  ops           0 tools (failed)\n" in first.stdout, first.stdout
+    assert "  ops           1 tool\n" in second.stdout, second.stdout
+    assert flaky.lists == 2
+
+
+async def test_a_list_another_process_remembers_shows_on_the_next_shell_call_of_a_session() -> None:
+    config = Config.model_validate({"mcp": {"servers": [{"name": "late", "type": "builtin", "load": "on_demand"}]}})
+    async with Host.open(config, servers={"late": Counting(["hello"])}) as host:
+        [server] = [s for s in host.config.mcp.servers if s.name == "late"]
+        other_process = RememberedTools(host.store, host.redact)  # a worker sharing the store
+        session = host.session()
+        other_process.remember(server, [types.Tool(name="one", input_schema={"type": "object"})], None)
+        first = await session.run("tools --help")
+        builds = host.catalogs.builds
+        same = await session.run("tools --help")
+        assert host.catalogs.builds == builds, "nothing changed: reused"
+        two = [types.Tool(name=n, input_schema={"type": "object"}) for n in ("one", "two")]
+        other_process.remember(server, two, None)
+        second = await session.run("tools --help")
+    assert "late" in first.stdout and "1 tool)" in first.stdout, first.stdout
+    assert same.stdout == first.stdout
+    assert "2 tools)" in second.stdout, second.stdout
