@@ -32,7 +32,7 @@ from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.view import CatalogView
 from toolshell.config import Config, ServerConfig
-from toolshell.connections.base import ConnState, ServerStatus, SessionContext
+from toolshell.connections.base import ConnState, ServerStatus
 from toolshell.connections.factory import make_connection
 from toolshell.connections.manager import ConnectionManager
 from toolshell.connections.oauth import AuthSetup
@@ -44,7 +44,7 @@ from toolshell.policy.rating import Rater
 from toolshell.redact import Redactor, guard_logs
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.catalog_memo import CatalogMemo
-from toolshell.registry.entry import ToolEntry, entry_from_tool
+from toolshell.registry.entry import ToolEntry
 from toolshell.registry.filters import check_role, configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
 from toolshell.registry.overlay import Overlays
@@ -122,8 +122,7 @@ class Host:
             if (conn := self.manager.connection(server.name)) is not None:
                 conn.on_tools_listed = functools.partial(remembered.remember, server)
         self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top, remembered)
-        self.catalogs = CatalogMemo(self.config, self.connections, self.overlays, self._top_level_entries)
-        """Each session's catalog, reused while nothing it is built from changed."""
+        self.catalogs = CatalogMemo(self.config, self.connections, self.overlays, self.connections.top_level_entries)
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self.runtime = RuntimeOverlay(
             self.config, self.manager, self.connections, self.overlays, self._sessions, self.statuses
@@ -131,8 +130,7 @@ class Host:
         """Each session's switches (`runtime mcp action=…`), as the `runtime` built-in asks for them."""
         self._on_server_progress = on_server_progress
         self._on_wait = on_wait
-        self.shells = ShellPool(self.config.shell)
-        """The shells of `run`'s ended sessions, reset for the next ones."""
+        self.shells = ShellPool(self.config.shell)  # the shells of `run`'s ended sessions, for the next ones
         self._services = SessionServices(
             config=self.config,
             policy=self.policy,
@@ -270,16 +268,8 @@ class Host:
     # --- catalog -----------------------------------------------------------------------------
 
     async def catalog(self, session: Session | None = None) -> Catalog:
-        """The tools this session can call now (rebuilt when a server, its list or the session's
-        switches or role changed since its last one: `registry.catalog_memo`)."""
+        """The tools this session can call now (its last catalog while nothing changed: `catalog_memo`)."""
         return await self.catalogs.catalog(session or self.session())
-
-    async def _top_level_entries(self) -> list[ToolEntry]:
-        """The built-in web-fetch tool: one static list, the same for every session."""
-        if not self.config.web_fetch.enabled:
-            return []
-        await self._top.start()
-        return [entry_from_tool(None, t, True) for t in await self._top.list_tools(SessionContext())]
 
     async def visible_tools(self, session: Session | None = None) -> list[ToolEntry]:
         """The `keep_visible` tools (flat or plain names, hyphens and underscores alike), lazy ones loaded.
@@ -361,9 +351,6 @@ class Host:
         self.manager.cancel_session(session_id)
         self.overlays.forget(session_id)
 
-    def forget_session(self, session_id: str) -> None:
-        self.overlays.forget(session_id)
-
     async def plan(self, script: str, *, role: str | None = None) -> dict[str, Any]:
         """What `tools plan` prints for a script: each visible call with input and risk. Runs nothing."""
         session = self.session(role=role)
@@ -381,7 +368,7 @@ class Host:
             result = await session.run(script)
         finally:
             session.close()
-        self.shells.give_back(session.shell)  # nobody else holds this session, and its shell call ended
+        self.shells.give_back(session.shell)  # nobody else holds this session; its shell call ended
         return result
 
     async def run_saved_script(self, name: str, arguments: dict[str, Any], source: str = "trigger") -> RunOutcome:
