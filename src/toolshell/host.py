@@ -351,6 +351,9 @@ class Host:
         self.manager.cancel_session(session_id)
         self.overlays.forget(session_id)
 
+    def forget_session(self, session_id: str) -> None:
+        self.overlays.forget(session_id)
+
     async def plan(self, script: str, *, role: str | None = None) -> dict[str, Any]:
         """What `tools plan` prints for a script: each visible call with input and risk. Runs nothing."""
         session = self.session(role=role)
