@@ -12,9 +12,11 @@ Three modes call the same echo server (`echo_server.py`) N times in a row, over 
 The same three modes run against the echo server in-process (no subprocess, no pipes); then
 toolshell in-process with tracing off (the default) and on (`[telemetry]`, spans exported over
 OTLP/HTTP to a sink on 127.0.0.1 that answers 200), and then S sessions × 10 calls run
-concurrently in-process: toolshell's S sessions against the raw SDK doing
-the same calls from S concurrent tasks on one client. The modes alternate within each round (their
-order rotates every round) so machine noise hits all alike; figures are medians over rounds.
+concurrently in-process: toolshell's S sessions against the raw SDK doing the same calls from S
+concurrent tasks on one client, and against S bare bridges (the floor). The modes alternate
+within each round (their order rotates every round) so machine noise hits all alike; figures are
+medians over rounds. The fixed costs (the first shell call after `Host.open`, a warm empty one in
+a new session) are reported for both transports, and issue 16 §4's targets against them.
 `--profile` adds one cProfile'd toolshell run. Results go to `results.json` here.
 """
 
@@ -203,6 +205,23 @@ async def raw_concurrent(sessions: int) -> Round:
         return {"total_s": time.perf_counter() - t0}
 
 
+async def bridge_concurrent(sessions: int) -> Round:
+    """The floor at concurrency: S bare bridges (one shell each), each one script of 10 calls, on one client."""
+    script = loop_script(CONCURRENT_CALLS, "tools echo echo text=hi")
+    async with Client(inproc_server) as client:
+        shells = [bridge_shell(client, CONCURRENT_CALLS) for _ in range(sessions)]
+
+        async def one(bash: Bash) -> None:
+            result = await bash.execute(script)
+            assert result.exit_code == 0, result
+
+        t0 = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            for bash in shells:
+                tg.start_soon(one, bash)
+        return {"total_s": time.perf_counter() - t0}
+
+
 async def toolshell_concurrent(sessions: int) -> Round:
     """S toolshell sessions, each one shell call of 10 `tools` calls, all at once."""
     script = loop_script(CONCURRENT_CALLS, "tools echo echo text=hi")
@@ -288,7 +307,11 @@ async def main(calls: int, rounds: int, sessions: int, profile: bool) -> dict[st
             "tracing",
         )
     concurrent = await rounds_of(
-        {"raw": lambda: raw_concurrent(sessions), "toolshell": lambda: toolshell_concurrent(sessions)},
+        {
+            "raw": lambda: raw_concurrent(sessions),
+            "bridge": lambda: bridge_concurrent(sessions),
+            "toolshell": lambda: toolshell_concurrent(sessions),
+        },
         rounds,
         f"{sessions} sessions",
     )
@@ -310,15 +333,14 @@ async def main(calls: int, rounds: int, sessions: int, profile: bool) -> dict[st
             "sessions": sessions,
             "calls_per_session": CONCURRENT_CALLS,
             "raw_calls_per_s": total / median(concurrent["raw"]),
+            "bridge_calls_per_s": total / median(concurrent["bridge"]),
             "toolshell_calls_per_s": total / median(concurrent["toolshell"]),
             "toolshell_throughput_vs_raw": median(concurrent["raw"]) / median(concurrent["toolshell"]),
+            "bridge_throughput_vs_raw": median(concurrent["raw"]) / median(concurrent["bridge"]),
         },
-        "fixed": {
-            "host_open_s": median(stdio["toolshell"], "host_open_s"),
-            "first_shell_call_s": median(stdio["toolshell"], "first_shell_call_s"),
-            "warm_shell_call_s": median(stdio["toolshell"], "warm_shell_call_s"),
-        },
+        "fixed": {key: _fixed(runs["toolshell"]) for key, runs in (("stdio", stdio), ("in_process", inproc))},
     }
+    summary["targets"] = targets(summary)
     if profile:
         profiler = cProfile.Profile()
         await toolshell_round(calls, True, profiler)
@@ -327,6 +349,30 @@ async def main(calls: int, rounds: int, sessions: int, profile: bool) -> dict[st
         stats.print_stats(30)
         print(out.getvalue())
     return summary
+
+
+def _fixed(rounds: list[Round]) -> dict[str, float]:
+    return {key: median(rounds, key) for key in ("host_open_s", "first_shell_call_s", "warm_shell_call_s")}
+
+
+def targets(s: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 16 §4's targets: each figure, its bound, and whether it is met."""
+    fixed = s["fixed"]["in_process"]
+    rows = [
+        ("warm empty shell call, in-process (ms)", fixed["warm_shell_call_s"] * 1000, "<=", 1.0),
+        ("first shell call, in-process (ms)", fixed["first_shell_call_s"] * 1000, "<=", 5.0),
+        ("200 sessions x 10 calls, throughput / raw", s["concurrent"]["toolshell_throughput_vs_raw"], ">=", 0.8),
+        ("stdio: toolshell adds over the bridge (µs a call)", s["stdio"]["toolshell_adds_over_bridge_us"], "<=", 150.0),
+    ]
+    return [
+        {
+            "target": name,
+            "value": value,
+            "bound": f"{op} {bound:g}",
+            "met": value <= bound if op == "<=" else value >= bound,
+        }  # noqa: E501
+        for name, value, op, bound in rows
+    ]
 
 
 def table(s: dict[str, Any]) -> str:
@@ -355,12 +401,21 @@ def table(s: dict[str, Any]) -> str:
     rows += [
         "",
         f"{c['sessions']} sessions × {c['calls_per_session']} calls at once (in-process):"
-        f" raw {c['raw_calls_per_s']:.0f} calls/s, toolshell {c['toolshell_calls_per_s']:.0f} calls/s"
+        f" raw {c['raw_calls_per_s']:.0f} calls/s, bridge {c['bridge_calls_per_s']:.0f} calls/s"
+        f" ({c['bridge_throughput_vs_raw']:.2f}x of raw), toolshell {c['toolshell_calls_per_s']:.0f} calls/s"
         f" ({c['toolshell_throughput_vs_raw']:.2f}x of raw)",
         "",
-        f"fixed: Host.open {s['fixed']['host_open_s'] * 1000:.0f} ms, first shell call"
-        f" {s['fixed']['first_shell_call_s'] * 1000:.1f} ms, warm empty shell call"
-        f" {s['fixed']['warm_shell_call_s'] * 1000:.1f} ms",
+    ]
+    for key, title in (("stdio", "stdio"), ("in_process", "in-process")):
+        f = s["fixed"][key]
+        rows.append(
+            f"fixed ({title}): Host.open {f['host_open_s'] * 1000:.0f} ms, first shell call"
+            f" {f['first_shell_call_s'] * 1000:.1f} ms, warm empty shell call {f['warm_shell_call_s'] * 1000:.2f} ms"
+        )
+    rows += ["", "targets (issue 16 §4):"]
+    rows += [
+        f"  {t['target']}: {t['value']:.2f} (target {t['bound']}): {'met' if t['met'] else 'not met'}"
+        for t in s["targets"]
     ]
     return "\n".join(rows)
 

@@ -42,9 +42,9 @@ from toolshell.policy.guardrails import Guardrail
 from toolshell.policy.policy import Policy
 from toolshell.policy.rating import Rater
 from toolshell.redact import Redactor, guard_logs
-from toolshell.registry.building import build_catalog
 from toolshell.registry.catalog import Catalog
-from toolshell.registry.entry import ToolEntry, entry_from_tool
+from toolshell.registry.catalog_memo import CatalogMemo
+from toolshell.registry.entry import ToolEntry
 from toolshell.registry.filters import check_role, configured_servers
 from toolshell.registry.naming import fold, parse_flat_name
 from toolshell.registry.overlay import Overlays
@@ -54,6 +54,7 @@ from toolshell.runtime_overlay import RuntimeOverlay
 from toolshell.scripts.store import ScriptStore
 from toolshell.scripts.triggers import RunOutcome
 from toolshell.session import Session, SessionServices, Source
+from toolshell.shell.pool import ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
@@ -121,6 +122,7 @@ class Host:
             if (conn := self.manager.connection(server.name)) is not None:
                 conn.on_tools_listed = functools.partial(remembered.remember, server)
         self.connections = ServerRouter(self.config, self.manager, self.overlays, self._top, remembered)
+        self.catalogs = CatalogMemo(self.config, self.connections, self.overlays, self.connections.top_level_entries)
         self._sessions: weakref.WeakValueDictionary[str, Session] = weakref.WeakValueDictionary()
         self.runtime = RuntimeOverlay(
             self.config, self.manager, self.connections, self.overlays, self._sessions, self.statuses
@@ -128,6 +130,7 @@ class Host:
         """Each session's switches (`runtime mcp action=…`), as the `runtime` built-in asks for them."""
         self._on_server_progress = on_server_progress
         self._on_wait = on_wait
+        self.shells = ShellPool(self.config.shell)  # the shells of `run`'s ended sessions, for the next ones
         self._services = SessionServices(
             config=self.config,
             policy=self.policy,
@@ -142,6 +145,7 @@ class Host:
             visible_tools=self.visible_tools,
             worker=self.worker_id,
             telemetry=self.telemetry,  # telemetry
+            shells=self.shells,
         )
 
     @classmethod
@@ -208,6 +212,7 @@ class Host:
                 done.set()
 
         tg.start_soon(start_all)
+        tg.start_soon(self.catalogs.prime)
         wait = self.config.startup_wait_seconds
         with anyio.move_on_after(min(1.0, wait)):
             await done.wait()
@@ -263,16 +268,8 @@ class Host:
     # --- catalog -----------------------------------------------------------------------------
 
     async def catalog(self, session: Session | None = None) -> Catalog:
-        """The tools this session can call now. Rebuilt at the start of every shell call."""
-        session = session or self.session()
-        top_level = await self._top_level_entries(session)
-        return await build_catalog(self.config, self.connections, self.overlays, session=session, top_level=top_level)
-
-    async def _top_level_entries(self, session: Session) -> list[ToolEntry]:
-        if not self.config.web_fetch.enabled:
-            return []
-        await self._top.start()
-        return [entry_from_tool(None, t, True) for t in await self._top.list_tools(session.context)]
+        """The tools this session can call now (its last catalog while nothing changed: `catalog_memo`)."""
+        return await self.catalogs.catalog(session or self.session())
 
     async def visible_tools(self, session: Session | None = None) -> list[ToolEntry]:
         """The `keep_visible` tools (flat or plain names, hyphens and underscores alike), lazy ones loaded.
@@ -371,9 +368,11 @@ class Host:
         """Run one script in a new session and return its `RunResult`."""
         session = self.session(role=role, answerer=answerer, source=source)
         try:
-            return await session.run(script)
+            result = await session.run(script)
         finally:
             session.close()
+        self.shells.give_back(session.shell)  # nobody else holds this session; its shell call ended
+        return result
 
     async def run_saved_script(self, name: str, arguments: dict[str, Any], source: str = "trigger") -> RunOutcome:
         """Run a saved script with no model and nobody to ask (triggers): a `RunOutcome`."""

@@ -19,6 +19,7 @@ from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import CallOptions, SessionContext
 from toolshell.connections.manager import ConnectionManager
 from toolshell.connections.remembered import RememberedTools
+from toolshell.registry.entry import ToolEntry, entry_from_tool
 from toolshell.registry.filters import configured_servers, role_allows, tool_allowed
 from toolshell.registry.overlay import Overlays
 
@@ -66,6 +67,20 @@ class ServerRouter:
     def recall(self, server: ServerConfig) -> list[Any] | None:
         """The server's remembered list (`connections.remembered`), read without starting it."""
         return None if self.remembered is None else self.remembered.recall(server)
+
+    async def top_level_entries(self) -> list[ToolEntry]:
+        """The built-in web-fetch tool: toolshell's own static list, the same for every session."""
+        if not self.config.web_fetch.enabled:
+            return []
+        await self.top_level.start()
+        return [entry_from_tool(None, t, True) for t in await self.top_level.list_tools(SessionContext())]
+
+    def list_stamp(self, server: ServerConfig, session: Session) -> int | None:
+        conn = self.manager.connection(server.name)
+        return None if conn is None else conn.list_stamp(session.context)
+
+    def recall_stamp(self, server: ServerConfig) -> object:
+        return None if self.remembered is None else self.remembered.stamp(server)
 
     # --- calls ---------------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """A session: one sandboxed bashkit shell per agent session, running scripts that call `tools`.
 
-Its virtual filesystem persists between runs. A run is one shell call: the catalog is rebuilt,
-the literal calls are checked before the script starts, then the script runs with one `tools`
-builtin state (budget, report, stop) for the whole shell call.
+Its virtual filesystem persists between runs. A run is one shell call: the literal calls are
+checked before the script starts, then the script runs with one `tools` builtin state (budget,
+report, stop) for the whole shell call. The catalog is the session's as it is when the shell call
+first needs it (a script with no `tools` call needs none).
 """
 
 from __future__ import annotations
@@ -37,9 +38,10 @@ from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.scripts.store import ScriptStore
-from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams, new_shell
+from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams
 from toolshell.shell.builtin import ToolsBuiltin
 from toolshell.shell.output import Bounded, Collected, Collector, bound, where_saved
+from toolshell.shell.pool import Shell, ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.shell.state import ShellCallState
 from toolshell.timeline.sinks import EventSink
@@ -77,6 +79,8 @@ class SessionServices:
     worker: str = ""
     """The host's id among the workers on its store (`Host.worker_id`)."""
     telemetry: Telemetry | None = None  # telemetry: the host's tracer; None when tracing is off
+    shells: ShellPool | None = None
+    """Spare shells of ended sessions (None: every session builds its own)."""
 
 
 class Session:
@@ -128,14 +132,18 @@ class Session:
         self._run_approver: Approver | None = None
         self._current: ToolsBuiltin | None = None
         self._lock = anyio.Lock()
-        self.bash = new_shell(config.shell, self._tools)
+        self.shell = services.shells.take(self._tools) if services.shells else Shell(config.shell, self._tools)
+        """The session's sandboxed shell (handed on to a later session by `Host.run` when it ends)."""
+        self.bash = self.shell.bash
         self.output_files = OutputFiles(self.bash.fs, config.tools_in_shell.output_files_max_bytes)
         """The whole outputs of this session's shell calls past the cap (`tool-output/`)."""
 
     async def _tools(self, ctx: BuiltinContext) -> BuiltinResult:
-        if self._current is None:  # a `tools` call outside `run` (cannot happen through the API)
+        current = self._current
+        if current is None:  # a `tools` call outside `run` (cannot happen through the API)
             return BuiltinResult(stderr="tools: no shell call in progress\n", exit_code=1)
-        return await self._current(ctx)
+        await current.state.view.current()  # the shell call's first `tools` command builds its catalog
+        return await current(ctx)
 
     @property
     def context(self) -> SessionContext:
@@ -252,7 +260,7 @@ class Session:
         approver: Approver | None = None,
         on_output: OnOutput | None = None,
     ) -> RunResult:
-        """Run one script as one shell call; the catalog is rebuilt first.
+        """Run one script as one shell call, with the catalog as it is when the script first needs it.
 
         Shell calls of one session run one at a time (they share one shell and its files).
         `answerer` answers the servers' questions for this run only (default: the session's);
@@ -291,7 +299,7 @@ class Session:
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
-        view = CatalogView(await services.catalog(self), services.load_server, lambda: services.catalog(self))
+        view = CatalogView(None, services.load_server, lambda: services.catalog(self))  # built when first needed
         gate = ApprovalGate(services.policy.approvals, self.id, self._approver(), caller=self.caller)
         precheck = Precheck(view, services.policy, gate, ledger)
         held = await precheck.hold_before_start(script)

@@ -89,12 +89,13 @@ class Ledger:
         if self.trace is not None:
             self.trace.call_result(risk_level, result)
         value = None if risk_level == READ_ONLY else _result_value(result, prepared.entry)
-        self.report.record(prepared.entry.command, prepared.input, risk_level, ok, value)
+        command = prepared.entry.command  # computed from the entry's words: once
+        self.report.record(command, prepared.input, risk_level, ok, value)
         if prepared.entry.hints:  # attributed: the model must know which server is talking
             source = prepared.entry.server or "toolshell"
             self.hints.extend(f"{source}: {hint}" for hint in hints_from_result(result))
         if ok:
-            self.emit(prepared.entry, prepared.input, "completed", None, started)
+            self.emit(prepared.entry, prepared.input, "completed", None, started, command)
         if risk_level != READ_ONLY:  # what changed something is written now, not in the next batch
             flush = getattr(self.sink, "flush", None)
             if flush is not None:
@@ -146,9 +147,16 @@ class Ledger:
             self.trace.shell_call(script, source, exit_code, self.calls)
 
     def emit(
-        self, entry: ToolEntry, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
+        self,
+        entry: ToolEntry,
+        arguments: dict[str, Any],
+        outcome: Outcome,
+        code: str | None,
+        started: float | None,
+        command: str | None = None,
     ) -> None:
-        ms = self._row(entry.command, arguments, outcome, code, started)
+        """The timeline row (and span) of a call; `command` is `entry.command` when the caller has it."""
+        ms = self._row(command or entry.command, arguments, outcome, code, started)
         if self.trace is not None:
             self.trace.call_ended(entry, arguments, outcome, code, ms)
 

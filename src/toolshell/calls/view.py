@@ -1,8 +1,9 @@
 """The catalog one shell call sees, and the one lazy-load helper every caller uses.
 
-A command that names a server that is not ready (an `on_demand` server never opened, one still
-connecting, one that failed) starts it, and the catalog is rebuilt once; everything else reads the
-catalog as built at the start of the shell call.
+The catalog is built when the shell call first needs it (a script that calls no `tools` never
+builds one). A command that names a server that is not ready (an `on_demand` server never
+opened, one still connecting, one that failed) starts it, and the catalog is rebuilt once;
+everything else reads the catalog as it was first built in the shell call.
 """
 
 from __future__ import annotations
@@ -21,15 +22,32 @@ class CatalogView:
     """A shell call's catalog.
 
     Args:
-        catalog: the catalog built at the start of the shell call.
+        catalog: the catalog, when already built; None builds it with `rebuild` on first need.
         load: opens one server (the connection applies its own backoff to a failed one).
-        rebuild: builds the session's catalog again.
+        rebuild: builds the session's catalog (again).
     """
 
-    def __init__(self, catalog: Catalog, load: Loader, rebuild: Rebuild) -> None:
-        self.catalog = catalog
+    def __init__(self, catalog: Catalog | None, load: Loader, rebuild: Rebuild) -> None:
+        self._catalog = catalog
         self._load = load
         self._rebuild = rebuild
+
+    async def current(self) -> Catalog:
+        """The shell call's catalog, built now if it was not yet."""
+        if self._catalog is None:
+            self._catalog = await self._rebuild()
+        return self._catalog
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog `current()` built (every `tools` command awaits it before it reads this)."""
+        if self._catalog is None:
+            raise RuntimeError("the catalog is read before it was built; await CatalogView.current() first")
+        return self._catalog
+
+    @property
+    def built(self) -> bool:
+        return self._catalog is not None
 
     async def ensure_loaded(self, words: Sequence[str], *, retry_failed: bool = True) -> None:
         """Start the server `words` names when it is not ready, then rebuild the catalog.
@@ -38,7 +56,7 @@ class CatalogView:
         server's state rather than retrying it). A failed start raises `ToolshellError`.
         """
         try:
-            look = lookup(self.catalog, words)
+            look = lookup(await self.current(), words)
         except ToolshellError:
             return  # unknown names fail in `prepare`, with suggestions
         server = look.server
@@ -46,7 +64,7 @@ class CatalogView:
             return
         if look.kind == "unloaded_server" or (retry_failed and server.state != "ready"):
             await self._load(server.name)
-            self.catalog = await self._rebuild()
+            self._catalog = await self._rebuild()
 
     async def load_quietly(self, names: Iterable[str]) -> None:
         """Start several servers best effort (search, the static checks); rebuild once if any were named."""
@@ -57,4 +75,4 @@ class CatalogView:
             except ToolshellError:
                 pass  # listed as failed; a call that names it says why
         if names:
-            self.catalog = await self._rebuild()
+            self._catalog = await self._rebuild()

@@ -122,6 +122,10 @@ class ClientConnection:
             return listed
         raise AssertionError("unreachable")
 
+    def list_stamp(self, session: SessionContext) -> int | None:
+        """The stamp of the list `list_tools` would return from cache now; None when it would fetch."""
+        return self._cache.stamp(session.session_id)
+
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
         """Call one tool; idle timeout refreshed by progress, absolute cap, both paused by questions."""
         for attempt in range(2):

@@ -71,6 +71,16 @@ class RememberedTools:
             ),
         )
 
+    def stamp(self, server: ServerConfig) -> tuple[float, float | None] | None:
+        """When the list `recall` would return was fetched, and its expiry; None when it would return none."""
+        rows = self.store.query(
+            "SELECT fetched_at, expires_at FROM remembered_tools WHERE server_key = ?",
+            (remembered_key(server, self.redact),),
+        )
+        if not rows or (rows[0]["expires_at"] is not None and rows[0]["expires_at"] < time.time()):
+            return None
+        return float(rows[0]["fetched_at"]), rows[0]["expires_at"]
+
     def recall(self, server: ServerConfig) -> list[types.Tool] | None:
         """The server's remembered list, or None: never fetched, another program, or expired."""
         rows = self.store.query(

@@ -2,10 +2,14 @@
 
 A list the server marks `cacheScope: private` (2026-07-28) is kept per session id; any other
 list is shared by every session. A generation counter makes sure a list fetched before an
-invalidation is never stored after it.
+invalidation is never stored after it. Each stored list gets a stamp, unique in the process, so
+a catalog built from it can tell, without asking the server, whether it would still get that
+same list (`registry.catalog_memo`).
 """
 
 from __future__ import annotations
+
+import itertools
 
 import mcp_types as types
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
@@ -22,6 +26,9 @@ TOOL_NAME_RE = re2.compile(r"[A-Za-z0-9_.-]{1,128}")  # linear time: names come 
 forge output lines or make one tool look like another, so such a tool is not listed at all."""
 
 MAX_REFUSED_NOTES = 5
+
+_STAMPS = itertools.count(1)
+"""Stamps of stored lists: never reused in the process, so equal stamps mean the same list."""
 
 
 def refused_note(tools: list[types.Tool]) -> str | None:
@@ -68,12 +75,24 @@ class ToolCache:
 
     def __init__(self) -> None:
         self.generation = 0
-        self._shared: list[types.Tool] | None = None
-        self._private: dict[str, list[types.Tool]] = {}
+        self._shared: tuple[int, list[types.Tool]] | None = None
+        self._private: dict[str, tuple[int, list[types.Tool]]] = {}
         self.last_count: int | None = None
         self.notes: list[str] = []
+        self._noted: list[types.Tool] | None = None  # the list the notes below were computed for
+        self._refused: list[str] = []
+        self._schema_notes: list[str] = []
 
     def get(self, session_id: str) -> list[types.Tool] | None:
+        kept = self._kept(session_id)
+        return None if kept is None else kept[1]
+
+    def stamp(self, session_id: str) -> int | None:
+        """The stamp of the list `get` returns for this session; None when it has none (a call would fetch)."""
+        kept = self._kept(session_id)
+        return None if kept is None else kept[0]
+
+    def _kept(self, session_id: str) -> tuple[int, list[types.Tool]] | None:
         if session_id in self._private:
             return self._private[session_id]
         return self._shared
@@ -90,16 +109,20 @@ class ToolCache:
         """Store a fetched list, unless the cache was invalidated since the fetch began; return the
         tools that may be listed (those with a well-formed name). `capped` says what the listing left out."""
         tools = [t for t in fetched if TOOL_NAME_RE.fullmatch(t.name)]
-        note = refused_note(fetched)
-        self.notes = [n for n in (capped, note) if n]
-        self.notes += [f"tool {t.name}: {n}" for t in tools for n in _schema_notes(t.input_schema)]
+        if fetched != self._noted:  # a private list fetched again per session: its notes are the same
+            note = refused_note(fetched)
+            self._schema_notes = [f"tool {t.name}: {n}" for t in tools for n in _schema_notes(t.input_schema)]
+            self._refused = [note] if note else []
+            self._noted = list(fetched)
+        self.notes = [*([capped] if capped else []), *self._refused, *self._schema_notes]
         self.last_count = len(tools)
         if generation != self.generation:
             return list(tools)
+        kept = (next(_STAMPS), tools)
         if private:
-            self._private[session_id] = tools
+            self._private[session_id] = kept
         else:
-            self._shared = tools
+            self._shared = kept
         return list(tools)
 
     def invalidate(self) -> None:

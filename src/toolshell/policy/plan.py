@@ -26,6 +26,8 @@ incomplete too.
 
 from __future__ import annotations
 
+import dataclasses
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -114,8 +116,18 @@ class _Ctx:
     stdin: bool = False
 
 
+SCAN_CACHE_SIZE = 256
+"""How many scans of recent scripts are kept: an agent runs the same few scripts again and again."""
+SCAN_CACHE_MAX_CHARS = 16_000
+"""Longer scripts are scanned every time (the cache stays within ~4 MB of script text)."""
+_scans: OrderedDict[str, Scan] = OrderedDict()
+
+
 def scan(script: str) -> Scan:
     """Find the `tools` calls in `script` without running it.
+
+    A scan depends on the text alone, so the scans of recent scripts are reused (a bounded LRU);
+    each caller gets its own copy.
 
     Args:
         script: bash source, e.g. the text `tools plan` read from stdin.
@@ -123,6 +135,20 @@ def scan(script: str) -> Scan:
     Returns:
         A `Scan`; `complete` is False when some calls may be hidden from reading.
     """
+    kept = _scans.get(script)
+    if kept is None:
+        kept = _scan(script)
+        if len(script) <= SCAN_CACHE_MAX_CHARS:
+            _scans[script] = kept
+            if len(_scans) > SCAN_CACHE_SIZE:
+                _scans.popitem(last=False)
+    else:
+        _scans.move_to_end(script)
+    calls = [dataclasses.replace(c, argv=list(c.argv)) for c in kept.calls]  # a caller cannot change the cache
+    return Scan(calls, kept.complete, list(kept.reasons), kept.direct_calls)
+
+
+def _scan(script: str) -> Scan:
     tree = Parser(_LANGUAGE).parse(script.encode())
     found = Scan()
     if tree.root_node.has_error:

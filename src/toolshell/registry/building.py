@@ -1,14 +1,16 @@
 """Building a session's catalog from the servers' tool lists, the filters, roles and its overlay.
 
-The catalog is rebuilt at the start of every shell call (so a server added or changed during a
-session shows up on the next one), and when a call loads a lazy server. Building never starts or
-retries a server: a broken server must not slow every shell call; a call that names it retries it.
+A shell call gets the catalog as it is when the call first needs it (so a server added or changed
+during a session shows up on the next one), and again when a call loads a lazy server. A build
+records what it read (`BuildInputs`), so an unchanged catalog can be reused instead of rebuilt
+(`registry.catalog_memo`). Building never starts or retries a server: a broken server must not
+slow every shell call; a call that names it retries it.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any, Protocol
 
 from toolshell.config import Config, ServerConfig
@@ -47,6 +49,30 @@ class ToolSource(Protocol):
         """The server's remembered `Tool`s, read without starting it; None when none are."""
         ...
 
+    def list_stamp(self, server: ServerConfig, session: Any) -> int | None:
+        """A stamp of the list `list_tools` would give this session from cache, unique to that list;
+        None when it would fetch one."""
+        ...
+
+    def recall_stamp(self, server: ServerConfig) -> Hashable:
+        """A stamp of the list `recall` would give (equal stamps: the same list); None when none."""
+        ...
+
+
+ServerRead = tuple[str, str | None, str | None, Hashable]
+"""What a build read of one server: its name, state, last error (when not ready), and the stamp
+of the list it got (the live one when ready, the remembered one when not yet started)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildInputs:
+    """Everything a catalog was built from. Two builds with equal inputs give equal catalogs."""
+
+    role: str | None
+    disabled: frozenset[str]
+    unlocked: frozenset[tuple[str, str]]
+    servers: tuple[ServerRead, ...]
+
 
 async def build_catalog(
     config: Config,
@@ -55,19 +81,29 @@ async def build_catalog(
     *,
     session: SessionLike,
     top_level: Sequence[ToolEntry] = (),
+    record: list[BuildInputs] | None = None,
 ) -> Catalog:
-    """The tools a session can call now: its role's active servers, filtered, plus the overlay."""
+    """The tools a session can call now: its role's active servers, filtered, plus the overlay.
+
+    With `record`, what the build read is appended to it: unless a listing failed (then a rebuild
+    would ask again, and nothing is recorded).
+    """
     session_id, role = session.id, session.role
     role_cfg = config.role_named(role)
-    disabled = overlays.disabled(session_id)
-    unlocked = overlays.unlocked(session_id)
+    disabled = frozenset(overlays.disabled(session_id))
+    unlocked = frozenset(overlays.unlocked(session_id))
     infos: list[ServerInfo] = []
     entries: list[ToolEntry] = []
+    reads: list[ServerRead] = []
     redact = Redactor(config.secrets)
     for server in active_servers(config, role):
         if server.name in disabled:
             continue
+        read = read_server(source, server, session)  # before the listing: a change during it is seen next time
         tools, info = await _server_tools(source, server, session, redact)
+        if read[1] == "ready":  # the stamp of the list just listed (no await since, so it is that list's)
+            read = (*read[:3], source.list_stamp(server, session) if info.state == "ready" else None)
+        reads.append(read)
         if info.state in _NOT_YET and (recalled := source.recall(server)) is not None:
             tools = _entries(server, recalled, redact)
             info = dataclasses.replace(info, remembered=True)
@@ -77,7 +113,28 @@ async def build_catalog(
         ]
         infos.append(dataclasses.replace(info, tool_count=len(shown)) if info.loaded or info.remembered else info)
         entries += shown
+    if record is not None and all(r[1] != "ready" or r[3] is not None for r in reads):
+        record.append(BuildInputs(role, disabled, unlocked, tuple(reads)))
     return Catalog(infos, entries, top_level, disabled=sorted(disabled))
+
+
+def read_server(source: ToolSource, server: ServerConfig, session: SessionLike) -> ServerRead:
+    """What a build reads of one server, read now without listing or starting anything."""
+    state = source.state(server.name)
+    if state == "ready":
+        return server.name, state, None, source.list_stamp(server, session)
+    last_error = source.last_error(server.name) if state not in (None, "not_loaded") else None
+    recalled = source.recall_stamp(server) if state in _NOT_YET else None
+    return server.name, state, last_error, recalled
+
+
+def current_inputs(config: Config, source: ToolSource, overlays: Overlays, session: SessionLike) -> BuildInputs:
+    """The inputs a build for this session would read now (see `BuildInputs`), without building."""
+    disabled = frozenset(overlays.disabled(session.id))
+    servers = tuple(
+        read_server(source, s, session) for s in active_servers(config, session.role) if s.name not in disabled
+    )
+    return BuildInputs(session.role, disabled, frozenset(overlays.unlocked(session.id)), servers)
 
 
 async def _server_tools(

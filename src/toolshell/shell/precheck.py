@@ -89,6 +89,9 @@ class Precheck:
 
     async def load_named_servers(self, calls: list[ScannedCall]) -> None:
         """Load the servers that literal calls name and that are not ready, so they can be judged."""
+        if not calls:
+            return  # nothing to judge: the catalog is built only if the script calls `tools` after all
+        await self.view.current()
         names = {name for scanned in calls if (name := self._server_to_load(scanned)) is not None}
         await self.view.load_quietly(names)
 

@@ -108,14 +108,14 @@ class SqliteSink:
         _ensure(store)
         self._store = store
         self._batch = batch
-        self._pending: list[dict[str, Any]] = []
+        self._pending: list[list[Any]] = []
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ShellCall):
             self.flush()
-            self._store.executemany(_upsert_sql("shell_calls", _SHELL_COLUMNS), [_values(_SHELL_COLUMNS, event)])
+            self._store.executemany(_SHELL_UPSERT, [_values(_SHELL_COLUMNS, event)])
             return
-        self._pending.append(event.to_dict())
+        self._pending.append(_values(_NESTED_COLUMNS, event))
         if len(self._pending) >= self._batch:
             self.flush()
 
@@ -123,9 +123,8 @@ class SqliteSink:
         """Write the nested calls not written yet, in one transaction."""
         if not self._pending:
             return
-        rows = [[values[c] for c in _NESTED_COLUMNS] for values in self._pending]
-        self._pending = []
-        self._store.executemany(_upsert_sql("nested_calls", _NESTED_COLUMNS), rows)
+        rows, self._pending = self._pending, []
+        self._store.executemany(_NESTED_UPSERT, rows)
 
 
 def _ensure(store: StateStore) -> None:
@@ -143,8 +142,11 @@ def _upsert_sql(table: str, columns: Sequence[str]) -> str:
 
 
 def _values(columns: Sequence[str], event: Event) -> list[Any]:
-    values = event.to_dict()
-    return [values[c] for c in columns]
+    return [getattr(event, c) for c in columns]  # a row per call: no dict of the event on the way
+
+
+_SHELL_UPSERT = _upsert_sql("shell_calls", _SHELL_COLUMNS)
+_NESTED_UPSERT = _upsert_sql("nested_calls", _NESTED_COLUMNS)
 
 
 LOST_EXIT = 137
