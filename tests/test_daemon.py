@@ -331,9 +331,16 @@ def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_
         s.settimeout(30)  # half the script's sleep: "start" must come while it sleeps, not at its end
         s.connect(address.socket)
         s.sendall(json.dumps(request).encode() + b"\n")
-        replies = s.makefile("rb")
-        while "start\n" not in seen:
-            seen.append(json.loads(replies.readline()).get("out"))
-    # the client went away (a Ctrl-C): the daemon goes on serving
+        with s.makefile("rb") as replies:  # the socket closes only once this is closed too
+            while "start\n" not in seen:
+                seen.append(json.loads(replies.readline()).get("out"))
+    # the client went away (a Ctrl-C): the daemon goes on serving, and the run's row says it ended
     after = place.toolshell("run", "-c", "tools counted ping")
     assert (after.returncode, after.stdout) == (0, "pong from counted\n")
+
+    def ended() -> object:
+        rows = json.loads(place.toolshell("timeline", "--json").stdout)
+        return {row["script_preview"]: row["exit_code"] for row in rows}["echo start; sleep 60; echo end"]
+
+    _wait_for(lambda: ended() is not None, "the cancelled run's row to end")
+    assert ended() == 130

@@ -51,6 +51,8 @@ if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is
     from toolshell.telemetry.spans import Telemetry
 
 _CANCEL_NOISE = "execution cancelled"
+INTERRUPTED = 130
+"""The exit code a shell call's row ends with when its caller cancels it (as a shell's after SIGINT)."""
 OnOutput = Callable[[str, str], None]
 """Receives a run's output as it is written: a stdout chunk and a stderr chunk (either may be empty)."""
 Source = Literal["agent", "cli", "trigger", "script"]
@@ -332,6 +334,10 @@ class Session:
         self._current = ToolsBuiltin(state)
         try:
             result = await self.bash.execute(script, on_output=collect)
+        except anyio.get_cancelled_exc_class():  # the caller went away (a Ctrl-C, a closed connection)
+            self.bash.cancel()
+            ledger.shell_call(script, started, self.source, INTERRUPTED)
+            raise
         finally:
             self._current = None
             self.bash.clear_cancel()
