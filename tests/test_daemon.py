@@ -290,18 +290,23 @@ def test_stop_and_status_say_what_runs(place: Place) -> None:
     assert place.status() is None
 
 
-def test_a_client_of_another_version_gets_a_cold_run_and_the_stale_daemon_exits(place: Place) -> None:
+def test_a_client_of_another_version_runs_cold_and_a_newer_one_retires_the_daemon(place: Place) -> None:
     assert place.toolshell("daemon", "start").returncode == 0
     address = address_for(str(place.config), str(place.state), str(place.cwd))
     assert address is not None
     import socket
 
-    with socket.socket(socket.AF_UNIX) as s:
-        s.connect(address.socket)
-        s.sendall(json.dumps({"v": 1, "version": "0.0.0-old", "op": "status", "address": address.to_json()}).encode())
-        s.sendall(b"\n")
-        reply = json.loads(s.makefile("rb").readline())
-    assert "fallback" in reply
+    def ask(version: str) -> dict[str, object]:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(address.socket)
+            message = {"v": 1, "version": version, "op": "status", "address": address.to_json()}
+            s.sendall(json.dumps(message).encode() + b"\n")
+            with s.makefile("rb") as replies:
+                return dict(json.loads(replies.readline()))
+
+    assert "fallback" in ask("0.0.1")
+    assert place.status() is not None, "an older client runs cold; the daemon stays"
+    assert "fallback" in ask("99.0.0")
     _wait_for(lambda: place.status() is None, "the stale daemon to exit")
 
 
@@ -324,7 +329,7 @@ def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_
     assert address is not None
     request = {
         "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
-        "script": "echo start; sleep 60; echo end", "role": None, "json": False,
+        "script": "echo start; sleep 60; echo end", "role": None, "json": False, "env": dict(os.environ),
     }  # fmt: skip
     seen = []
     with socket.socket(socket.AF_UNIX) as s:
@@ -344,3 +349,130 @@ def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_
 
     _wait_for(lambda: ended() is not None, "the cancelled run's row to end")
     assert ended() == 130
+
+
+def test_a_socket_another_user_listens_on_gets_nothing_and_the_command_runs_cold(
+    tmp_path: Path,
+    outsider: Outsider,  # noqa: F811
+) -> None:
+    shared = outsider.directory / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)  # a state dir others can write: the cold path refuses it
+    place = Place(outsider.directory)
+    address = address_for(str(place.config), str(shared), str(place.cwd))
+    assert address is not None
+    heard = outsider.directory / "heard.log"
+    fake = outsider.directory / "fake_daemon.py"
+    fake.write_text(
+        textwrap.dedent(
+            """
+            import os, socket, sys
+            os.makedirs(os.path.dirname(sys.argv[1]), exist_ok=True)
+            s = socket.socket(socket.AF_UNIX)
+            s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); s.listen()
+            open(sys.argv[2] + ".ready", "w").close()
+            while True:
+                c, _ = s.accept()
+                with open(sys.argv[2], "ab") as log:
+                    log.write(c.recv(65536))
+                c.sendall(b'{"out":"","err":""}\\n{"exit":0,"stdout":"all good\\\\n"}\\n')
+                c.close()
+            """
+        )
+    )
+    fake.chmod(0o644)
+    outsider.directory.chmod(0o777)
+    listener = subprocess.Popen(
+        ["runuser", "-u", "nobody", "--", "/usr/bin/python3", str(fake), address.socket, str(heard)],
+        start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: Path(str(heard) + ".ready").exists(), "the other user's socket")
+        done = subprocess.run(
+            [*ENTRY, "run", "--config", str(place.config), "--state-dir", str(shared), "-c", "echo my script"],
+            cwd=place.cwd, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert "all good" not in done.stdout
+        assert not heard.exists() or heard.read_bytes() == b"", "not even the request reached it"
+        cold = subprocess.run(
+            [*ENTRY, "run", "--no-daemon", "--config", str(place.config), "--state-dir", str(shared), "-c", "echo x"],
+            cwd=place.cwd, capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert (done.returncode, done.stderr) == (cold.returncode, cold.stderr)
+    finally:
+        os.killpg(listener.pid, signal.SIGKILL)
+        listener.wait()
+
+
+def test_a_caller_whose_environment_means_another_config_runs_cold(place: Place) -> None:
+    place.write_config(["counted"])
+    text = place.config.read_text().replace('"counted"]', '"${WHO}"]')
+    place.config.write_text(text)
+    assert place.toolshell("daemon", "start", env={"WHO": "one"}).returncode == 0  # short: never taken for a secret
+    assert place.toolshell("run", "-c", "tools counted ping", env={"WHO": "one"}).stdout == "pong from one\n"
+    other = place.toolshell("run", "-c", "tools counted ping", env={"WHO": "two"})
+    assert other.stdout == "pong from two\n", "the caller's ${WHO}, not the daemon's"
+    status = place.status()
+    assert status is not None and status["requests"] == 1
+
+
+def test_stop_lets_a_running_command_finish(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    argv = [*ENTRY, "run", "--config", str(place.config), "--state-dir", str(place.state)]
+    running = subprocess.Popen(
+        [*argv, "-c", "echo start; sleep 3; echo end"], cwd=place.cwd, stdout=subprocess.PIPE, text=True
+    )
+    assert running.stdout is not None
+    assert running.stdout.readline() == "start\n"
+    assert "stopped the daemon" in place.toolshell("daemon", "stop").stdout
+    rest, _ = running.communicate(timeout=60)
+    assert (running.returncode, rest) == (0, "end\n")
+
+
+def test_a_reload_that_cannot_open_runs_cold_and_the_daemon_goes_on(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    place.write_config(["counted"], extra='[state]\nurl = "postgresql://u:pw@127.0.0.1:1/nowhere"\n')
+    warm = place.toolshell("run", "-c", "echo hi")
+    cold = place.toolshell("run", "--no-daemon", "-c", "echo hi")
+    assert warm.returncode == cold.returncode != 0
+    assert warm.stderr == cold.stderr and "pw" not in warm.stderr
+    assert place.status() is not None, "the daemon still serves (its old config, to nobody)"
+    place.write_config(["counted"])
+    assert place.toolshell("run", "-c", "tools counted ping").stdout == "pong from counted\n"
+
+
+def test_two_starts_at_once_both_succeed_with_one_daemon(place: Place) -> None:
+    argv = [*ENTRY, "daemon", "start", "--config", str(place.config), "--state-dir", str(place.state)]
+    both = [subprocess.Popen(argv, cwd=place.cwd, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    said = [p.communicate(timeout=120)[0] for p in both]
+    assert [p.returncode for p in both] == [0, 0], said
+    assert sum("already running" in s for s in said) == 1
+    assert place.started() == 1
+
+
+def test_a_linked_daemons_folder_is_refused_and_its_target_left_alone(place: Place) -> None:
+    target = place.root / "elsewhere"
+    target.mkdir(mode=0o755)
+    place.state.mkdir(mode=0o700)
+    (place.state / "daemons").symlink_to(target)
+    started = place.toolshell("daemon", "start")
+    assert started.returncode == 1 and "not a folder of your own" in started.stderr
+    assert list(target.iterdir()) == [] and (target.stat().st_mode & 0o777) == 0o755
+
+
+def test_dashdash_and_a_closed_reader_behave_as_cold(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    saved = place.toolshell(
+        "scripts", "save", "greet", "--description", "greets", "--input-schema",
+        '{"type": "object", "properties": {"name": {"type": "string"}}}', stdin="cat\n",
+    )  # fmt: skip
+    assert saved.returncode == 0, saved.stderr
+    warm = place.toolshell("scripts", "greet", "--", "name=x")
+    cold = place.toolshell("scripts", "--no-daemon", "greet", "--", "name=x")
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    pipeline = subprocess.run(
+        ["bash", "-c", '"$@" run -c "seq 1 20000" | head -1', "_", *ENTRY[:1], *ENTRY[1:],
+         "--config", str(place.config), "--state-dir", str(place.state)],
+        cwd=place.cwd, capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert pipeline.stdout == "1\n" and pipeline.stderr == ""

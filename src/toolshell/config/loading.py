@@ -31,6 +31,11 @@ _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 # --- expansion ---------------------------------------------------------------------------------
 
 
+def referenced_vars(text: str) -> set[str]:
+    """The variables a config text names as `${VAR}` (what its meaning depends on)."""
+    return {m.group(1) for m in _VAR_RE.finditer(text)}
+
+
 def expand_vars(value: str, env: Mapping[str, str], place: str, seen: dict[str, str] | None = None) -> str:
     """Expand `${VAR}` and `${VAR:-default}`; an undefined `${VAR}` is an error naming it and the place.
 

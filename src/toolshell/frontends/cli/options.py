@@ -189,9 +189,12 @@ def warm_later(config: Any, config_path: str | None, state_dir: str | None, no_d
         return
     # lazy: only `keep_warm` needs the daemon's modules
     from toolshell.frontends.daemon import control
+    from toolshell.frontends.daemon.address import address_for
     from toolshell.frontends.daemon.server import DaemonError
 
     try:
         control.start(config_path, state_dir, wait=False)
     except (DaemonError, OSError) as e:
-        click.echo(f"toolshell: keep_warm: no daemon ({e})", err=True)
+        address = address_for(config_path, state_dir)
+        if address is None or control.note_failure(address, str(e)):  # said once, until a `daemon start` works
+            click.echo(f"toolshell: keep_warm: no daemon ({e}); `toolshell daemon start` says more", err=True)

@@ -1,10 +1,10 @@
 """Which daemon serves a command: one per config, working directory and state, found by its socket.
 
-A daemon serves exactly what a cold command run in the same place would use: the same config
-file, the same working directory (stdio servers started without a `cwd` run there, and sessions
-are told about it) and the same state. Its socket, lock and log live in `<state-dir>/daemons/`
-(0700), named by a hash of the three. Standard library only: the thin client computes this before
-deciding whether to import anything heavy.
+A daemon serves what a cold command run in the same place would use (checked on every request,
+`server`): the same config file, the same working directory (stdio servers started without a
+`cwd` run there, and sessions are told about it) and the same state. Its socket, lock and log
+live in `<state-dir>/daemons/` (0700), named by a hash of the three. Standard library only: the
+thin client computes this before deciding whether to import anything heavy.
 """
 
 from __future__ import annotations
@@ -86,11 +86,13 @@ def address_for(config: str | None, state_dir: str | None, cwd: str | None = Non
     it cannot be told without loading the config (its `[state] dir` uses `${VAR}`, or the file
     cannot be read): then the command runs cold, which reports any problem itself."""
     where = os.path.realpath(cwd or os.getcwd())
-    found = places.config_candidate(config, where)
-    if found is not None:
-        found = os.path.realpath(os.path.join(where, found))
+    candidate = places.config_candidate(config, where)
+    # A checkout's own file may be untrusted (telling needs the trust records): it never chooses
+    # where the socket is. Its daemon listens in the state dir the options or the defaults give.
+    checkout = candidate == places.LOCAL_CONFIG and not config and not os.environ.get("TOOLSHELL_CONFIG")
+    found = None if candidate is None else os.path.realpath(os.path.join(where, candidate))
     configured: str | None = None
-    if found is not None and not state_dir and not os.environ.get("TOOLSHELL_STATE_DIR"):
+    if found is not None and not checkout and not state_dir and not os.environ.get("TOOLSHELL_STATE_DIR"):
         try:
             configured = _configured_state_dir(found)
         except (OSError, ValueError):  # unreadable, not UTF-8, not TOML/JSON: the cold path says so
@@ -109,7 +111,10 @@ def _configured_state_dir(path: str) -> str | None:
     """The `[state] dir` a config file names, read without the config models (TOML, or JSON when
     it starts with `{`, as `config.loading` reads it)."""
     with open(path, "rb") as f:
-        text = f.read().decode("utf-8")
+        data = f.read()
+    if b"state" not in data:  # most files name no state dir: no parser needed
+        return None
+    text = data.decode("utf-8")
     if text.lstrip().startswith("{"):
         raw = json.loads(text)
     else:

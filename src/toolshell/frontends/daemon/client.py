@@ -3,10 +3,11 @@ daemon when there is one for this config, directory and state; everything else, 
 this module does not read itself, through the full command line (`frontends.cli`).
 
 Standard library only, and nothing of toolshell that imports more: a warm command must not pay
-for `import mcp` (most of a second). Whatever it cannot tell for sure (no daemon, an option it
-does not know, text that is not UTF-8, `--no-daemon`, `TOOLSHELL_DEBUG`) goes the cold way, which
-gives the same answers and the same errors; so does a request the daemon declines before running
-anything (the config changed and no longer loads, another version of toolshell).
+for `import mcp` (most of a second). Whatever it cannot tell for sure (no daemon, a socket that is
+not this user's, an option it does not know, text that is not UTF-8, `--`, `--no-daemon`,
+`TOOLSHELL_DEBUG`) goes the cold way; so does a request the daemon declines before running
+anything (the config changed and does not load, an environment that differs from the daemon's,
+another version of toolshell), or one it does not take within `ACCEPT_TIMEOUT`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ class _Invocation:
     def script(self) -> str:
         """The script to run (read now: a FILE, or stdin). Raises _Cold when it is not UTF-8."""
         if self.scripts is not None:
-            piped = "" if sys.stdin.isatty() else self._decoded(self._read_stdin())
+            piped = "" if sys.stdin is not None and sys.stdin.isatty() else self._decoded(self._read_stdin())
             return scripts_script(self.scripts, piped)
         if self.command is not None:
             return self.command
@@ -66,6 +67,8 @@ class _Invocation:
             raise _Cold from None
 
     def _read_stdin(self) -> bytes:
+        if sys.stdin is None:  # closed (`<&-`): the cold path says so
+            raise _Cold
         self.stdin = sys.stdin.buffer.read()
         return self.stdin
 
@@ -77,7 +80,12 @@ class _Invocation:
             raise _Cold from None
 
     def request(self, address: Address) -> dict[str, Any]:
-        message: dict[str, Any] = {"v": wire.PROTOCOL, "version": __version__, "address": address.to_json()}
+        message: dict[str, Any] = {
+            "v": wire.PROTOCOL,
+            "version": __version__,
+            "address": address.to_json(),
+            "env": dict(os.environ),  # the daemon serves only a caller whose environment means the same
+        }
         if self.op == "servers":
             return {**message, "op": "servers", "json": self.as_json}
         op = "plan" if self.op == "plan" else "run"
@@ -108,8 +116,14 @@ def _warm(invocation: _Invocation) -> int | None:
         return exchange(address, invocation.request, write_chunk)
     except _Cold:
         return None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # the daemon cancels the run when the connection closes
         return 130
+    except BrokenPipeError:  # our reader went away (`| head -1`): end quietly, as a shell's command does
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except Exception as e:  # the thin client's last line of defence: one line, never a traceback
+        write_chunk("", f"toolshell: unexpected error: {type(e).__name__}: {e}; rerun with --no-daemon\n")
+        return 1
 
 
 def exchange(
@@ -120,12 +134,10 @@ def exchange(
     """Send one request to the daemon at `address` and print its outcome; its exit code, or None
     when no daemon answers there or it declined (nothing ran). `request` is built only once the
     daemon is reached (it may read stdin). Raises _Cold when `request` says so."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _connected(address)
+    if sock is None:
+        return None
     with sock:
-        try:
-            sock.connect(address.socket)
-        except OSError:  # none running (no socket, or a stale one): nothing was said
-            return None
         accepted = False  # the daemon says so before it runs anything: until then, nothing ran
         try:
             sock.sendall(wire.encode(request(address)))
@@ -134,34 +146,54 @@ def exchange(
                     message = wire.decode(line)
                     if "fallback" in message or "refused" in message:
                         return None
+                    if not accepted:
+                        accepted = True
+                        sock.settimeout(None)  # it runs: as long as the script takes
                     if "exit" in message:
                         write_chunk(str(message.get("stdout") or ""), str(message.get("stderr") or ""))
                         return int(message["exit"])
-                    accepted = True
                     on_chunk(str(message.get("out") or ""), str(message.get("err") or ""))
-        except OSError:  # reset: the daemon was stopping
-            pass
-    if not accepted:
-        return None
+        except (ConnectionError, TimeoutError, ValueError) as e:
+            if isinstance(e, BrokenPipeError) and accepted:
+                raise  # our own stdout (`| head`), not the daemon
+            if not accepted:
+                return None  # it was stopping, is stuck, or is not a daemon: nothing ran
     write_chunk("", "toolshell: the daemon stopped before the command finished; run it again, or with --no-daemon\n")
     return 1
+
+
+ACCEPT_TIMEOUT = 10.0
+"""How long a client waits for the daemon to take its request before running the command cold."""
+
+
+def _connected(address: Address) -> socket.socket | None:
+    """A connection to the daemon at `address`, or None when none runs there or the process there
+    is not this user's (a socket planted in a shared state dir gets nothing, not even the request)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(ACCEPT_TIMEOUT)
+    try:
+        sock.connect(address.socket)
+        if wire.peer_uid(sock) == os.geteuid():
+            return sock
+    except OSError:  # none running (no socket, or a stale one)
+        pass
+    sock.close()
+    return None
 
 
 def ask(address: Address, op: str) -> dict[str, Any] | None:
     """One control request (`status`, `stop`) to the daemon at `address`: its answer, or None when
     none runs there."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _connected(address)
+    if sock is None:
+        return None
     with sock:
-        try:
-            sock.connect(address.socket)
-        except OSError:
-            return None
         message = {"v": wire.PROTOCOL, "version": __version__, "op": op, "address": address.to_json()}
         try:
             sock.sendall(wire.encode(message))
             with sock.makefile("rb") as replies:
                 line = replies.readline(wire.MAX_LINE)
-        except OSError:  # reset: the daemon was stopping
+        except (ConnectionError, TimeoutError):  # it was stopping, or is stuck
             return None
     if not line:
         return None
@@ -182,7 +214,7 @@ def write_chunk(stdout: str, stderr: str) -> None:
 
 def _parse(args: list[str]) -> _Invocation | None:
     """The invocation when this module can run it through a daemon, else None."""
-    if os.environ.get("TOOLSHELL_DEBUG") or not all(_utf8(a) for a in args) or "--no-daemon" in args:
+    if os.environ.get("TOOLSHELL_DEBUG") or not all(_utf8(a) for a in args) or {"--no-daemon", "--"} & set(args):
         return None
     paths: dict[str, str | None] = {"config": None, "state_dir": None}
     i = 0

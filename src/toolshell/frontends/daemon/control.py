@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import select
@@ -55,6 +56,8 @@ def start(
     running = status(address)
     if running is not None:
         return {**running, "already": True}
+    if not wait and (_locked(address) or os.path.exists(_failed(address))):
+        return {"starting": True, **address.shown()}  # one is starting; or starting failed: said once
     command = [sys.executable, "-m", "toolshell.frontends.daemon.server"]
     command += ["--config", config_path] if config_path else []
     command += ["--state-dir", state_dir] if state_dir else []
@@ -86,9 +89,44 @@ def start(
     if said is None:
         raise DaemonError(f"the daemon did not start{_log_tail(address)}")
     message = wire.decode(said)
+    if message.get("already"):  # another start won the lock: report the daemon it starts
+        return {**_wait_for_status(address), "already": True}
     if "error" in message:
         raise DaemonError(str(message["error"]))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(_failed(address))
     return status(address) or {"pid": message.get("pid"), **address.shown()}
+
+
+def note_failure(address: Address, why: str) -> bool:
+    """Remember that `keep_warm` could not start this daemon; True the first time (say it then)."""
+    try:
+        os.makedirs(address.folder, mode=0o700, exist_ok=True)
+        fd = os.open(_failed(address), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return False
+    except OSError:
+        return True  # nowhere to remember it: said each time
+    with os.fdopen(fd, "w") as f:
+        f.write(why + "\n")
+    return True
+
+
+def _failed(address: Address) -> str:
+    """Marks that `keep_warm` failed to start this daemon (`daemon start` clears it)."""
+    return os.path.join(address.folder, f"{address.key}.failed")
+
+
+def _wait_for_status(address: Address) -> dict[str, Any]:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while time.monotonic() < deadline:
+        found = status(address)
+        if found is not None:
+            return found
+        if not _locked(address):
+            break  # the other start gave up
+        time.sleep(0.1)
+    raise DaemonError(f"another daemon start did not finish{_log_tail(address)}")
 
 
 def stop(address: Address) -> dict[str, Any] | None:

@@ -24,6 +24,8 @@ import logging
 import math
 import os
 import signal
+import socket
+import stat
 import sys
 import threading
 import time
@@ -55,6 +57,10 @@ STOP_GRACE_SECONDS = 10.0
 
 class DaemonError(Exception):
     """Why a daemon cannot start here: one line for the person who asked."""
+
+
+class AlreadyRunning(DaemonError):
+    """Another daemon holds this address's lock (it may still be starting)."""
 
 
 @dataclass
@@ -102,6 +108,8 @@ class Daemon:
         self._tg: anyio.abc.TaskGroup | None = None
         self._stopping = anyio.Event()
         self._stop_when_answered: str | None = None
+        self._env: dict[str, str | None] = {}
+        """The variables its answers depend on, as the daemon has them (`_env_names`)."""
         self._quiet = anyio.Event()
         """Set while nothing is being served (replaced when something starts)."""
         self._quiet.set()
@@ -114,6 +122,18 @@ class Daemon:
         found, note = cfg.config_in_use(self.config_path)
         return (None if found is None else str(found.resolve())), note
 
+    def _env_names(self, config: cfg.Config, path: str | None) -> set[str]:
+        """The variables the answers depend on: those the config file names (`${VAR}`, `[shell]
+        env`, `*_env`), and those every command reads (`TOOLSHELL_*`, `OTEL_*`, what a stdio
+        server inherits)."""
+        text = ""
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                text = ""
+        return {*cfg.referenced_vars(text), *config.shell.env, *_named_env(config.model_dump()), *_ALWAYS_ENV}
+
     async def _current(self) -> _Generation | str:
         """The host to serve a request on: the open one while the config a cold command would use
         is the same file with the same bytes, else one opened afresh; or why the request must run
@@ -124,18 +144,21 @@ class Daemon:
             path, note = self._in_use()
             now.note = note
             if path == now.path and _fingerprint(path) == now.fingerprint:
+                now.active += 1  # counted under the lock: a reload cannot retire it before it is used
                 return now
             try:
                 config = cfg.load(self.config_path)
-            except ConfigError as e:
-                logger.warning("not serving: the config changed and does not load (%s)", _one_line(e))
-                return "the config changed and does not load"
-            opened = await self._open(config, path, note)
+                opened = await self._open(config, path, note)
+            except Exception as e:  # it does not load or open: a cold command says why, this says nothing
+                logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
+                return "the config changed and cannot be used"
+            self._env = _environment(os.environ, self._env_names(config, path))
             now.retired = True
             if now.active == 0:
                 now.drained.set()
             self.reloads += 1
             logger.warning("the config changed: reloaded %s", path or "the embedded default")
+            opened.active += 1
             return opened
 
     async def _open(self, config: cfg.Config, path: str | None, note: str | None) -> _Generation:
@@ -170,26 +193,36 @@ class Daemon:
         """Open the host, listen, say `ready`, and serve until idle, stopped or stale."""
         path, note = self._in_use()
         config = cfg.load(self.config_path)
-        cfg_name = self.config_path
         # lazy: the grant hint names the process's options (`toolshell approvals grant … --config …`)
         from toolshell.calls.approval import name_process_options
 
-        name_process_options(cfg_name, self.state_dir)
+        # The grant hint names options that reach this state from anywhere: absolute paths.
+        name_process_options(path, self.address.state_dir)
+        self._env = _environment(os.environ, self._env_names(config, path))
         async with anyio.create_task_group() as tg:
             self._tg = tg
             await self._open(config, path, note)
             socket_path = self.address.socket
             listener = await anyio.create_unix_listener(socket_path)
             os.chmod(socket_path, 0o600)  # already so by the umask; said again for clarity
-            tg.start_soon(self._accept, listener)
             tg.start_soon(self._watch_idle)
             tg.start_soon(self._watch_signals)
-            ready({"ready": True, "pid": os.getpid(), "socket": str(socket_path)})
-            logger.warning("serving %s in %s", self.address.config or "the embedded default", self.address.cwd)
-            await self._stopping.wait()
-            await listener.aclose()  # new connections are refused (their commands run cold)
-            with anyio.move_on_after(STOP_GRACE_SECONDS):  # what runs may finish; then it is cancelled
-                await self._quiet.wait()
+            async with anyio.create_task_group() as handlers:
+                accepting = anyio.CancelScope()
+
+                async def accept() -> None:
+                    with accepting:
+                        await listener.serve(self._handle, task_group=handlers)
+
+                handlers.start_soon(accept)
+                ready({"ready": True, "pid": os.getpid(), "socket": str(socket_path)})
+                logger.warning("serving %s in %s", path or "the embedded default", self.address.cwd)
+                await self._stopping.wait()
+                accepting.cancel()
+                await listener.aclose()  # new connections are refused (their commands run cold)
+                with anyio.move_on_after(STOP_GRACE_SECONDS):  # what runs may finish; then it is cancelled
+                    await self._quiet.wait()
+                handlers.cancel_scope.cancel()
             if self._generation is not None:
                 self._generation.retired = True
                 if self._generation.active == 0:
@@ -199,10 +232,6 @@ class Daemon:
     def stop(self, why: str) -> None:
         logger.warning("stopping: %s", why)
         self._stopping.set()
-
-    async def _accept(self, listener: anyio.abc.Listener[Any]) -> None:
-        async with listener:
-            await listener.serve(self._handle)
 
     async def _watch_idle(self) -> None:
         while True:
@@ -233,6 +262,8 @@ class Daemon:
                     await self._answer(stream, request)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the client went away (Ctrl-C): its run was cancelled with it
+        except Exception as e:  # one connection's failure never stops the daemon
+            logger.warning("a connection failed: %s", _one_line(e))
         finally:
             if self._stop_when_answered is not None:  # after the answer went out and the stream closed
                 self.stop(self._stop_when_answered)
@@ -241,7 +272,8 @@ class Daemon:
         op = request.get("op")
         if request.get("version") != __version__:
             await _send(stream, {"fallback": f"the daemon runs toolshell {__version__}"})
-            self._stop_when_answered = f"a client of toolshell {request.get('version')} asked: this daemon is stale"
+            if _newer(request.get("version"), __version__):  # an upgrade: this daemon is stale
+                self._stop_when_answered = f"a client of toolshell {request.get('version')} asked: this daemon is stale"
             return
         if request.get("address") != self.address.to_json():
             await _send(stream, {"fallback": "this daemon serves another config, directory or state"})
@@ -253,14 +285,20 @@ class Daemon:
             await _send(stream, {"exit": 0, "stdout": f"stopped the daemon (pid {os.getpid()})\n"})
             self._stop_when_answered = "asked to"
             return
+        env = request.get("env")
+        if not isinstance(env, dict) or _environment(env, set(self._env)) != self._env:
+            await _send(stream, {"fallback": "the environment differs from the daemon's"})
+            return
         generation = await self._current()
         if isinstance(generation, str):
             await _send(stream, {"fallback": generation})
             return
+        if _gone(stream):  # it gave up waiting (and runs the command cold): nothing runs here
+            generation.release()
+            return
         noted = f"{generation.note}\n" if generation.note else ""
         await _send(stream, {"out": "", "err": noted})  # accepted: from here on it runs
         self.requests += 1
-        generation.active += 1
         self._active += 1
         if self._quiet.is_set():
             self._quiet = anyio.Event()
@@ -404,6 +442,56 @@ def _role(request: dict[str, Any]) -> str | None:
     return role if isinstance(role, str) else None
 
 
+_ALWAYS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
+_ENV_PREFIXES = ("TOOLSHELL_", "OTEL_", "LC_")
+_IN_THE_ADDRESS = ("TOOLSHELL_CONFIG", "TOOLSHELL_STATE_DIR", "TOOLSHELL_STATE_URL")
+"""Already part of what a daemon serves (`address.Address`): a client may give them as options."""
+
+
+def _environment(env: Any, names: set[str]) -> dict[str, str | None]:
+    """The part of an environment the answers depend on: `names`, and every `TOOLSHELL_*`,
+    `OTEL_*` and `LC_*` variable."""
+    view: dict[str, str | None] = {name: _str(env.get(name)) for name in names}
+    view.update({k: _str(v) for k, v in env.items() if isinstance(k, str) and k.startswith(_ENV_PREFIXES)})
+    for name in _IN_THE_ADDRESS:
+        view.pop(name, None)
+    return view
+
+
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _named_env(tree: object) -> set[str]:
+    """The variable names a config's `*_env` settings give (OAuth secrets, keys)."""
+    if isinstance(tree, dict):
+        found = {v for k, v in tree.items() if isinstance(k, str) and k.endswith("_env") and isinstance(v, str)}
+        return found.union(*(_named_env(v) for v in tree.values()))
+    if isinstance(tree, list):
+        return set().union(*(_named_env(v) for v in tree))
+    return set()
+
+
+def _newer(theirs: object, ours: str) -> bool:
+    """Whether the client's version is later than the daemon's (an older one only runs cold)."""
+
+    def parts(version: str) -> tuple[int, ...]:
+        return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+
+    return isinstance(theirs, str) and parts(theirs) > parts(ours)
+
+
+def _gone(stream: anyio.abc.SocketStream) -> bool:
+    """Whether the client has closed its end (it waited too long and ran the command cold)."""
+    raw = stream.extra(SocketAttribute.raw_socket)
+    try:
+        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return True
+
+
 def _fingerprint(path: str | None) -> str | None:
     """The config file's bytes, hashed (None: no file, or it cannot be read now)."""
     if path is None:
@@ -424,13 +512,13 @@ def hold_lock(address: Address) -> int:
     Raises:
         DaemonError: another daemon holds it.
     """
-    fd = os.open(address.lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(address.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         held_by = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
         os.close(fd)
-        raise DaemonError(f"a daemon already serves this (pid {held_by}); see `toolshell daemon status`") from None
+        raise AlreadyRunning(f"a daemon already serves this (pid {held_by}); see `toolshell daemon status`") from None
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     return fd
@@ -444,12 +532,19 @@ def prepare_folder(address: Address) -> None:
     """
     if (too_long := address.socket_too_long()) is not None:
         raise DaemonError(too_long)
-    folder = Path(address.folder)
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    info = folder.stat()
-    if info.st_uid != os.geteuid():
-        raise DaemonError(f"{address.folder} belongs to another user; give a --state-dir of your own")
-    os.chmod(folder, 0o700)
+    for folder in (address.state_dir, address.folder):  # made private, as a cold command makes its state dir
+        try:
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        except OSError as e:
+            raise DaemonError(f"cannot make {folder}: {e.strerror}; give a --state-dir you can write") from None
+    info = os.lstat(address.folder)  # a symlink planted in a shared state dir is never followed
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise DaemonError(
+            f"{address.folder} is not a folder of your own (a link, or another user's); "
+            "remove it, or give a --state-dir of your own"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        os.chmod(address.folder, 0o700, follow_symlinks=False)
 
 
 def run_daemon(config_path: str | None, state_dir: str | None, idle_seconds: float | None, ready: Ready) -> None:
@@ -496,18 +591,34 @@ def _main() -> None:
 
     try:
         run_daemon(args.config, args.state_dir, args.idle_seconds, ready)
-    except (DaemonError, ConfigError, ToolshellError) as e:
-        message = error_line(e).strip() if isinstance(e, ToolshellError) else _config_text(e)
+    except AlreadyRunning as e:
+        _say(args.ready_fd, {"error": str(e), "already": True})
+        sys.exit(1)
     except Exception as e:  # the daemon's last line of defence: one line, in its log and to `daemon start`
-        if os.environ.get("TOOLSHELL_DEBUG"):
+        known = _known(e)
+        if known is not None:
+            message = error_line(known).strip() if isinstance(known, ToolshellError) else _config_text(known)
+        elif os.environ.get("TOOLSHELL_DEBUG"):
             raise
-        message = f"unexpected error: {type(e).__name__}: {_one_line(e)}; TOOLSHELL_DEBUG=1 logs the traceback"
+        else:
+            message = f"unexpected error: {type(e).__name__}: {_one_line(e)}; TOOLSHELL_DEBUG=1 logs the traceback"
     else:
         return
     if not said:
         _say(args.ready_fd, {"error": message})
     print(f"toolshell daemon: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def _known(e: BaseException) -> Exception | None:
+    """The error a person can act on, also from inside a task group's `ExceptionGroup`."""
+    if isinstance(e, DaemonError | ConfigError | ToolshellError):
+        return e
+    if isinstance(e, BaseExceptionGroup):
+        for inner in e.exceptions:
+            if (found := _known(inner)) is not None:
+                return found
+    return None
 
 
 def _say(fd: int | None, message: dict[str, Any]) -> None:
