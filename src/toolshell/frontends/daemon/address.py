@@ -9,9 +9,16 @@ thin client computes this before deciding whether to import anything heavy.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
+
+try:  # not `hashlib`: it loads OpenSSL, a tenth of the thin client's start-up
+    from _sha256 import sha256  # type: ignore[import-not-found]  # CPython up to 3.11
+except ImportError:  # pragma: no cover - 3.12 and later, or another interpreter
+    try:
+        from _sha2 import sha256  # type: ignore[import-not-found]
+    except ImportError:
+        from hashlib import sha256
 
 from toolshell import places
 
@@ -43,7 +50,7 @@ class Address:
     @property
     def key(self) -> str:
         what = json.dumps([self.config, self.cwd, self.state_url], ensure_ascii=False)
-        return hashlib.sha256(what.encode("utf-8", "surrogateescape")).hexdigest()[:20]
+        return str(sha256(what.encode("utf-8", "surrogateescape")).hexdigest()[:20])
 
     @property
     def folder(self) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import os
-import socket
 import sys
 
 from toolshell.frontends.daemon import wire
@@ -134,30 +133,30 @@ def exchange(
     """Send one request to the daemon at `address` and print its outcome; its exit code, or None
     when no daemon answers there or it declined (nothing ran). `request` is built only once the
     daemon is reached (it may read stdin). Raises _Cold when `request` says so."""
-    sock = _connected(address)
-    if sock is None:
+    conn = _connected(address)
+    if conn is None:
         return None
-    with sock:
-        accepted = False  # the daemon says so before it runs anything: until then, nothing ran
-        try:
-            sock.sendall(wire.encode(request(address)))
-            with sock.makefile("rb") as replies:
-                while line := replies.readline(wire.MAX_LINE):
-                    message = wire.decode(line)
-                    if "fallback" in message or "refused" in message:
-                        return None
-                    if not accepted:
-                        accepted = True
-                        sock.settimeout(None)  # it runs: as long as the script takes
-                    if "exit" in message:
-                        write_chunk(str(message.get("stdout") or ""), str(message.get("stderr") or ""))
-                        return int(message["exit"])
-                    on_chunk(str(message.get("out") or ""), str(message.get("err") or ""))
-        except (ConnectionError, TimeoutError, ValueError) as e:
-            if isinstance(e, BrokenPipeError) and accepted:
-                raise  # our own stdout (`| head`), not the daemon
+    accepted = False  # the daemon says so before it runs anything: until then, nothing ran
+    try:
+        conn.send(request(address))
+        while line := conn.readline():
+            message = wire.decode(line)
+            if "fallback" in message or "refused" in message:
+                return None
             if not accepted:
-                return None  # it was stopping, is stuck, or is not a daemon: nothing ran
+                accepted = True
+                conn.settimeout(None)  # it runs: as long as the script takes
+            if "exit" in message:
+                write_chunk(str(message.get("stdout") or ""), str(message.get("stderr") or ""))
+                return int(message["exit"])
+            on_chunk(str(message.get("out") or ""), str(message.get("err") or ""))
+    except (ConnectionError, TimeoutError, ValueError) as e:
+        if isinstance(e, BrokenPipeError) and accepted:
+            raise  # our own stdout (`| head`), not the daemon
+        if not accepted:
+            return None  # it was stopping, is stuck, or is not a daemon: nothing ran
+    finally:
+        conn.close()
     write_chunk("", "toolshell: the daemon stopped before the command finished; run it again, or with --no-daemon\n")
     return 1
 
@@ -166,35 +165,32 @@ ACCEPT_TIMEOUT = 10.0
 """How long a client waits for the daemon to take its request before running the command cold."""
 
 
-def _connected(address: Address) -> socket.socket | None:
+def _connected(address: Address) -> wire.Connection | None:
     """A connection to the daemon at `address`, or None when none runs there or the process there
     is not this user's (a socket planted in a shared state dir gets nothing, not even the request)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(ACCEPT_TIMEOUT)
+    conn = wire.Connection(ACCEPT_TIMEOUT)
     try:
-        sock.connect(address.socket)
-        if wire.peer_uid(sock) == os.geteuid():
-            return sock
+        if conn.connect(address.socket) == os.geteuid():
+            return conn
     except OSError:  # none running (no socket, or a stale one)
         pass
-    sock.close()
+    conn.close()
     return None
 
 
 def ask(address: Address, op: str) -> dict[str, Any] | None:
     """One control request (`status`, `stop`) to the daemon at `address`: its answer, or None when
     none runs there."""
-    sock = _connected(address)
-    if sock is None:
+    conn = _connected(address)
+    if conn is None:
         return None
-    with sock:
-        message = {"v": wire.PROTOCOL, "version": __version__, "op": op, "address": address.to_json()}
-        try:
-            sock.sendall(wire.encode(message))
-            with sock.makefile("rb") as replies:
-                line = replies.readline(wire.MAX_LINE)
-        except (ConnectionError, TimeoutError):  # it was stopping, or is stuck
-            return None
+    try:
+        conn.send({"v": wire.PROTOCOL, "version": __version__, "op": op, "address": address.to_json()})
+        line = conn.readline()
+    except (ConnectionError, TimeoutError, ValueError):  # it was stopping, is stuck, or is not a daemon
+        return None
+    finally:
+        conn.close()
     if not line:
         return None
     answer = wire.decode(line)

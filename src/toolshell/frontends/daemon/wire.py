@@ -16,8 +16,8 @@ command runs cold), output chunks of a run as the script writes them, then the o
 
 from __future__ import annotations
 
+import _socket  # not `socket`: it imports `selectors` and `enum`, most of the thin client's start-up
 import json
-import socket
 import struct
 
 TYPE_CHECKING = False  # `typing` is not imported here: every millisecond of start-up counts
@@ -41,8 +41,44 @@ def decode(line: bytes) -> dict[str, Any]:
     return message
 
 
-def peer_uid(sock: socket.socket) -> int:
+def peer_uid(sock: Any) -> int:
     """The user id of the process at the other end of a Unix socket (Linux `SO_PEERCRED`)."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, struct.calcsize("3i"))
     _pid, uid, _gid = struct.unpack("3i", creds)
     return int(uid)
+
+
+class Connection:
+    """The client's end: one Unix stream socket, read a line at a time."""
+
+    def __init__(self, timeout: float) -> None:
+        self._sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        self._sock.settimeout(timeout)
+        self._buffer = b""
+
+    def connect(self, path: str) -> int:
+        """Connect; the peer's uid. Raises OSError when nothing listens there."""
+        self._sock.connect(path)
+        return peer_uid(self._sock)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._sock.sendall(encode(message))
+
+    def settimeout(self, timeout: float | None) -> None:
+        self._sock.settimeout(timeout)
+
+    def readline(self) -> bytes:
+        """The next line, with its newline; b"" at the end. Raises ValueError past `MAX_LINE`."""
+        while b"\n" not in self._buffer:
+            chunk = self._sock.recv(65536)
+            if not chunk:
+                line, self._buffer = self._buffer, b""
+                return line
+            self._buffer += chunk
+            if len(self._buffer) > MAX_LINE:
+                raise ValueError("a line longer than the protocol allows")
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line + b"\n"
+
+    def close(self) -> None:
+        self._sock.close()
