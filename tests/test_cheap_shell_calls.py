@@ -160,6 +160,16 @@ async def test_a_run_shell_handed_to_the_next_run_keeps_nothing_of_the_last_one(
     assert handed.stdout.endswith("ping\n")
 
 
+async def test_a_handed_on_shell_shows_a_shell_env_variable_as_it_is_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("API_REGION", "eu")
+    config = Config.model_validate({"shell": {"env": ["API_REGION"]}})
+    async with Host.open(config) as host:
+        assert (await host.run("echo $API_REGION")).stdout == "eu\n"
+        monkeypatch.setenv("API_REGION", "us")
+        assert (await host.run("echo $API_REGION")).stdout == "us\n"
+        assert (await host.session().run("echo $API_REGION")).stdout == "us\n"
+
+
 def test_the_scan_of_a_script_is_kept_and_each_caller_gets_its_own_copy() -> None:
     script = "tools ops ping text=a | tools ops pong"
     first = scan(script)

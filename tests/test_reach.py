@@ -105,6 +105,8 @@ SAVED = {
         ("tools scripts missing", None),
         ("tools scripts loop", None),
         ("tools scripts dynamic", None),
+        ('x=1; eval "tools github get-pull number=1"; tools git git-log', None),
+        ('x=1; eval "tools github get-pull number=1"; tools git git-log', None),  # again: from the scan cache
     ],
 )
 def test_a_saved_script_run_counts_for_what_its_body_names(script: str, named: set[str] | None) -> None:

@@ -145,7 +145,7 @@ def scan(script: str) -> Scan:
     else:
         _scans.move_to_end(script)
     calls = [dataclasses.replace(c, argv=list(c.argv)) for c in kept.calls]  # a caller cannot change the cache
-    return Scan(calls, kept.complete, list(kept.reasons), kept.direct_calls)
+    return dataclasses.replace(kept, calls=calls, reasons=list(kept.reasons))  # every field, `unseen` too
 
 
 def _scan(script: str) -> Scan:

@@ -34,7 +34,7 @@ def new_shell(config: ShellConfig, tools: Builtin, *, network: bool = True) -> B
     builtins: dict[str, Any] = {"tools": tools}
     if not network:
         builtins.update(dict.fromkeys(NETWORK_COMMANDS, _no_network_in_saved_scripts))
-    env = {name: os.environ[name] for name in config.env if name in os.environ}
+    env = shell_env(config)
     kwargs: dict[str, Any] = {}
     if config.network_allow and network:  # a saved script gets no network at all
         kwargs["network"] = {"allow": list(config.network_allow)}
@@ -51,6 +51,11 @@ def new_shell(config: ShellConfig, tools: Builtin, *, network: bool = True) -> B
     for m in config.mounts:
         bash.mount(m.path, FileSystem.real(m.host, writable=m.writable), read_only=not m.writable)
     return bash
+
+
+def shell_env(config: ShellConfig) -> dict[str, str]:
+    """The variables `[shell] env` passes into a shell, as they are now."""
+    return {name: os.environ[name] for name in config.env if name in os.environ}
 
 
 def both_streams(stdout: Callable[[str], None], stderr: Callable[[str], None]) -> Callable[[str, str], None]:

@@ -2,7 +2,8 @@
 
 bashkit has no cheap clone (`Bash.from_snapshot` costs twice a new `Bash`), but `Bash.reset()`
 puts a shell back to what its constructor made (no files, variables, functions, aliases, traps,
-options; the working directory, environment, limits and network as configured) for a third of
+options; the working directory, environment, limits and network as configured; a spare built
+when a `[shell] env` variable had another value is dropped) for a third of
 the cost of a new shell and its first run. A shell is handed on only by its one user once its
 shell call has ended (`Host.run`, whose session nobody else holds; bashkit's `execute` returns
 after the script's background jobs), and its `tools` command is rebound to the new owner. Shells
@@ -14,7 +15,7 @@ from __future__ import annotations
 from bashkit import Bash, BuiltinContext, BuiltinResult
 
 from toolshell.config import ShellConfig
-from toolshell.shell.bash import Builtin, new_shell
+from toolshell.shell.bash import Builtin, new_shell, shell_env
 
 POOL_SIZE = 16
 """Spare shells kept at most: about 30 KB each."""
@@ -25,6 +26,8 @@ class Shell:
 
     def __init__(self, config: ShellConfig, tools: Builtin) -> None:
         self.owner: Builtin | None = tools
+        self.env = shell_env(config)
+        """The `[shell] env` values it was built with (a reset restores these)."""
         self.bash: Bash = new_shell(config, self._tools)
 
     async def _tools(self, ctx: BuiltinContext) -> BuiltinResult:
@@ -46,6 +49,8 @@ class ShellPool:
 
     def take(self, tools: Builtin) -> Shell:
         """A shell whose `tools` command is `tools`: a spare one, else a new one."""
+        if self._spare and self._spare[-1].env != shell_env(self.config):
+            self._spare.clear()  # a variable `[shell] env` passes changed: spares would show the old value
         if not self._spare:
             return Shell(self.config, tools)
         shell = self._spare.pop()

@@ -12,15 +12,11 @@ from __future__ import annotations
 import json
 import os
 
-try:  # not `hashlib`: it loads OpenSSL, a tenth of the thin client's start-up
-    from _sha256 import sha256  # type: ignore[import-not-found]  # CPython up to 3.11
-except ImportError:  # pragma: no cover - 3.12 and later, or another interpreter
-    try:
-        from _sha2 import sha256  # type: ignore[import-not-found]
-    except ImportError:
-        from hashlib import sha256
-
 from toolshell import places
+
+TYPE_CHECKING = False  # `typing` is not imported here: every millisecond of start-up counts
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_SOCKET_PATH = 107
 """The longest path a Unix socket can be bound to on Linux (`sun_path` holds 108 bytes)."""
@@ -50,7 +46,7 @@ class Address:
     @property
     def key(self) -> str:
         what = json.dumps([self.config, self.cwd, self.state_url], ensure_ascii=False)
-        return str(sha256(what.encode("utf-8", "surrogateescape")).hexdigest()[:20])
+        return str(_sha256()(what.encode("utf-8", "surrogateescape")).hexdigest()[:20])
 
     @property
     def folder(self) -> str:
@@ -86,6 +82,17 @@ class Address:
         """What may be printed: the state URL can hold a password, so only whether one is set."""
         url = "set by TOOLSHELL_STATE_URL" if self.state_url else None
         return {"config": self.config, "cwd": self.cwd, "state_dir": self.state_dir, "state_url": url}
+
+
+def _sha256() -> Any:
+    """SHA-256 without `hashlib`, which loads OpenSSL: a tenth of the thin client's start-up."""
+    try:
+        # lazy: CPython up to 3.11 has it built in
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:  # pragma: no cover - 3.12 and later, or another interpreter
+        # lazy: the standard one where the built-in is not there
+        from hashlib import sha256
+    return sha256
 
 
 def address_for(config: str | None, state_dir: str | None, cwd: str | None = None) -> Address | None:
