@@ -230,3 +230,56 @@ async def test_a_list_another_process_remembers_shows_on_the_next_shell_call_of_
     assert "late" in first.stdout and "1 tool)" in first.stdout, first.stdout
     assert same.stdout == first.stdout
     assert "2 tools)" in second.stdout, second.stdout
+
+
+class _HeldLister(MCPServer):
+    """Its next `tools/list` reads the list on arrival, then waits until released."""
+
+    def __init__(self) -> None:
+        super().__init__("held", log_level="WARNING")
+        self.hold: anyio.Event | None = None
+        self.entered = anyio.Event()
+        for name in ("ping", "change", "touch"):
+            self._add(name)
+
+    def _add(self, name: str) -> None:
+        async def tool(ctx: Context) -> str:
+            if name == "change":
+                self._add("added")
+            if name in ("change", "touch"):
+                await ctx.notify_tools_changed()
+            return name
+
+        self.add_tool(tool, name=name, description=f"The {name} tool.", annotations=ToolAnnotations(readOnlyHint=True))
+
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        tools = await self.list_tools()  # the list as the request arrives
+        if (hold := self.hold) is not None:
+            self.hold = None
+            self.entered.set()
+            await hold.wait()
+        return types.ListToolsResult(tools=tools, cache_scope="public")
+
+
+async def test_a_listing_overtaken_by_a_list_change_is_never_reused_as_the_newer_list() -> None:
+    server = _HeldLister()
+    async with Host.open(servers={"ops": server}) as host:
+        changed = [anyio.Event()]
+        host.manager.on_tools_changed = lambda _name: changed[0].set()
+        slow, other = host.session(), host.session()
+        await other.run("tools ops touch")
+        with anyio.fail_after(10):
+            await changed[0].wait()
+        changed[0], release = anyio.Event(), anyio.Event()
+        server.hold = release
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(slow.run, "tools ops --help")  # its listing reads the old list, then waits
+            with anyio.fail_after(10):
+                await server.entered.wait()
+            await other.run("tools ops change")  # adds `added`, says the list changed
+            with anyio.fail_after(10):
+                await changed[0].wait()
+            assert (await other.run("tools ops added")).stdout == "added\n"  # the newer list is stored
+            release.set()
+        after = await slow.run("tools ops added")
+        assert (after.exit_code, after.stdout) == (0, "added\n"), after.stderr

@@ -100,9 +100,9 @@ async def build_catalog(
         if server.name in disabled:
             continue
         read = read_server(source, server, session)  # before the listing: a change during it is seen next time
-        tools, info = await _server_tools(source, server, session, redact)
-        if read[1] == "ready":  # the stamp of the list just listed (no await since, so it is that list's)
-            read = (*read[:3], source.list_stamp(server, session) if info.state == "ready" else None)
+        tools, info, listed = await _server_tools(source, server, session, redact)
+        if read[1] == "ready":
+            read = (*read[:3], await _stamp_of(source, server, session, listed) if info.state == "ready" else None)
         reads.append(read)
         if info.state in _NOT_YET and (recalled := source.recall(server)) is not None:
             tools = _entries(server, recalled, redact)
@@ -139,24 +139,36 @@ def current_inputs(config: Config, source: ToolSource, overlays: Overlays, sessi
 
 async def _server_tools(
     source: ToolSource, server: ServerConfig, session: Any, redact: Redactor
-) -> tuple[list[ToolEntry], ServerInfo]:
+) -> tuple[list[ToolEntry], ServerInfo, list[Any]]:
+    """The server's entries, what the catalog says of it, and the MCP tools they were made from."""
     state = source.state(server.name)
     if state is None:
-        return [], ServerInfo(server.name, loaded=False, tool_count=0, state="disabled")
+        return [], ServerInfo(server.name, loaded=False, tool_count=0, state="disabled"), []
     if state == "not_loaded":
-        return [], ServerInfo(server.name, loaded=False, tool_count=0, state=state)
+        return [], ServerInfo(server.name, loaded=False, tool_count=0, state=state), []
     if state != "ready":
         info = ServerInfo(
             server.name, loaded=True, tool_count=0, state=state, last_error=source.last_error(server.name)
         )
-        return [], info
+        return [], info, []
     try:
         tools = await source.list_tools(server, session)
     except ToolshellError as e:
         state = "needs_auth" if e.code == ErrorCode.CONNECTION_REQUIRED else "failed"
-        return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message)
+        return [], ServerInfo(server.name, loaded=True, tool_count=0, state=state, last_error=e.message), []
     entries = _entries(server, tools, redact)
-    return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready")
+    return entries, ServerInfo(server.name, loaded=True, tool_count=len(entries), state="ready"), tools
+
+
+async def _stamp_of(source: ToolSource, server: ServerConfig, session: Any, listed: list[Any]) -> Hashable:
+    """The stamp of the list this build got, or None (then nothing is reused and the next shell
+    call builds anew). A listing that began before a `tools/list_changed` is not stored, and the
+    cache may meanwhile hold a newer list another session fetched: the stamp is that list's only
+    when it holds the very tools this build got."""
+    cached = await source.list_tools(server, session)  # from the cache when this build's list was stored
+    stamp = source.list_stamp(server, session)  # no await since `cached`: that list's stamp
+    same = len(cached) == len(listed) and all(a is b for a, b in zip(cached, listed, strict=True))
+    return stamp if same else None
 
 
 _NOT_YET = ("not_loaded", "connecting")
