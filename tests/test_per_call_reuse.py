@@ -5,6 +5,9 @@
 - A flat object schema gets a plain-Python check beside its jsonschema validator: its verdict is
   jsonschema's on every input, and a schema changed by `tools/list_changed` gets its own.
 - An entry's `command` is computed once, and a changed entry has its own.
+- A tool's output-schema validator is taken from the SDK's cache without its per-call imports;
+  a changed listed schema still gets a new one.
+- A `tools` command's words are looked up once in its catalog, not twice; another catalog asks anew.
 """
 
 from __future__ import annotations
@@ -14,18 +17,26 @@ import json
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
+from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
+from _connections_support import builtin_config
+from toolshell.calls.prepare import lookup
 from toolshell.config import Config
+from toolshell.connections.base import CallOptions, SessionContext
+from toolshell.connections.factory import make_connection
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
 from toolshell.registry import ToolEntry, validate_input
 from toolshell.registry import validate as validate_module
+from toolshell.registry.catalog import Catalog
+from toolshell.registry.entry import ServerInfo
 from toolshell.session import Session
 
 READ = ToolAnnotations(readOnlyHint=True)
@@ -195,3 +206,63 @@ def test_an_entrys_command_is_made_once_and_a_changed_entry_has_its_own() -> Non
     renamed = dataclasses.replace(entry, name="get_pull")
     assert (renamed.command, entry.command) == ("tools git-hub get-pull", "tools git-hub list-pulls")
     assert renamed == dataclasses.replace(renamed) and hash(renamed) == hash(("git_hub", "get_pull"))
+
+
+# --- the output schema's validator, kept by the SDK per tool ------------------------------------
+
+
+def _reshaping() -> Server[Any]:
+    """`count` returns `{"n": 1}`; its output schema says `n` is an integer until `reshape` makes it
+    a string (and says tools/list_changed)."""
+    shapes = {"n": {"type": "integer"}}
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        schema = {"type": "object", "properties": dict(shapes), "required": ["n"]}
+        count = types.Tool(name="count", input_schema={"type": "object"}, output_schema=schema)
+        return types.ListToolsResult(tools=[count, types.Tool(name="reshape", input_schema={"type": "object"})])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == "reshape":
+            shapes["n"] = {"type": "string"}
+            await ctx.session.send_tool_list_changed()
+            return types.CallToolResult(content=[types.TextContent(type="text", text="reshaped")])
+        return types.CallToolResult(content=[types.TextContent(type="text", text="1")], structured_content={"n": 1})
+
+    return Server("reshaping", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+@pytest.mark.anyio
+async def test_a_result_is_checked_against_the_output_schema_of_the_latest_list() -> None:
+    conn = make_connection(builtin_config("reshaping"), _reshaping, mode="legacy")
+    changed = anyio.Event()
+    conn.on_tools_changed = lambda server: changed.set()
+    one = SessionContext(session_id="s1")
+    try:
+        await conn.list_tools(one)
+        first = await conn.call_tool("count", {}, CallOptions(session=one))
+        again = await conn.call_tool("count", {}, CallOptions(session=one))  # the validator made for the first
+        await conn.call_tool("reshape", {}, CallOptions(session=one))
+        with anyio.fail_after(10):
+            await changed.wait()
+        await conn.list_tools(one)
+        with pytest.raises(ToolshellError) as refused:
+            await conn.call_tool("count", {}, CallOptions(session=one))
+    finally:
+        await conn.close()
+    assert (first.structured_content, again.structured_content) == ({"n": 1}, {"n": 1})
+    assert "1 is not of type 'string'" in refused.value.message, refused.value.message
+
+
+# --- the lookup, once per command -------------------------------------------------------------
+
+
+def test_the_lookup_of_a_command_is_reused_only_for_the_same_catalog_and_words() -> None:
+    before = Catalog([ServerInfo("git", loaded=True, tool_count=1)], [ToolEntry("git", "log")])
+    after = Catalog([ServerInfo("git", loaded=True, tool_count=1)], [ToolEntry("git", "show")])
+    first = lookup(before, ["git", "log", "n=1"])
+    assert lookup(before, ["git", "log", "n=1"]) is first  # the command's second look: reused
+    assert lookup(before, ["git", "log", "n=1"]) is not first  # taken once: a later command asks again
+    assert lookup(before, ["git", "log", "n=2"]).rest == ["n=2"]
+    with pytest.raises(ToolshellError, match="no tool named 'log'"):
+        lookup(after, ["git", "log", "n=2"])  # a rebuilt catalog (a server restarted) is asked itself
+    assert lookup(after, ["git", "show"]).entry == ToolEntry("git", "show")

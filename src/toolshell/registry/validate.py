@@ -167,8 +167,11 @@ def _quick_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
     needed = tuple(required)
 
     def check(value: Any) -> bool:
-        if not isinstance(value, dict) or any(name not in value for name in needed):
+        if not isinstance(value, dict):
             return False
+        for name in needed:
+            if name not in value:
+                return False
         for key, item in value.items():
             test = tests.get(key)
             if test is None:
