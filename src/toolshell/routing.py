@@ -89,10 +89,19 @@ class ServerRouter:
 
     def context(self, session: Session, server: ServerConfig) -> SessionContext:
         """The session context a server sees: `shell` says whether this session may call its `shell` tool."""
-        role = self.config.role_named(session.role)
-        unlocked = (server.name, "shell") in self.overlays.unlocked(session.id)
+        return self.context_for(session.context, session.role, server, self.shell_unlocked(session, server))
+
+    def shell_unlocked(self, session: Session, server: ServerConfig) -> bool:
+        """Whether the session showed the server's `shell` tool despite its `tools` filter (`runtime`)."""
+        return (server.name, "shell") in self.overlays.unlocked(session.id)
+
+    def context_for(
+        self, context: SessionContext, role_name: str | None, server: ServerConfig, unlocked: bool
+    ) -> SessionContext:
+        """`context` as `server` sees it, from what it depends on (the role, the unlock)."""
+        role = self.config.role_named(role_name)
         may = (tool_allowed("shell", server.tools) or unlocked) and role_allows(role, server.name, "shell")
-        return dataclasses.replace(session.context, shell=may)
+        return context if context.shell == may else dataclasses.replace(context, shell=may)
 
     def turns(self, server: str) -> anyio.Semaphore:
         """The semaphore of calls in flight to `server` (made on first use, inside the event loop)."""
@@ -112,6 +121,9 @@ class SessionTarget:
     def __init__(self, router: ServerRouter, session: Session) -> None:
         self.router = router
         self.session = session
+        self._contexts: dict[str, tuple[tuple[SessionContext, str | None, bool], SessionContext]] = {}
+        """Per server, the context last sent and what it was made from (the session's context, role
+        and `shell` unlock), so a call in a loop does not make it again; any of them changed, it is made anew."""
 
     async def call(self, prepared: PreparedCall) -> Any:
         entry, session = prepared.entry, self.session
@@ -135,5 +147,14 @@ class SessionTarget:
             turns.release()
 
     def _context(self, server: str) -> SessionContext:
-        config = self.router.server_config(server)
-        return self.session.context if config is None else self.router.context(self.session, config)
+        router, session = self.router, self.session
+        config = router.server_config(server)
+        if config is None:
+            return session.context
+        made_from = (session.context, session.role, router.shell_unlocked(session, config))
+        kept = self._contexts.get(server)
+        if kept is not None and kept[0] == made_from:
+            return kept[1]
+        context = router.context_for(session.context, session.role, config, made_from[2])
+        self._contexts[server] = (made_from, context)
+        return context

@@ -166,13 +166,16 @@ class Ledger:
         """Write the timeline row of a call; its duration in ms."""
         ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
         self._rows += 1
+        shown = preview(arguments)
+        if self.redact:  # no secrets configured: nothing to mask
+            command, shown = self.redact(command), self.redact(shown)
         self.sink.emit(
             NestedCall(
                 id=f"{self.shell_call_id}.{self._rows}",  # unique: the shell call's id is random
                 shell_call_id=self.shell_call_id,
                 session_id=self.session_id,
-                command=self.redact(command),
-                input_preview=self.redact(preview(arguments)),
+                command=command,
+                input_preview=shown,
                 outcome=outcome,
                 error_code=code,
                 duration_ms=ms,

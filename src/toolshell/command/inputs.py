@@ -106,9 +106,8 @@ def _parse_args(args: list[str]) -> _Args:
             i = _flag(args, i, out)
         elif word.lstrip()[:1] in ("{", "["):
             out.objects.append(_json_argument(word))
-        elif "=" in word and _is_key(word.split("=", 1)[0]):
-            key, value = word.split("=", 1)
-            out.pairs.append((key, value))
+        elif (pair := word.partition("="))[1] and _is_key(pair[0]):
+            out.pairs.append((pair[0], pair[2]))
         else:
             raise _stray(word)
         i += 1

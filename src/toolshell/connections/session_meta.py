@@ -78,11 +78,15 @@ class _SessionAwareClientSession(ClientSession):
     def _output_schema_validator(self, name: str, output_schema: dict[str, Any]) -> Validator:
         """The SDK checks structured results against the server's output schema with jsonschema,
         whose work a schema can multiply without bound (`schema_cost`); such a schema, or a
-        recursive one (its work grows with the result), is not checked: the result passes as sent."""
-        if name not in self._tool_output_validators:
-            cost = paths(output_schema)
-            if cost.over or cost.recursive:
-                self._tool_output_validators[name] = _ANY_RESULT
+        recursive one (its work grows with the result), is not checked: the result passes as sent.
+        A validator already made (the SDK drops it when the tool's listed schema changes) is
+        returned here, as the SDK's own method would, without its per-call imports."""
+        made = self._tool_output_validators.get(name)
+        if made is not None:
+            return made
+        cost = paths(output_schema)
+        if cost.over or cost.recursive:
+            self._tool_output_validators[name] = _ANY_RESULT
         return super()._output_schema_validator(name, output_schema)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 
@@ -38,9 +39,10 @@ class ToolEntry:
         """`mcp_<server>__<tool>` for an MCP tool, the plain name for a top-level tool."""
         return f"mcp_{self.server}__{self.name}" if self.server else self.name
 
-    @property
+    @cached_property
     def command(self) -> str:
-        """How a script writes it: `tools github list-pulls`, `tools web-fetch`."""
+        """How a script writes it: `tools github list-pulls`, `tools web-fetch`. Made once per entry
+        (its fields are frozen): every call names it in its report, timeline row and errors."""
         parts = [self.server, self.name] if self.server else [self.name]
         return "tools " + " ".join(p.replace("_", "-") for p in parts)
 
