@@ -19,24 +19,18 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from mcp.server import Server
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 from _connections_support import builtin_config
-from toolshell.calls.prepare import lookup
 from toolshell.config import Config
 from toolshell.connections.base import CallOptions, SessionContext
 from toolshell.connections.factory import make_connection
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
-from toolshell.registry import ToolEntry, validate_input
-from toolshell.registry import validate as validate_module
-from toolshell.registry.catalog import Catalog
-from toolshell.registry.entry import ServerInfo
+from toolshell.registry import ToolEntry
 from toolshell.session import Session
 
 READ = ToolAnnotations(readOnlyHint=True)
@@ -101,16 +95,6 @@ FLAT = {
 }
 
 
-def test_a_flat_object_schema_gets_the_quick_check_and_any_other_keyword_leaves_it_to_jsonschema() -> None:
-    kept = validate_module._compiled
-    assert kept(FLAT).quick is not None
-    assert kept({**FLAT, "$schema": "http://json-schema.org/draft-07/schema#"}).quick is not None
-    assert kept({**FLAT, "$schema": "http://json-schema.org/draft-04/schema#"}).quick is None  # other `type` rules
-    assert kept({**FLAT, "properties": {"text": {"type": "string", "minLength": 3}}}).quick is None
-    assert kept({**FLAT, "properties": {"text": {"enum": ["a"]}}}).quick is None
-    assert kept({**FLAT, "patternProperties": {"^x": {"type": "string"}}}).quick is None
-
-
 _types = st.sampled_from(["string", "integer", "number", "boolean", "null", "object", "array"])
 _property = st.one_of(
     st.just(True),
@@ -133,21 +117,6 @@ _scalar = st.one_of(
 )
 _value = st.recursive(_scalar, lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.text(max_size=2), inner))
 _input = st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), _value, max_size=4)
-
-
-@settings(max_examples=400, deadline=None)
-@given(_flat_schema, _input)
-def test_validate_input_refuses_exactly_what_jsonschema_refuses_on_flat_schemas(
-    schema: dict[str, Any], arguments: dict[str, Any]
-) -> None:
-    assert validate_module._compiled(schema).quick is not None  # the quick check is what is under test
-    entry = ToolEntry("s", "t", input_schema=schema)
-    try:
-        validate_input(entry, arguments)
-        refused = False
-    except ToolshellError:
-        refused = True
-    assert refused is not Draft202012Validator(schema).is_valid(arguments)
 
 
 def _changing() -> tuple[MCPServer, list[bool]]:
@@ -254,15 +223,3 @@ async def test_a_result_is_checked_against_the_output_schema_of_the_latest_list(
 
 
 # --- the lookup, once per command -------------------------------------------------------------
-
-
-def test_the_lookup_of_a_command_is_reused_only_for_the_same_catalog_and_words() -> None:
-    before = Catalog([ServerInfo("git", loaded=True, tool_count=1)], [ToolEntry("git", "log")])
-    after = Catalog([ServerInfo("git", loaded=True, tool_count=1)], [ToolEntry("git", "show")])
-    first = lookup(before, ["git", "log", "n=1"])
-    assert lookup(before, ["git", "log", "n=1"]) is first  # the command's second look: reused
-    assert lookup(before, ["git", "log", "n=1"]) is not first  # taken once: a later command asks again
-    assert lookup(before, ["git", "log", "n=2"]).rest == ["n=2"]
-    with pytest.raises(ToolshellError, match="no tool named 'log'"):
-        lookup(after, ["git", "log", "n=2"])  # a rebuilt catalog (a server restarted) is asked itself
-    assert lookup(after, ["git", "show"]).entry == ToolEntry("git", "show")

@@ -102,23 +102,10 @@ def resolve(catalog: Catalog, words: Sequence[str]) -> tuple[ToolEntry, list[str
     )
 
 
-_just_looked_up: tuple[Catalog, tuple[str, ...], Lookup] | None = None
-"""The last lookup, taken once by the next `lookup` of the same words in the same catalog: a
-`tools` command looks its words up twice (`CatalogView.ensure_loaded`, then `resolve`), and a
-catalog's answer depends on the catalog and the words alone (a catalog never changes)."""
-
-
 def lookup(catalog: Catalog, words: Sequence[str]) -> Lookup:
     """`Catalog.lookup`, with a clearer error than "no such tool" for a server the session switched off."""
-    global _just_looked_up
-    key, last = tuple(words), _just_looked_up
-    if last is not None and last[0] is catalog and last[1] == key:
-        _just_looked_up = None
-        return last[2]
     try:
-        look = catalog.lookup(words)
-        _just_looked_up = (catalog, key, look)
-        return look
+        return catalog.lookup(words)
     except ToolshellError as err:
         name = catalog.disabled_server(words[0]) if words else None
         if name is None:

@@ -7,11 +7,6 @@ is let through, the server judges it, and `schema_problem` says what is wrong wi
 `$ref`s are resolved only inside the schema; nothing is fetched over the network. Regexes run on
 RE2 (`linear_regex`), in linear time; a pattern RE2 cannot compile is skipped, with a note.
 
-Most tool schemas are a flat object of typed properties (what `MCPServer` and zod write). For
-those a plain-Python check (`_quick_check`) is compiled beside the validator: it says "valid" only
-when jsonschema would, and for anything else (a miss, a float for an integer) jsonschema decides
-and words the error, so a call in a loop pays a few dictionary lookups, not a jsonschema walk.
-
 The work of a check is bounded too (`schema_cost`): a schema whose check could take more than
 `MAX_PATHS` subschema visits is compiled to a check of `type: object` only, with a note. A
 recursive schema, whose work grows with the input, gets a budget of `$ref` steps per check; one
@@ -51,8 +46,6 @@ class _Compiled:
     validator: Validator | None
     problem: str | None = None
     notes: tuple[str, ...] = ()
-    quick: Callable[[Any], bool] | None = None
-    """True only for an input `validator` finds valid (see `_quick_check`); None: none applies."""
 
 
 _cache: OrderedDict[str, _Compiled] = OrderedDict()
@@ -113,91 +106,7 @@ def _compile(schema: dict[str, Any]) -> _Compiled:
         return _object_only(cls, OVER_NOTE)
     if cost.recursive:
         cls = _with_ref_budget(cls)
-    quick = _quick_check(schema) if cls.META_SCHEMA.get("$schema") in _QUICK_DRAFTS else None
-    return _Compiled(cls(schema, registry=_NO_REMOTE_REFS), notes=tuple(pattern_notes(schema)), quick=quick)
-
-
-# --- the quick check -----------------------------------------------------------------------------
-
-_QUICK_DRAFTS = frozenset(
-    {
-        "http://json-schema.org/draft-06/schema#",
-        "http://json-schema.org/draft-07/schema#",
-        "https://json-schema.org/draft/2019-09/schema",
-        "https://json-schema.org/draft/2020-12/schema",
-    }
-)
-"""Drafts whose `type` and `required` mean what `_TYPES` and `_quick_check` assume (not 3 or 4)."""
-_ANNOTATIONS = frozenset({"title", "description", "default", "examples"})
-"""Keywords that never fail an input."""
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "object": lambda v: isinstance(v, dict),
-    "array": lambda v: isinstance(v, list),
-    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    # An integral float (1.0) is an integer to jsonschema too; the quick check leaves it to jsonschema.
-    "integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
-}
-
-
-def _quick_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
-    """A check for a flat object schema (`type: object`, `properties` each with only a `type` and
-    annotations, `required`, a boolean `additionalProperties`), or None for any other schema.
-
-    It answers True only where jsonschema finds the input valid: every keyword it knows it checks
-    as jsonschema does, and any keyword it does not know makes it not apply at all.
-    """
-    if not set(schema) <= {"type", "properties", "required", "additionalProperties", "$schema", *_ANNOTATIONS}:
-        return None
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    extra = schema.get("additionalProperties", True)
-    if schema.get("type") != "object" or not isinstance(properties, dict) or not isinstance(extra, bool):
-        return None
-    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
-        return None
-    tests: dict[str, Callable[[Any], bool]] = {}
-    for name, sub in properties.items():
-        test = _property_check(sub)
-        if test is None:
-            return None
-        tests[name] = test
-    needed = tuple(required)
-
-    def check(value: Any) -> bool:
-        if not isinstance(value, dict):
-            return False
-        for name in needed:
-            if name not in value:
-                return False
-        for key, item in value.items():
-            test = tests.get(key)
-            if test is None:
-                if not extra:
-                    return False
-            elif not test(item):
-                return False
-        return True
-
-    return check
-
-
-def _property_check(sub: Any) -> Callable[[Any], bool] | None:
-    """The check of one property's schema: `true`, or a `type` (one name or a list) with annotations."""
-    if sub is True:
-        return lambda _: True
-    if not isinstance(sub, dict) or not set(sub) <= {"type", *_ANNOTATIONS}:
-        return None
-    wanted = sub.get("type")
-    names: list[Any] = wanted if isinstance(wanted, list) else [wanted]
-    tests = tuple(_TYPES[n] for n in names if isinstance(n, str) and n in _TYPES)
-    if not names or len(tests) != len(names):
-        return None
-    if len(tests) == 1:
-        return tests[0]
-    return lambda v: any(test(v) for test in tests)
+    return _Compiled(cls(schema, registry=_NO_REMOTE_REFS), notes=tuple(pattern_notes(schema)))
 
 
 def _object_only(cls: type[Validator], note: str) -> _Compiled:
@@ -286,9 +195,8 @@ def validate_input(entry: ToolEntry, arguments: dict[str, Any]) -> None:
     Raises:
         ToolshellError: `invalid_input`, naming the failing path (JSON pointer) and how to see the schema.
     """
-    compiled = _compiled(entry.input_schema)
-    validator = compiled.validator
-    if validator is None or (compiled.quick is not None and compiled.quick(arguments)):
+    validator = _compiled(entry.input_schema).validator
+    if validator is None:
         return
     try:
         # The common case first: `is_valid` stops at the first failure and builds no error objects.
