@@ -45,10 +45,6 @@ class CatalogView:
             raise RuntimeError("the catalog is read before it was built; await CatalogView.current() first")
         return self._catalog
 
-    @property
-    def built(self) -> bool:
-        return self._catalog is not None
-
     async def ensure_loaded(self, words: Sequence[str], *, retry_failed: bool = True) -> None:
         """Start the server `words` names when it is not ready, then rebuild the catalog.
 
