@@ -283,3 +283,18 @@ async def test_a_listing_overtaken_by_a_list_change_is_never_reused_as_the_newer
             release.set()
         after = await slow.run("tools ops added")
         assert (after.exit_code, after.stdout) == (0, "added\n"), after.stderr
+
+
+def test_the_same_list_stored_again_keeps_its_stamp_and_a_changed_one_gets_a_new_one() -> None:
+    from toolshell.connections.tool_cache import ToolCache
+
+    def tool(name: str) -> types.Tool:
+        return types.Tool(name=name, input_schema={"type": "object"})
+
+    cache = ToolCache()
+    first = cache.put([tool("a")], private=False, session_id="s1", generation=cache.generation)
+    stamp = cache.stamp("s1")
+    again = cache.put([tool("a")], private=False, session_id="s2", generation=cache.generation)
+    assert cache.stamp("s2") == stamp and again[0] is first[0], "two sessions listing at once: one list"
+    cache.put([tool("a"), tool("b")], private=False, session_id="s1", generation=cache.generation)
+    assert cache.stamp("s1") != stamp

@@ -118,6 +118,9 @@ class ToolCache:
         self.last_count = len(tools)
         if generation != self.generation:
             return list(tools)
+        current = self._private.get(session_id) if private else self._shared
+        if current is not None and current[1] == tools:  # the same list again (sessions listing at once)
+            return list(current[1])  # the stored one, its stamp kept: catalogs built from either stay reusable
         kept = (next(_STAMPS), tools)
         if private:
             self._private[session_id] = kept
