@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -476,3 +478,73 @@ def test_dashdash_and_a_closed_reader_behave_as_cold(place: Place) -> None:
         cwd=place.cwd, capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert pipeline.stdout == "1\n" and pipeline.stderr == ""
+
+
+def test_what_only_a_terminal_reads_keeps_a_command_warm(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    for env in ({"TERM": "screen-256color"}, {"LC_TERMINAL": "iTerm2", "SHLVL": "7"}):
+        assert place.toolshell("run", "-c", "echo hi", env=env).stdout == "hi\n"
+    status = place.status()
+    assert status is not None and status["requests"] == 2
+
+
+def test_a_daemon_that_does_not_answer_is_named_by_status_and_stop(place: Place) -> None:
+    assert place.toolshell("daemon", "start").returncode == 0
+    status = place.status()
+    assert status is not None
+    pid = int(str(status["pid"]))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        shown = place.toolshell("daemon", "status")
+        assert shown.returncode == 1 and f"a daemon (pid {pid})" in shown.stdout and "does not answer" in shown.stdout
+        ran = place.toolshell("run", "-c", "echo cold")  # waits ACCEPT_TIMEOUT, then runs cold
+        assert ran.stdout == "cold\n"
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert place.status() is not None and place.status()["requests"] == 0  # type: ignore[index]
+
+
+def test_a_trusted_checkout_config_shows_the_state_dir_it_names(place: Place) -> None:
+    local = place.cwd / "toolshell.toml"
+    place.write_config(["counted"], extra='[state]\ndir = "mystate"\n', path=local)
+    data = Path(tempfile.mkdtemp(prefix="ts-", dir="/tmp"))  # short: the socket path has a bound
+    env = {"XDG_CONFIG_HOME": str(place.root / "cfg"), "XDG_DATA_HOME": str(data)}
+    run = [*ENTRY]
+
+    def toolshell(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*run, *args], cwd=place.cwd, capture_output=True, text=True, timeout=120, check=False,
+            env={k: v for k, v in {**os.environ, **env}.items() if k != "TOOLSHELL_STATE_DIR"},
+        )  # fmt: skip
+
+    assert toolshell("config", "trust", "--yes").returncode == 0
+    assert toolshell("daemon", "start").returncode == 0
+    try:
+        shown = json.loads(toolshell("daemon", "status", "--json").stdout)
+        assert shown["state_dir"] == str((place.cwd / "mystate").resolve())
+        assert toolshell("run", "-c", "tools counted ping").stdout == "pong from counted\n"
+    finally:
+        toolshell("daemon", "stop")
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_a_closed_stdin_is_one_clear_message(place: Place) -> None:
+    done = subprocess.run(
+        [*ENTRY, "run", "--config", str(place.config), "--state-dir", str(place.state)],
+        cwd=place.cwd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False,
+        preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    assert done.returncode == 2 and "stdin is closed" in done.stderr and "Error" in done.stderr
+
+
+def test_only_a_newer_release_retires_a_daemon_and_keep_warm_tries_again_later(place: Place) -> None:
+    from toolshell.frontends.daemon.server import _newer
+
+    assert _newer("0.2.0", "0.1.0") and not _newer("0.1.0.dev1", "0.1.0") and not _newer("0.0.9", "0.1.0")
+    address = address_for(str(place.config), str(place.state), str(place.cwd))
+    assert address is not None
+    assert control.note_failure(address, "first") and not control.note_failure(address, "again")
+    marker = Path(address.folder) / f"{address.key}.failed"
+    old = time.time() - control.FAILED_RETRY_SECONDS - 60
+    os.utime(marker, (old, old))
+    assert control.note_failure(address, "said again after a while")

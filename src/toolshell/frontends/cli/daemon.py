@@ -63,7 +63,7 @@ def stop(config_path: str | None, state_dir: str | None) -> None:
         raise click.ClickException(str(e)) from None
     stopped = control.stop(address)
     if stopped is None:
-        click.echo(f"no daemon runs for {_what(address.shown())}")
+        click.echo(_none_answers(address, control))
         return
     click.echo(f"stopped the daemon (pid {stopped.get('pid')}) for {_what(stopped)}")
 
@@ -87,11 +87,19 @@ def status(config_path: str | None, state_dir: str | None, as_json: bool) -> Non
     if as_json:
         click.echo(json.dumps(found or {"running": False, **address.shown()}, indent=2, ensure_ascii=False))
     elif found is None:
-        click.echo(f"no daemon runs for {_what(address.shown())}")
+        click.echo(_none_answers(address, control))
     else:
         click.echo(_status_text(found))
     if found is None:
         raise SystemExit(1)
+
+
+def _none_answers(address: Any, control: Any) -> str:
+    """No daemon answered: none runs, or one holds the lock without answering (stopped, stuck)."""
+    pid = control.holder(address)
+    if pid is None:
+        return f"no daemon runs for {_what(address.shown())}"
+    return f"a daemon (pid {pid}) holds {address.lock} but does not answer; stop it with `kill {pid}`"
 
 
 def _what(where: dict[str, Any]) -> str:
@@ -103,7 +111,8 @@ def _status_text(s: dict[str, Any]) -> str:
     lines = [
         f"daemon pid {s['pid']}, toolshell {s['version']}, up {s['uptime_seconds']:g} s, "
         f"{s['requests']} request(s) served, {s['reloads']} reload(s); exits after {s['idle_seconds']:g} s idle",
-        f"config:    {s.get('config') or 'the embedded default'}",
+        f"config:    {s.get('serving') or 'the embedded default'}"
+        + ("" if s.get("serving") == s.get("config") else f" (for {s.get('config') or 'no config file'} here)"),
         f"directory: {s['cwd']}",
         f"state dir: {s['state_dir']}" + (f" (state URL {s['state_url']})" if s.get("state_url") else ""),
         f"socket:    {s['socket']}",

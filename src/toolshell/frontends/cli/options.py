@@ -166,6 +166,8 @@ def script_text(command: str | None, file: str | None) -> str:
 
 def read_stdin(what: str, *, script: bool = True) -> str:
     """All of stdin as UTF-8 text, whatever the locale says; other bytes are one clear error."""
+    if sys.stdin is None:  # closed (`<&-`)
+        raise click.UsageError(f"stdin is closed, so {what} cannot be read; give it with -c, a FILE, or a pipe")
     return _decode(sys.stdin.buffer.read(), what, script=script)
 
 
@@ -197,4 +199,7 @@ def warm_later(config: Any, config_path: str | None, state_dir: str | None, no_d
     except (DaemonError, OSError) as e:
         address = address_for(config_path, state_dir)
         if address is None or control.note_failure(address, str(e)):  # said once, until a `daemon start` works
-            click.echo(f"toolshell: keep_warm: no daemon ({e}); `toolshell daemon start` says more", err=True)
+            click.echo(
+                f"toolshell: keep_warm: no daemon ({e}); tried again in 10 minutes, `toolshell daemon start` says more",
+                err=True,
+            )

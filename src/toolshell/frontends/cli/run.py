@@ -166,7 +166,7 @@ def scripts(
         return
     saving = args[:1] == ("save",)
     piped = ""
-    if not sys.stdin.isatty():
+    if sys.stdin is not None and not sys.stdin.isatty():
         piped = read_stdin("the script on stdin" if saving else "the input on stdin", script=saving)
     if args[:1] in (("save",), ("delete",)) and not set(args[1:]) & set(_HELP):
         click.echo(_manage(config_path, state_dir, args, piped), nl=False)

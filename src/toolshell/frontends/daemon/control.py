@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import os
 import select
+import stat
 import subprocess
 import sys
 import time
@@ -43,7 +44,12 @@ def status(address: Address) -> dict[str, Any] | None:
 
 
 def start(
-    config_path: str | None, state_dir: str | None, idle_seconds: float | None = None, *, wait: bool = True
+    config_path: str | None,
+    state_dir: str | None,
+    idle_seconds: float | None = None,
+    *,
+    wait: bool = True,
+    _again: bool = True,
 ) -> dict[str, Any]:
     """Start the daemon for these options in the background; with `wait`, return its status once
     it serves (`already` is true when one was running). Without, return at once (`keep_warm`).
@@ -56,8 +62,8 @@ def start(
     running = status(address)
     if running is not None:
         return {**running, "already": True}
-    if not wait and (_locked(address) or os.path.exists(_failed(address))):
-        return {"starting": True, **address.shown()}  # one is starting; or starting failed: said once
+    if not wait and (_locked(address) or _failed_lately(address)):
+        return {"starting": True, **address.shown()}  # one is starting; or starting failed lately: said once
     command = [sys.executable, "-m", "toolshell.frontends.daemon.server"]
     command += ["--config", config_path] if config_path else []
     command += ["--state-dir", state_dir] if state_dir else []
@@ -90,7 +96,12 @@ def start(
         raise DaemonError(f"the daemon did not start{_log_tail(address)}")
     message = wire.decode(said)
     if message.get("already"):  # another start won the lock: report the daemon it starts
-        return {**_wait_for_status(address), "already": True}
+        found = _wait_for_status(address)
+        if found is None and _again:  # it was stopping, not starting: start one now
+            return start(config_path, state_dir, idle_seconds, _again=False)
+        if found is None:
+            raise DaemonError(f"another daemon start did not finish{_log_tail(address)}")
+        return {**found, "already": True}
     if "error" in message:
         raise DaemonError(str(message["error"]))
     with contextlib.suppress(FileNotFoundError):
@@ -102,6 +113,13 @@ def note_failure(address: Address, why: str) -> bool:
     """Remember that `keep_warm` could not start this daemon; True the first time (say it then)."""
     try:
         os.makedirs(address.folder, mode=0o700, exist_ok=True)
+        info = os.lstat(address.folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            return True  # never written through a link or into another user's folder: said each time
+        if _failed_lately(address):
+            return False
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(_failed(address))  # an old one: this failure is said again
         fd = os.open(_failed(address), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
         return False
@@ -117,16 +135,39 @@ def _failed(address: Address) -> str:
     return os.path.join(address.folder, f"{address.key}.failed")
 
 
-def _wait_for_status(address: Address) -> dict[str, Any]:
+def _wait_for_status(address: Address) -> dict[str, Any] | None:
+    """The status of the daemon another start is starting; None when the lock was let go first."""
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         found = status(address)
         if found is not None:
             return found
         if not _locked(address):
-            break  # the other start gave up
+            return None  # the other one gave up, or was a daemon stopping
         time.sleep(0.1)
     raise DaemonError(f"another daemon start did not finish{_log_tail(address)}")
+
+
+def holder(address: Address) -> str | None:
+    """The pid written in the lock a daemon holds, or None when no daemon holds it."""
+    if not _locked(address):
+        return None
+    try:
+        with open(address.lock, encoding="ascii", errors="replace") as f:
+            return f.read(32).strip() or "?"
+    except OSError:
+        return "?"
+
+
+FAILED_RETRY_SECONDS = 600.0
+"""After `keep_warm` failed to start a daemon, how long it waits before trying again."""
+
+
+def _failed_lately(address: Address) -> bool:
+    try:
+        return time.time() - os.lstat(_failed(address)).st_mtime < FAILED_RETRY_SECONDS
+    except OSError:
+        return False
 
 
 def stop(address: Address) -> dict[str, Any] | None:

@@ -42,6 +42,7 @@ from anyio.abc import SocketAttribute
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from toolshell import config as cfg
+from toolshell.calls.approval import name_process_options
 from toolshell.errors import ConfigError, ErrorCode, ToolshellError, error_line
 from toolshell.frontends.daemon import wire
 from toolshell.frontends.daemon.address import Address, address_for
@@ -108,6 +109,8 @@ class Daemon:
         self._tg: anyio.abc.TaskGroup | None = None
         self._stopping = anyio.Event()
         self._stop_when_answered: str | None = None
+        self._unusable: tuple[str | None, str | None] | None = None
+        """The config file and bytes a reload failed on (tried again once the file changes)."""
         self._env: dict[str, str | None] = {}
         """The variables its answers depend on, as the daemon has them (`_env_names`)."""
         self._quiet = anyio.Event()
@@ -146,11 +149,14 @@ class Daemon:
             if path == now.path and _fingerprint(path) == now.fingerprint:
                 now.active += 1  # counted under the lock: a reload cannot retire it before it is used
                 return now
+            if (path, _fingerprint(path)) == self._unusable:  # tried already: runs cold at once
+                return "the config changed and cannot be used"
             try:
                 config = cfg.load(self.config_path)
                 opened = await self._open(config, path, note)
             except Exception as e:  # it does not load or open: a cold command says why, this says nothing
                 logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
+                self._unusable = (path, _fingerprint(path))
                 return "the config changed and cannot be used"
             self._env = _environment(os.environ, self._env_names(config, path))
             now.retired = True
@@ -171,6 +177,8 @@ class Daemon:
         async def keep() -> None:
             try:
                 async with Host.open(config, state_dir=self.state_dir) as host:
+                    # The grant hint names options that reach this host's state from anywhere.
+                    name_process_options(path, _absolute(host.state_dir))
                     await host.catalog()  # warm: each server's tools listed once, their counts known
                     generation = _Generation(host, path, _fingerprint(path), note)
                     opened.append(generation)
@@ -194,10 +202,7 @@ class Daemon:
         path, note = self._in_use()
         config = cfg.load(self.config_path)
         # lazy: the grant hint names the process's options (`toolshell approvals grant … --config …`)
-        from toolshell.calls.approval import name_process_options
 
-        # The grant hint names options that reach this state from anywhere: absolute paths.
-        name_process_options(path, self.address.state_dir)
         self._env = _environment(os.environ, self._env_names(config, path))
         async with anyio.create_task_group() as tg:
             self._tg = tg
@@ -285,6 +290,9 @@ class Daemon:
             await _send(stream, {"exit": 0, "stdout": f"stopped the daemon (pid {os.getpid()})\n"})
             self._stop_when_answered = "asked to"
             return
+        if self._stopping.is_set():  # it is stopping: this one runs cold, nothing of it here
+            await _send(stream, {"fallback": "the daemon is stopping"})
+            return
         env = request.get("env")
         if not isinstance(env, dict) or _environment(env, set(self._env)) != self._env:
             await _send(stream, {"fallback": "the environment differs from the daemon's"})
@@ -344,6 +352,7 @@ class Daemon:
             "version": __version__,
             **self.address.shown(),
             "serving": None if generation is None else generation.path,
+            **({} if generation is None else {"state_dir": _absolute(generation.host.state_dir)}),
             "socket": str(self.address.socket),
             "started": self.started,
             "uptime_seconds": round(time.time() - self.started, 1),
@@ -408,8 +417,8 @@ async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any] | None
     try:
         line = await buffered.receive_until(b"\n", wire.MAX_LINE)
         request = wire.decode(line)
-    except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError):
-        await _send(stream, {"exit": 2, "stderr": "toolshell: the daemon got a request it cannot read\n"})
+    except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError):  # too long, or not JSON: run it cold
+        await _send(stream, {"fallback": "a request the daemon cannot read"})
         return None
     if request.get("v") != wire.PROTOCOL:
         await _send(stream, {"fallback": "another protocol version"})
@@ -442,15 +451,21 @@ def _role(request: dict[str, Any]) -> str | None:
     return role if isinstance(role, str) else None
 
 
-_ALWAYS_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "XDG_CONFIG_HOME", "XDG_DATA_HOME")
-_ENV_PREFIXES = ("TOOLSHELL_", "OTEL_", "LC_")
+_ALWAYS_ENV = (
+    *("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_COLLATE"),
+    *("XDG_CONFIG_HOME", "XDG_DATA_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
+    *("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy"),
+)
+"""Read by every command (paths, locale, certificates, proxies). What only a terminal cares about
+(`TERM`, `LC_TERMINAL`, `SHLVL`, `PWD`…) never keeps a command from its daemon."""
+_ENV_PREFIXES = ("TOOLSHELL_", "OTEL_")
 _IN_THE_ADDRESS = ("TOOLSHELL_CONFIG", "TOOLSHELL_STATE_DIR", "TOOLSHELL_STATE_URL")
 """Already part of what a daemon serves (`address.Address`): a client may give them as options."""
 
 
 def _environment(env: Any, names: set[str]) -> dict[str, str | None]:
-    """The part of an environment the answers depend on: `names`, and every `TOOLSHELL_*`,
-    `OTEL_*` and `LC_*` variable."""
+    """The part of an environment the answers depend on: `names`, and every `TOOLSHELL_*` and
+    `OTEL_*` variable."""
     view: dict[str, str | None] = {name: _str(env.get(name)) for name in names}
     view.update({k: _str(v) for k, v in env.items() if isinstance(k, str) and k.startswith(_ENV_PREFIXES)})
     for name in _IN_THE_ADDRESS:
@@ -475,10 +490,15 @@ def _named_env(tree: object) -> set[str]:
 def _newer(theirs: object, ours: str) -> bool:
     """Whether the client's version is later than the daemon's (an older one only runs cold)."""
 
-    def parts(version: str) -> tuple[int, ...]:
-        return tuple(int(p) if p.isdigit() else 0 for p in version.split("."))
+    def release(version: str) -> tuple[int, ...]:  # `0.2.0.dev1` → (0, 2, 0): a pre-release retires nothing
+        numbers: list[int] = []
+        for part in version.split("."):
+            if not part.isdigit():
+                break
+            numbers.append(int(part))
+        return tuple(numbers)
 
-    return isinstance(theirs, str) and parts(theirs) > parts(ours)
+    return isinstance(theirs, str) and release(theirs) > release(ours)
 
 
 def _gone(stream: anyio.abc.SocketStream) -> bool:
@@ -490,6 +510,12 @@ def _gone(stream: anyio.abc.SocketStream) -> bool:
         return False
     except OSError:
         return True
+
+
+def _absolute(path: Path | str) -> str:
+    """A path as an absolute one (a config's relative `[state] dir` is relative to the daemon's
+    working directory, which is its address's)."""
+    return os.path.abspath(path)
 
 
 def _fingerprint(path: str | None) -> str | None:
@@ -597,7 +623,7 @@ def _main() -> None:
     except Exception as e:  # the daemon's last line of defence: one line, in its log and to `daemon start`
         known = _known(e)
         if known is not None:
-            message = error_line(known).strip() if isinstance(known, ToolshellError) else _config_text(known)
+            message = known.message if isinstance(known, ToolshellError) else _config_text(known)
         elif os.environ.get("TOOLSHELL_DEBUG"):
             raise
         else:
