@@ -538,7 +538,7 @@ def test_a_closed_stdin_is_one_clear_message(place: Place) -> None:
 
 
 def test_only_a_newer_release_retires_a_daemon_and_keep_warm_tries_again_later(place: Place) -> None:
-    from toolshell.frontends.daemon.server import _newer
+    from toolshell.frontends.daemon.environment import newer as _newer
 
     assert _newer("0.2.0", "0.1.0") and not _newer("0.1.0.dev1", "0.1.0") and not _newer("0.0.9", "0.1.0")
     address = address_for(str(place.config), str(place.state), str(place.cwd))

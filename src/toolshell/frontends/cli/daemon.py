@@ -32,7 +32,8 @@ def start(
     """Start the daemon; returns once it serves."""
     # lazy: the daemon's modules import the host
     from toolshell.frontends.daemon import control
-    from toolshell.frontends.daemon.server import DaemonError, run_daemon
+    from toolshell.frontends.daemon.folder import DaemonError
+    from toolshell.frontends.daemon.server import run_daemon
 
     try:
         if foreground:
@@ -55,7 +56,7 @@ def stop(config_path: str | None, state_dir: str | None) -> None:
     """Stop the daemon and wait until it has exited."""
     # lazy: the daemon's modules import the host
     from toolshell.frontends.daemon import control
-    from toolshell.frontends.daemon.server import DaemonError
+    from toolshell.frontends.daemon.folder import DaemonError
 
     try:
         address = control.locate(config_path, state_dir)
@@ -77,7 +78,7 @@ def status(config_path: str | None, state_dir: str | None, as_json: bool) -> Non
     when none runs."""
     # lazy: the daemon's modules import the host
     from toolshell.frontends.daemon import control
-    from toolshell.frontends.daemon.server import DaemonError
+    from toolshell.frontends.daemon.folder import DaemonError
 
     try:
         address = control.locate(config_path, state_dir)

@@ -192,7 +192,7 @@ def warm_later(config: Any, config_path: str | None, state_dir: str | None, no_d
     # lazy: only `keep_warm` needs the daemon's modules
     from toolshell.frontends.daemon import control
     from toolshell.frontends.daemon.address import address_for
-    from toolshell.frontends.daemon.server import DaemonError
+    from toolshell.frontends.daemon.folder import DaemonError
 
     try:
         control.start(config_path, state_dir, wait=False)

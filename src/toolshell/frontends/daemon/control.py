@@ -16,7 +16,7 @@ from typing import Any
 from toolshell.frontends.daemon import wire
 from toolshell.frontends.daemon.address import Address, address_for
 from toolshell.frontends.daemon.client import ask
-from toolshell.frontends.daemon.server import DaemonError, prepare_folder
+from toolshell.frontends.daemon.folder import DaemonError, prepare_folder
 
 READY_TIMEOUT = 120.0
 """How long `daemon start` waits for the host to open (slow servers go on starting after it)."""

@@ -18,16 +18,11 @@ and when a client of another toolshell version asks (it is stale).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import logging
-import math
 import os
 import signal
-import socket
-import stat
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,14 +34,16 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.abc import SocketAttribute
-from anyio.streams.buffered import BufferedByteReceiveStream
 
 from toolshell import config as cfg
 from toolshell.calls.approval import name_process_options
-from toolshell.errors import ConfigError, ErrorCode, ToolshellError, error_line
+from toolshell.errors import ConfigError, ToolshellError, error_line
 from toolshell.frontends.daemon import wire
 from toolshell.frontends.daemon.address import Address, address_for
-from toolshell.frontends.daemon.outcome import plan_output, run_output
+from toolshell.frontends.daemon.connection import discard, gone, read_request, role, run_script, send, text
+from toolshell.frontends.daemon.environment import ALWAYS_ENV, environment, named_env, newer
+from toolshell.frontends.daemon.folder import AlreadyRunning, DaemonError, hold_lock, prepare_folder
+from toolshell.frontends.daemon.outcome import plan_output
 from toolshell.host import Host
 from toolshell.version import __version__
 
@@ -54,14 +51,6 @@ logger = logging.getLogger(__name__)
 Ready = Callable[[dict[str, Any]], None]
 STOP_GRACE_SECONDS = 10.0
 """On stop, how long running commands have to finish before they are cancelled."""
-
-
-class DaemonError(Exception):
-    """Why a daemon cannot start here: one line for the person who asked."""
-
-
-class AlreadyRunning(DaemonError):
-    """Another daemon holds this address's lock (it may still be starting)."""
 
 
 @dataclass
@@ -135,7 +124,7 @@ class Daemon:
                 text = Path(path).read_text(encoding="utf-8", errors="replace")
             except OSError:
                 text = ""
-        return {*cfg.referenced_vars(text), *config.shell.env, *_named_env(config.model_dump()), *_ALWAYS_ENV}
+        return {*cfg.referenced_vars(text), *config.shell.env, *named_env(config.model_dump()), *ALWAYS_ENV}
 
     async def _current(self) -> _Generation | str:
         """The host to serve a request on: the open one while the config a cold command would use
@@ -158,7 +147,7 @@ class Daemon:
                 logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
                 self._unusable = (path, _fingerprint(path))
                 return "the config changed and cannot be used"
-            self._env = _environment(os.environ, self._env_names(config, path))
+            self._env = environment(os.environ, self._env_names(config, path))
             now.retired = True
             if now.active == 0:
                 now.drained.set()
@@ -203,7 +192,7 @@ class Daemon:
         config = cfg.load(self.config_path)
         # lazy: the grant hint names the process's options (`toolshell approvals grant … --config …`)
 
-        self._env = _environment(os.environ, self._env_names(config, path))
+        self._env = environment(os.environ, self._env_names(config, path))
         async with anyio.create_task_group() as tg:
             self._tg = tg
             await self._open(config, path, note)
@@ -259,10 +248,10 @@ class Daemon:
                 uid = wire.peer_uid(raw)
                 if uid != os.geteuid():
                     logger.warning("refused a connection from uid %d (it serves uid %d only)", uid, os.geteuid())
-                    await _send(stream, {"refused": "this daemon serves its own user only"})
-                    await _discard(stream)
+                    await send(stream, {"refused": "this daemon serves its own user only"})
+                    await discard(stream)
                     return
-                request = await _read_request(stream)
+                request = await read_request(stream)
                 if request is not None:
                     await self._answer(stream, request)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -276,36 +265,36 @@ class Daemon:
     async def _answer(self, stream: anyio.abc.SocketStream, request: dict[str, Any]) -> None:
         op = request.get("op")
         if request.get("version") != __version__:
-            await _send(stream, {"fallback": f"the daemon runs toolshell {__version__}"})
-            if _newer(request.get("version"), __version__):  # an upgrade: this daemon is stale
+            await send(stream, {"fallback": f"the daemon runs toolshell {__version__}"})
+            if newer(request.get("version"), __version__):  # an upgrade: this daemon is stale
                 self._stop_when_answered = f"a client of toolshell {request.get('version')} asked: this daemon is stale"
             return
         if request.get("address") != self.address.to_json():
-            await _send(stream, {"fallback": "this daemon serves another config, directory or state"})
+            await send(stream, {"fallback": "this daemon serves another config, directory or state"})
             return
         if op == "status":
-            await _send(stream, {"exit": 0, "status": self.status()})
+            await send(stream, {"exit": 0, "status": self.status()})
             return
         if op == "stop":
-            await _send(stream, {"exit": 0, "stdout": f"stopped the daemon (pid {os.getpid()})\n"})
+            await send(stream, {"exit": 0, "stdout": f"stopped the daemon (pid {os.getpid()})\n"})
             self._stop_when_answered = "asked to"
             return
         if self._stopping.is_set():  # it is stopping: this one runs cold, nothing of it here
-            await _send(stream, {"fallback": "the daemon is stopping"})
+            await send(stream, {"fallback": "the daemon is stopping"})
             return
         env = request.get("env")
-        if not isinstance(env, dict) or _environment(env, set(self._env)) != self._env:
-            await _send(stream, {"fallback": "the environment differs from the daemon's"})
+        if not isinstance(env, dict) or environment(env, set(self._env)) != self._env:
+            await send(stream, {"fallback": "the environment differs from the daemon's"})
             return
         generation = await self._current()
         if isinstance(generation, str):
-            await _send(stream, {"fallback": generation})
+            await send(stream, {"fallback": generation})
             return
-        if _gone(stream):  # it gave up waiting (and runs the command cold): nothing runs here
+        if gone(stream):  # it gave up waiting (and runs the command cold): nothing runs here
             generation.release()
             return
         noted = f"{generation.note}\n" if generation.note else ""
-        await _send(stream, {"out": "", "err": noted})  # accepted: from here on it runs
+        await send(stream, {"out": "", "err": noted})  # accepted: from here on it runs
         self.requests += 1
         self._active += 1
         if self._quiet.is_set():
@@ -322,9 +311,9 @@ class Daemon:
     async def _serve_op(self, stream: anyio.abc.SocketStream, host: Host, op: Any, request: dict[str, Any]) -> None:
         try:
             if op == "run":
-                outcome = await _run(stream, host, request, self.address.cwd)
+                outcome = await run_script(stream, host, request, self.address.cwd)
             elif op == "plan":
-                planned = await host.plan(_text(request, "script"), role=_role(request))
+                planned = await host.plan(text(request, "script"), role=role(request))
                 outcome = {"exit": 0, "stdout": plan_output(planned)}
             elif op == "servers":
                 # lazy: only `servers` lists what each server rated
@@ -339,7 +328,7 @@ class Daemon:
             logger.debug("a %s request failed", op, exc_info=True)
             said = f"toolshell: unexpected error: {_one_line(e)}; rerun with --no-daemon --debug\n"
             outcome = {"exit": 1, "stderr": said}
-        await _send(stream, outcome)
+        await send(stream, outcome)
 
     def status(self) -> dict[str, Any]:
         """What `toolshell daemon status` shows."""
@@ -363,155 +352,6 @@ class Daemon:
         }
 
 
-async def _run(stream: anyio.abc.SocketStream, host: Host, request: dict[str, Any], cwd: str) -> dict[str, Any]:
-    """A script in a new session, its output sent as it is written (unless `--json`); the client
-    going away cancels it."""
-    as_json = bool(request.get("json"))
-    session = host.session(source="cli", role=_role(request), workdir=cwd)
-    chunks, pending = anyio.create_memory_object_stream[dict[str, str]](math.inf)
-
-    token, loop_thread = anyio.lowlevel.current_token(), threading.get_ident()
-
-    def write(stdout: str, stderr: str) -> None:
-        chunk = {"out": stdout, "err": stderr}
-        if threading.get_ident() == loop_thread:
-            chunks.send_nowait(chunk)
-        else:  # bashkit calls back from its own thread: hand the chunk to the loop (it wakes the sender)
-            anyio.from_thread.run_sync(chunks.send_nowait, chunk, token=token)
-
-    async def send_chunks() -> None:
-        async with pending:
-            async for chunk in pending:
-                await _send(stream, chunk)
-
-    result = None
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_when_gone, stream, tg.cancel_scope)
-            async with anyio.create_task_group() as sending:
-                sending.start_soon(send_chunks)
-                try:
-                    result = await session.run(_text(request, "script"), on_output=None if as_json else write)
-                finally:
-                    chunks.close()  # the sender sends what is left, then ends
-            tg.cancel_scope.cancel()  # the watcher
-    finally:
-        session.close()
-    if result is None:  # the client went away
-        raise anyio.EndOfStream
-    stdout, stderr = run_output(result, as_json)
-    return {"exit": result.exit_code, "stdout": stdout, "stderr": stderr}
-
-
-async def _cancel_when_gone(stream: anyio.abc.SocketStream, scope: anyio.CancelScope) -> None:
-    """A client says nothing after its request: anything it sends, or its end, is a Ctrl-C."""
-    try:
-        await stream.receive()
-    except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
-        pass
-    scope.cancel()
-
-
-async def _read_request(stream: anyio.abc.SocketStream) -> dict[str, Any] | None:
-    buffered = BufferedByteReceiveStream(stream)
-    try:
-        line = await buffered.receive_until(b"\n", wire.MAX_LINE)
-        request = wire.decode(line)
-    except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError):  # too long, or not JSON: run it cold
-        await _send(stream, {"fallback": "a request the daemon cannot read"})
-        return None
-    if request.get("v") != wire.PROTOCOL:
-        await _send(stream, {"fallback": "another protocol version"})
-        return None
-    return request
-
-
-async def _discard(stream: anyio.abc.SocketStream) -> None:
-    """Close a refused connection cleanly: what it sent is read and dropped for a moment, since
-    closing with unread data resets the connection and could lose the refusal on its way."""
-    await stream.send_eof()
-    with anyio.move_on_after(1.0):
-        while len(await stream.receive()) > 0:
-            pass
-
-
-async def _send(stream: anyio.abc.SocketStream, message: dict[str, Any]) -> None:
-    await stream.send(wire.encode(message))
-
-
-def _text(request: dict[str, Any], key: str) -> str:
-    value = request.get(key)
-    if not isinstance(value, str):
-        raise ToolshellError(ErrorCode.INVALID_INPUT, f"the daemon's request has no {key}")
-    return value
-
-
-def _role(request: dict[str, Any]) -> str | None:
-    role = request.get("role")
-    return role if isinstance(role, str) else None
-
-
-_ALWAYS_ENV = (
-    *("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_COLLATE"),
-    *("XDG_CONFIG_HOME", "XDG_DATA_HOME", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
-    *("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "all_proxy", "no_proxy"),
-)
-"""Read by every command (paths, locale, certificates, proxies). What only a terminal cares about
-(`TERM`, `LC_TERMINAL`, `SHLVL`, `PWD`…) never keeps a command from its daemon."""
-_ENV_PREFIXES = ("TOOLSHELL_", "OTEL_")
-_IN_THE_ADDRESS = ("TOOLSHELL_CONFIG", "TOOLSHELL_STATE_DIR", "TOOLSHELL_STATE_URL")
-"""Already part of what a daemon serves (`address.Address`): a client may give them as options."""
-
-
-def _environment(env: Any, names: set[str]) -> dict[str, str | None]:
-    """The part of an environment the answers depend on: `names`, and every `TOOLSHELL_*` and
-    `OTEL_*` variable."""
-    view: dict[str, str | None] = {name: _str(env.get(name)) for name in names}
-    view.update({k: _str(v) for k, v in env.items() if isinstance(k, str) and k.startswith(_ENV_PREFIXES)})
-    for name in _IN_THE_ADDRESS:
-        view.pop(name, None)
-    return view
-
-
-def _str(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _named_env(tree: object) -> set[str]:
-    """The variable names a config's `*_env` settings give (OAuth secrets, keys)."""
-    if isinstance(tree, dict):
-        found = {v for k, v in tree.items() if isinstance(k, str) and k.endswith("_env") and isinstance(v, str)}
-        return found.union(*(_named_env(v) for v in tree.values()))
-    if isinstance(tree, list):
-        return set().union(*(_named_env(v) for v in tree))
-    return set()
-
-
-def _newer(theirs: object, ours: str) -> bool:
-    """Whether the client's version is later than the daemon's (an older one only runs cold)."""
-
-    def release(version: str) -> tuple[int, ...]:  # `0.2.0.dev1` → (0, 2, 0): a pre-release retires nothing
-        numbers: list[int] = []
-        for part in version.split("."):
-            if not part.isdigit():
-                break
-            numbers.append(int(part))
-        return tuple(numbers)
-
-    return isinstance(theirs, str) and release(theirs) > release(ours)
-
-
-def _gone(stream: anyio.abc.SocketStream) -> bool:
-    """Whether the client has closed its end (it waited too long and ran the command cold)."""
-    raw = stream.extra(SocketAttribute.raw_socket)
-    try:
-        return raw.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
-    except (BlockingIOError, InterruptedError):
-        return False
-    except OSError:
-        return True
-
-
 def _absolute(path: Path | str) -> str:
     """A path as an absolute one (a config's relative `[state] dir` is relative to the daemon's
     working directory, which is its address's)."""
@@ -530,47 +370,6 @@ def _fingerprint(path: str | None) -> str | None:
 
 def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split()) or type(e).__name__
-
-
-def hold_lock(address: Address) -> int:
-    """Take the address's lock for this process's life (one daemon per address); its fd.
-
-    Raises:
-        DaemonError: another daemon holds it.
-    """
-    fd = os.open(address.lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        held_by = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise AlreadyRunning(f"a daemon already serves this (pid {held_by}); see `toolshell daemon status`") from None
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
-    return fd
-
-
-def prepare_folder(address: Address) -> None:
-    """The daemons' folder, private to this user.
-
-    Raises:
-        DaemonError: the socket path is too long, or the folder is not this user's own.
-    """
-    if (too_long := address.socket_too_long()) is not None:
-        raise DaemonError(too_long)
-    for folder in (address.state_dir, address.folder):  # made private, as a cold command makes its state dir
-        try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        except OSError as e:
-            raise DaemonError(f"cannot make {folder}: {e.strerror}; give a --state-dir you can write") from None
-    info = os.lstat(address.folder)  # a symlink planted in a shared state dir is never followed
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-        raise DaemonError(
-            f"{address.folder} is not a folder of your own (a link, or another user's); "
-            "remove it, or give a --state-dir of your own"
-        )
-    if stat.S_IMODE(info.st_mode) & 0o077:
-        os.chmod(address.folder, 0o700, follow_symlinks=False)
 
 
 def run_daemon(config_path: str | None, state_dir: str | None, idle_seconds: float | None, ready: Ready) -> None:
