@@ -109,8 +109,8 @@ def test_only_a_real_heredoc_keeps_the_prompt_reading(line: str, word: str | Non
 async def test_stateless_http_clients_never_share_a_shell() -> None:
     from mcp import Client
 
-    from toolshell.frontends.mcp_server import _serve_http, build_server
-    from toolshell.frontends.serve_auth import NO_AUTH
+    from toolshell.frontends.serve.auth import NO_AUTH
+    from toolshell.frontends.serve.server import _serve_http, build_server
 
     port = free_port()
     async with Host.open() as host, anyio.create_task_group() as tg:

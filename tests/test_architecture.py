@@ -85,7 +85,9 @@ def _targets(node: ast.Import | ast.ImportFrom) -> list[str]:
             return []
         if node.module == "toolshell":  # `from toolshell import config`: the submodules named
             return [f"toolshell.{alias.name}" for alias in node.names]
-        return [node.module]
+        # `from package import module` imports that module too (a name that is not one falls back
+        # to the package in _edges)
+        return [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
     return [alias.name for alias in node.names]
 
 

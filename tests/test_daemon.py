@@ -25,7 +25,7 @@ from toolshell.frontends.daemon import control
 from toolshell.frontends.daemon.address import address_for
 from toolshell.version import __version__
 
-ENTRY = [sys.executable, "-c", "from toolshell.frontends.daemon.client import main; main()"]
+ENTRY = [sys.executable, "-c", "from toolshell.frontends.entry import main; main()"]
 COUNTED = textwrap.dedent(
     """
     import sys
@@ -165,7 +165,7 @@ def test_a_started_daemon_serves_run_plan_servers_and_scripts_without_starting_t
 def test_a_warm_call_imports_neither_mcp_nor_click(place: Place) -> None:
     assert place.toolshell("daemon", "start").returncode == 0
     probe = (
-        "import sys\nfrom toolshell.frontends.daemon.client import main\n"
+        "import sys\nfrom toolshell.frontends.entry import main\n"
         "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    code = e.code\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'click', 'pydantic', 'bashkit')), code)\n"
     )

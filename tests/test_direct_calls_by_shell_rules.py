@@ -15,7 +15,7 @@ from mcp import Client
 from toolshell.config import load_text
 from toolshell.errors import ToolshellError
 from toolshell.frontends.llm import run_tool_call
-from toolshell.frontends.mcp_server import build_server
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.timeline.sinks import query
 

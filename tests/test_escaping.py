@@ -23,8 +23,8 @@ from pydantic import BaseModel, Field
 import toolshell.safe_text
 from _github_server import make_github
 from toolshell.frontends.cli import main as cli_main
-from toolshell.frontends.mcp_server import build_server
-from toolshell.frontends.upstream import approval_form
+from toolshell.frontends.serve.server import build_server
+from toolshell.frontends.serve.upstream import approval_form
 from toolshell.frontends.web import web_app
 from toolshell.host import Host
 from toolshell.policy.approvals import Approvals

@@ -11,8 +11,8 @@ from mcp import Client
 
 from _net_support import free_port, wait_until_serving
 from toolshell.config import Config
-from toolshell.frontends.mcp_server import _serve_http, build_server
-from toolshell.frontends.serve_auth import NO_AUTH
+from toolshell.frontends.serve.auth import NO_AUTH
+from toolshell.frontends.serve.server import _serve_http, build_server
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio

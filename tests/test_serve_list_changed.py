@@ -15,8 +15,8 @@ import pytest
 from mcp import Client
 
 from toolshell.config import load_text
-from toolshell.frontends.list_notifier import ListNotifier
-from toolshell.frontends.mcp_server import build_server
+from toolshell.frontends.serve.list_notifier import ListNotifier
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio

@@ -19,8 +19,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from _net_support import free_port, wait_until_serving
-from toolshell.frontends.mcp_server import _serve_http, build_server
-from toolshell.frontends.serve_auth import NO_AUTH
+from toolshell.frontends.serve.auth import NO_AUTH
+from toolshell.frontends.serve.server import _serve_http, build_server
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio

@@ -28,9 +28,9 @@ from _net_support import free_port, wait_until_serving
 from _oauth_server import MACHINE_ID, MACHINE_SECRET, Running, serve_oauth
 from _serve_auth_support import client, toolshell_exe
 from toolshell.config.serve import ServeOAuthConfig
-from toolshell.frontends import serve_oauth as serve_oauth_module
-from toolshell.frontends.mcp_server import _serve_http, build_server
-from toolshell.frontends.serve_oauth import oauth_gate
+from toolshell.frontends.serve import oauth as serve_oauth_module
+from toolshell.frontends.serve.oauth import oauth_gate
+from toolshell.frontends.serve.server import _serve_http, build_server
 from toolshell.host import Host
 from toolshell.store.sqlite import Store
 from toolshell.timeline.sinks import SqliteSink, query

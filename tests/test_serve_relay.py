@@ -19,8 +19,8 @@ import pytest
 from _serve_auth_support import SRC, TESTS, Served, client, serving, toolshell_exe
 from _store_support import ENGINES, fresh_database, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.config.loading import STATE_FILE
-from toolshell.frontends.relay import Relay
-from toolshell.frontends.upstream import ParkedRun
+from toolshell.frontends.serve.relay import Relay
+from toolshell.frontends.serve.upstream import ParkedRun
 from toolshell.store.engines import open_store
 from toolshell.store.keys import new_key
 

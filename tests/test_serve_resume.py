@@ -14,9 +14,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http import EventMessage
 
 from _net_support import free_port, wait_until_serving
-from toolshell.frontends.event_store import EVENT_STORES, EventLog, MemoryEventStore, SessionEvents, open_event_log
-from toolshell.frontends.mcp_server import _serve_http, build_server
-from toolshell.frontends.serve_auth import NO_AUTH
+from toolshell.frontends.serve.auth import NO_AUTH
+from toolshell.frontends.serve.event_store import (
+    EVENT_STORES,
+    EventLog,
+    MemoryEventStore,
+    SessionEvents,
+    open_event_log,
+)
+from toolshell.frontends.serve.server import _serve_http, build_server
 from toolshell.host import Host
 from toolshell.store import Store
 from toolshell.store.event_log import StateEventStore, StoredEvent

@@ -16,14 +16,14 @@ from mcp_types import ToolAnnotations
 from _github_server import make_github
 from toolshell.builtin import text_metrics
 from toolshell.config import Config
-from toolshell.frontends.bash_tool import (
+from toolshell.frontends.serve.bash_tool import (
     BASH_OUTPUT_SCHEMA,
     BASH_SCHEMA,
     BASH_TITLE,
     MAX_LISTED_SERVERS,
     bash_description,
 )
-from toolshell.frontends.mcp_server import build_server
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.registry.entry import ServerInfo
 from toolshell.version import __version__

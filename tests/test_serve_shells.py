@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from _serve_auth_support import Served, client, serving
 from _store_support import ENGINES, fresh_database, postgres_server, store_url  # noqa: F401  (fixtures)
-from toolshell.frontends.mcp_server import build_server
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.store.keys import new_key
 

@@ -23,7 +23,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from _otlp_support import Received, Receiver, otlp_receiver
 from toolshell.config import Config, load_text
 from toolshell.config.models import TelemetryConfig
-from toolshell.frontends.mcp_server import build_server
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.telemetry import wanted
 

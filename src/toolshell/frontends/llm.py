@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from toolshell.command.render import render_result
 from toolshell.errors import ErrorCode, ToolshellError, error_line
-from toolshell.frontends.bash_tool import BASH_SCHEMA, bash_description
+from toolshell.frontends.serve.bash_tool import BASH_SCHEMA, bash_description
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session

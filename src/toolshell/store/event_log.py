@@ -1,5 +1,5 @@
 """The SSE events of `toolshell serve --http` in the state database (`EventLog`, see
-`toolshell.frontends.event_store`), for processes that share one state directory.
+`toolshell.frontends.serve.event_store`), for processes that share one state directory.
 
 Bounded like the in-memory log: past `max_events` rows or `max_bytes` of message JSON the oldest
 rows go. Event ids are the table's row ids, unique across the processes that share the file.

@@ -18,7 +18,7 @@ def listen_address(bind: str, port: int, *, allow_remote: bool, what: str) -> st
         click.UsageError: a non-loopback host without `--allow-remote` (exit 2).
         click.ClickException: the address cannot be bound, e.g. the port is in use (exit 1).
     """
-    from toolshell.frontends.mcp_server import is_loopback  # lazy: the MCP server stack is heavy
+    from toolshell.frontends.serve.server import is_loopback  # lazy: the MCP server stack is heavy
 
     host = bind[1:-1] if bind.startswith("[") and bind.endswith("]") else bind
     if not is_loopback(host) and not allow_remote:

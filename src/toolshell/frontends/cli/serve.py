@@ -41,8 +41,8 @@ def serve(
     or an access token of the [serve.oauth] issuer.
     """
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
-    from toolshell.frontends.mcp_server import is_loopback
-    from toolshell.frontends.mcp_server import serve as serve_mcp
+    from toolshell.frontends.serve.server import is_loopback
+    from toolshell.frontends.serve.server import serve as serve_mcp
 
     if no_auth and not use_http:
         raise click.UsageError("--no-auth applies to --http only (stdio has no network to guard)")

@@ -21,7 +21,7 @@ def web(config_path: str | None, state_dir: str | None, host: str, port: int, al
     """Serve the web page; its URL, with a one-time token, is printed on stdout."""
     # Lazy: starlette and uvicorn cost ~0.3 s to import, and only this command needs them.
     from toolshell.errors import ToolshellError
-    from toolshell.frontends.mcp_server import is_loopback
+    from toolshell.frontends.serve.server import is_loopback
     from toolshell.frontends.web.serve import bind, serve_web
 
     if not is_loopback(host) and not allow_remote:

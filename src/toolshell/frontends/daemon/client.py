@@ -91,19 +91,16 @@ class _Invocation:
         return {**message, "op": op, "script": self.script(), "role": self.role, "json": self.as_json}
 
 
-def main(argv: list[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
+def try_warm(args: list[str]) -> int | None:
+    """The exit code of `args` run by a daemon, or None: run it cold (the entry point does)."""
     invocation = _parse(args)
-    if invocation is not None:
-        code = _warm(invocation)
-        if code is not None:
-            sys.exit(code)
-        if invocation.stdin is not None:  # read for the daemon, which declined: the cold path reads it again
-            sys.stdin = io.TextIOWrapper(io.BytesIO(invocation.stdin), encoding="utf-8")
-    # lazy: the full command line (click, and what each command imports) only when it is needed
-    from toolshell.frontends.cli import main as cold
-
-    cold(args, prog_name="toolshell")
+    if invocation is None:
+        return None
+    code = _warm(invocation)
+    if code is None and invocation.stdin is not None:
+        # read for the daemon, which declined: the cold path reads it again
+        sys.stdin = io.TextIOWrapper(io.BytesIO(invocation.stdin), encoding="utf-8")
+    return code
 
 
 def _warm(invocation: _Invocation) -> int | None:

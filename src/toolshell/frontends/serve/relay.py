@@ -31,7 +31,7 @@ import mcp_types as types
 from pydantic import TypeAdapter
 
 from toolshell.errors import ErrorCode, ToolshellError, error_result
-from toolshell.frontends.upstream import ParkedRun, Parking
+from toolshell.frontends.serve.upstream import ParkedRun, Parking
 from toolshell.store.protocol import Row, StateStore
 
 logger = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 The agent host configures this one server instead of twenty. Each `bash` call is one shell call in
 a session of its own per upstream connection; the result is the JSON object of `RunResult`, as
 text and as `structuredContent`. When the upstream client declared elicitation, a call that needs
-approval and a server's own question are put to it (`frontends.upstream`): in `input_required`
+approval and a server's own question are put to it (`frontends.serve.upstream`): in `input_required`
 rounds for 2026-07-28 clients (the script waits, parked), as `elicitation/create` on the call's
 stream for older ones. A client without elicitation gets the stop report; servers' questions
 are declined. Over HTTP every request is authenticated (`serve_auth`), and the caller's identity
@@ -31,13 +31,13 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from toolshell.calls.approval import name_process_options
 from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError, error_result
-from toolshell.frontends.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.console import say_waiting
-from toolshell.frontends.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
-from toolshell.frontends.list_notifier import ListNotifier
-from toolshell.frontends.relay import relay_for, stop_relay
-from toolshell.frontends.serve_auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
-from toolshell.frontends.upstream import (
+from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
+from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
+from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.serve.list_notifier import ListNotifier
+from toolshell.frontends.serve.relay import relay_for, stop_relay
+from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
     Parking,
@@ -86,7 +86,7 @@ def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
 @asynccontextmanager
 async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
     """The lifespan: a task group where parked `bash` calls of 2026-07-28 clients run (and the
-    relay that carries their retries from other workers, `frontends.relay`)."""
+    relay that carries their retries from other workers, `frontends.serve.relay`)."""
     async with anyio.create_task_group() as tg:
         parking = Parking(tg)
         try:
@@ -146,7 +146,7 @@ def build_server(
     ) -> types.CallToolResult | types.InputRequiredResult:
         """A 2026-07-28 client that can answer: the script runs parked, questions become rounds.
 
-        A retry for a run parked in another worker goes through the store (`frontends.relay`)."""
+        A retry for a run parked in another worker goes through the store (`frontends.serve.relay`)."""
         parking: Parking = ctx.lifespan_context
         relay = relay_for(parking, host.store, approval.wait_seconds)
         caller = _caller(ctx)
@@ -303,7 +303,7 @@ async def _keep_alive(workers: Workers, host: Host) -> None:
 
 def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:
     if config.serve.oauth is not None:
-        from toolshell.frontends.serve_oauth import oauth_gate  # lazy: JWT and JWKS only for OAuth
+        from toolshell.frontends.serve.oauth import oauth_gate  # lazy: JWT and JWKS only for OAuth
 
         return oauth_gate(config.serve.oauth, bind, port, os.environ)
     return token_gate(serve_token(host.state_dir))

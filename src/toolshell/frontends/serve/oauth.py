@@ -30,7 +30,7 @@ from pydantic import AnyHttpUrl
 
 from toolshell.config.serve import ServeOAuthConfig
 from toolshell.errors import ErrorCode, ToolshellError
-from toolshell.frontends.serve_auth import CallerToken, Gate
+from toolshell.frontends.serve.auth import CallerToken, Gate
 
 log = logging.getLogger("toolshell.serve")
 

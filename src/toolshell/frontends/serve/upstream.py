@@ -8,7 +8,7 @@ a server's own question (elicitation). Both become one `ElicitRequestParams` and
 - `ParkedRun` (2026-07-28 clients): the `bash` call returns an `InputRequiredResult` with the
   question while the script waits, parked; the client's retry (same call, with its answer and the
   sealed `requestState`) hands the answer over and waits for the next round or the result. A
-  retry that lands on another worker goes through the store (`frontends.relay`).
+  retry that lands on another worker goes through the store (`frontends.serve.relay`).
 
 An asker that gets no answer within `[approval] wait_seconds` returns None: an approval then stays
 pending (the script stops with the report), a server's question is cancelled.
@@ -47,7 +47,7 @@ THROUGH_CLIENT = "the person through the MCP client"
 """Who answered, as a request records an answer (or a decline) the upstream client sent."""
 MAX_PARKED = 64
 """Parked runs kept per connection; the oldest is dropped past this (a retry for it then goes
-through the store, as one from another worker does: `frontends.relay`)."""
+through the store, as one from another worker does: `frontends.serve.relay`)."""
 
 
 class Asker(Protocol):
@@ -102,7 +102,7 @@ class ParkedRun:
     question it asks becomes one `input_required` round of the call.
 
     `current()` is what a retry would get now, read without taking anything, so this worker's
-    retry and the relay that publishes rounds to other workers (`frontends.relay`) see the same."""
+    retry and the relay that publishes rounds to other workers (`frontends.serve.relay`) see the same."""
 
     def __init__(self) -> None:
         self.token = secrets.token_urlsafe(18)
