@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import bashkit
 import pytest
 
 from toolshell.host import Host
@@ -63,11 +64,43 @@ async def test_a_shell_past_max_bytes_is_not_kept_and_the_result_says_so(tmp_pat
     assert after.stdout == "" and after.shell_note is None, "the next call starts in an empty shell"
 
 
-async def test_a_shell_changed_in_the_store_is_not_opened_and_nothing_runs(tmp_path: Path) -> None:
+async def _planted_commit() -> tuple[str, dict[str, bytes]]:
+    """A well-formed commit of the attacker's own, made with bashkit's snapshot API: a `tools`
+    function that logs every call, and a ledger of its choosing."""
+    shell = bashkit.Bash()
+    await shell.execute('echo balance=1000000 > ledger; tools() { echo "$*" >> /tmp/seen; }')
+    packed = shell.commit()
+    return packed.id, dict(packed.objects)
+
+
+async def test_a_well_formed_commit_written_into_the_store_is_refused_by_the_commits_seal(tmp_path: Path) -> None:
     async with _worker(tmp_path) as one, _worker(tmp_path) as two:
-        handle = (await one.run(None, None, "echo kept > f")).shell
-        one.handles.store.execute("UPDATE shell_objects SET data = ? WHERE handle = ?", (b"forged" * 10, handle))
-        one.handles.store.execute("UPDATE shell_handles SET version = version + 1 WHERE handle = ?", (handle,))
-        forged = await two.run(None, handle, "cat f; echo ran")
+        handle = (await one.run(None, None, "echo balance=100 > ledger")).shell
+        tip, objects = await _planted_commit()
+        store = one.handles.store
+        store.execute("UPDATE shell_handles SET tip = ? WHERE handle = ?", (tip, handle))
+        for oid, data in objects.items():  # each object under a seal copied from a genuine one
+            store.execute(
+                "INSERT INTO shell_objects (handle, id, data, mac) SELECT handle, ?, ?, mac FROM shell_objects "
+                "WHERE handle = ? LIMIT 1 ON CONFLICT (handle, id) DO NOTHING",
+                (oid, data, handle),
+            )
+        forged = await two.run(None, handle, "cat ledger; echo ran")
     assert (forged.exit_code, forged.stdout) == (1, "")
-    assert "could not be opened" in (forged.shell_note or "") and forged.shell != handle
+    assert "could not be opened: its seal does not match the state keys" in (forged.shell_note or "")
+    assert forged.shell != handle
+
+
+async def test_well_formed_objects_written_under_a_genuine_commit_are_refused_by_their_seals(tmp_path: Path) -> None:
+    """The commit's seal holds, so only the objects' seals stand between bashkit and bytes the
+    attacker chose (bashkit's content hash would refuse them later, as a broken shell)."""
+    async with _worker(tmp_path) as one, _worker(tmp_path) as two:
+        handle = (await one.run(None, None, "echo balance=100 > ledger")).shell
+        _, planted = await _planted_commit()
+        store = one.handles.store
+        genuine = [r["id"] for r in store.query("SELECT id FROM shell_objects WHERE handle = ?", (handle,))]
+        for oid, data in zip(genuine, planted.values(), strict=False):
+            store.execute("UPDATE shell_objects SET data = ? WHERE handle = ? AND id = ?", (data, handle, oid))
+        forged = await two.run(None, handle, "cat ledger; echo ran")
+    assert (forged.exit_code, forged.stdout) == (1, "")
+    assert "could not be opened: the seal of one of its objects does not match" in (forged.shell_note or "")

@@ -7,11 +7,20 @@ handle that is gone, nothing runs: the result says so and carries a new shell's 
 is the safer choice: a script written for files and a working directory that are gone could do
 the wrong thing in an empty shell. After the call the shell's state is saved as an incremental
 commit: only the objects the store does not hold yet are written.
+
+The store failing is not the shell being gone: a transient store error (`retryable`) before the
+script starts keeps the caller's handle (call again with it); once the script has started, the
+result never says "nothing ran", and the shell keeps the state saved before the call.
+
+Live sessions are a cache of the store, bounded by count (`max_live`) and by the bytes of their
+files (`[serve] live_shell_bytes`): past either, the least recently used idle one is closed (its
+state stays in the store). A live session whose handle was dropped or expired is closed too.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +31,7 @@ import anyio
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.result import RunResult
 from toolshell.shell.handles import Forged, Kept, ShellHandles
+from toolshell.shell.live_bytes import files_bytes
 from toolshell.store.keys import for_purpose, key_ring
 
 if TYPE_CHECKING:
@@ -31,6 +41,8 @@ if TYPE_CHECKING:
 MAX_LIVE = 64
 """Sessions this process keeps in memory; past it the least recently used is closed (its state
 stays in the store, so the next call checks it out again)."""
+LIVE_BYTES = 1 << 30
+"""The bytes of files the live sessions of one process may hold between calls (`[serve] live_shell_bytes`)."""
 COMPACT_FLOOR = 64 * 1024
 """Objects kept for a shell may reach twice its size (at least this) before a full commit
 replaces them, dropping those no longer reachable."""
@@ -47,6 +59,9 @@ class _Live:
     stored: int = 0
     full: int = 0
     """The size of the last full commit: what the shell itself holds."""
+    size: int = 0
+    """The bytes of its files after its last call (what it holds in memory between calls)."""
+    used: float = field(default_factory=time.monotonic)
 
 
 class Shells:
@@ -58,12 +73,22 @@ class Shells:
         keys: the state key ring (`store.keys.key_ring`): the first seals, each opens.
     """
 
-    def __init__(self, host: Host, handles: ShellHandles, keys: Sequence[bytes], max_live: int = MAX_LIVE) -> None:
+    def __init__(
+        self,
+        host: Host,
+        handles: ShellHandles,
+        keys: Sequence[bytes],
+        max_live: int = MAX_LIVE,
+        live_bytes: int = LIVE_BYTES,
+    ) -> None:
         self.host = host
         self.handles = handles
         self.keys = list(keys)
         self.max_live = max_live
+        self.live_bytes = live_bytes
         self._live: OrderedDict[str, _Live] = OrderedDict()
+        self._mounted = [m.path for m in host.config.shell.mounts]
+        handles.on_drop = self._forget  # a handle dropped from the store: its live session goes too
 
     @classmethod
     def for_host(cls, host: Host) -> Shells:
@@ -79,7 +104,8 @@ class Shells:
             max_per_caller=serve.max_shells_per_caller,
             max_bytes=serve.max_shell_bytes,
         )
-        return cls(host, handles, for_purpose(state_ring(host), "shell-seal"))
+        keys = for_purpose(state_ring(host), "shell-seal")
+        return cls(host, handles, keys, live_bytes=serve.live_shell_bytes)
 
     def new(self, caller: str | None) -> str:
         """A new, empty shell's handle."""
@@ -92,22 +118,42 @@ class Shells:
     async def run(self, caller: str | None, handle: str | None, script: str, **options: Any) -> RunResult:
         """Run `script` in the caller's shell `handle` (a new shell when None); `options` go to
         `Session.run` (answerer, approver). The result names the shell's handle."""
-        if handle is None:
-            handle = self.handles.new(caller)
         try:
+            if handle is None:
+                handle = self.handles.new(caller)
             if self._find(handle, caller) is None:
                 return self._gone(handle, caller)
-            live = self._live_for(handle, caller)
-            async with live.lock:
+        except Forged as err:
+            return self._unreadable(handle or "", caller, err)
+        except ToolshellError as err:
+            return self._store_failed(handle, err)
+        live = self._live_for(handle, caller)
+        async with live.lock:
+            try:
                 kept = self._find(handle, caller)  # another call may have saved it while this one waited
                 if kept is None:
                     return self._gone(handle, caller)
                 self._catch_up(live, kept)
+            except (Forged, ToolshellError) as err:
+                self._forget(handle)
+                if isinstance(err, ToolshellError) and err.retryable:
+                    return self._store_failed(handle, err)
+                return self._unreadable(handle, caller, err)
+            try:
                 result = await live.session.run(script, **options)
+            except ToolshellError as err:  # the script started: never "nothing ran"
+                self._forget(handle)
+                return _failed_after_start(handle, err)
+            try:
                 note = self._save(handle, caller, live)
-        except (Forged, ToolshellError) as err:
-            self._forget(handle)
-            return self._unreadable(handle, caller, err)
+            except ToolshellError as err:  # it ran; the store failed after
+                self._forget(handle)
+                note = (
+                    f"the script ran, but its shell's state could not be saved ({err.message}); the next call "
+                    "with this shell starts from the state saved before this one"
+                )
+            live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
+        self._trim()
         result.shell, result.shell_note = handle, note
         return result
 
@@ -164,11 +210,21 @@ class Shells:
         live = self._live.get(handle)
         if live is None:
             live = self._live[handle] = _Live(self.host.session(source="agent", caller=caller), -1)
-            if len(self._live) > self.max_live:
-                _, oldest = self._live.popitem(last=False)
-                oldest.session.close()
         self._live.move_to_end(handle)
         return live
+
+    def _trim(self) -> None:
+        """Close live sessions past the bounds, least recently used first (never one in a call):
+        expired ones, then past `max_live` sessions or `live_bytes` bytes of files."""
+        expired = time.monotonic() - self.handles.idle_seconds
+        for handle, live in list(self._live.items()):
+            if live.used < expired and not live.lock.locked():
+                self._forget(handle)
+        while len(self._live) > self.max_live or sum(v.size for v in self._live.values()) > self.live_bytes:
+            idle = next((h for h, v in self._live.items() if not v.lock.locked()), None)
+            if idle is None:
+                return
+            self._forget(idle)
 
     def _forget(self, handle: str) -> None:
         live = self._live.pop(handle, None)
@@ -176,6 +232,7 @@ class Shells:
             live.session.close()
 
     def _gone(self, asked: str, caller: str | None) -> RunResult:
+        self._forget(asked)
         new = self.handles.new(caller)
         err = ToolshellError(
             ErrorCode.INVALID_INPUT,
@@ -185,9 +242,9 @@ class Shells:
         )
         return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
 
-    def _unreadable(self, asked: str, caller: str | None, cause: Exception) -> RunResult:
+    def _unreadable(self, asked: str, caller: str | None, cause: Forged | ToolshellError) -> RunResult:
         new = self.handles.new(caller)
-        why = cause.message if isinstance(cause, ToolshellError) else "its seal does not match the state keys"
+        why = cause.message if isinstance(cause, ToolshellError) else cause.why
         err = ToolshellError(
             ErrorCode.UNAVAILABLE,
             f"the shell {asked[:12]}… could not be opened: {why}; nothing ran. Run the script again in the "
@@ -195,10 +252,28 @@ class Shells:
         )
         return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
 
+    def _store_failed(self, handle: str | None, cause: ToolshellError) -> RunResult:
+        """Before the script started the store failed: nothing ran, and the shell is kept."""
+        if not cause.retryable:
+            raise cause
+        kept = f"; the shell {handle} is kept: call again with it" if handle else "; call again"
+        err = ToolshellError(ErrorCode.UNAVAILABLE, f"{cause.message}; nothing ran{kept}", retryable=True)
+        return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+
     def close(self) -> None:
         for live in self._live.values():
             live.session.close()
         self._live.clear()
+
+
+def _failed_after_start(handle: str, cause: ToolshellError) -> RunResult:
+    err = ToolshellError(
+        cause.code,
+        f"the script started, but its run failed: {cause.message}; it may have run in part. The shell keeps "
+        "the state saved before this call",
+        retryable=cause.retryable,
+    )
+    return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
 
 
 def state_ring(host: Host) -> list[bytes]:

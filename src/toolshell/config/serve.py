@@ -77,6 +77,9 @@ class ServeConfig(_Model):
     """Shells one caller keeps; past it, that caller's shell idle longest goes."""
     max_shell_bytes: int = Field(default=64 * 1024 * 1024, ge=4096, le=1 << 34)
     """The most a shell's saved state may take; past it the state is not kept (the result says so)."""
+    live_shell_bytes: int = Field(default=1 << 30, ge=1 << 20, le=1 << 40)
+    """The bytes of files the shells one serving process keeps live between calls may hold; past it
+    the least recently used are closed (their state stays in the store, the next call checks it out)."""
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""

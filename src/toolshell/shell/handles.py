@@ -12,7 +12,14 @@ processes and machines that share a store, with no affinity.
 - It expires after `idle_seconds` without a call; each caller keeps at most `max_per_caller`
   shells (the one idle longest goes first), so one client never evicts another's shell.
 - The commit id and every object are HMAC-sealed with the state key, so state read back from a
-  shared database cannot be forged by whoever can write a row.
+  shared database cannot be forged by whoever can write a row. The commit's seal binds the handle,
+  the caller and the version with it: a commit written back from an older version (a rollback), or
+  a row given another `caller` (a shell moved to another client), does not open. The empty state a
+  saved shell may have (not kept: past `max_bytes`) is sealed the same way.
+- A process remembers the highest version it saw of each shell (`SEEN_MAX` shells) and refuses a
+  stored version lower than it: an older row written back whole, seal and version together, is
+  refused by every worker that saw a later one. (A worker that never saw the later one cannot tell;
+  `docs/security.md` states what the seals do and do not protect.)
 - The objects a shell keeps are bounded by `max_bytes`; the objects no longer reachable are
   dropped when the kept bytes pass twice what the shell holds (a full commit replaces them).
 """
@@ -23,7 +30,8 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from toolshell.store.protocol import StateStore, Transaction
@@ -57,15 +65,38 @@ MIGRATIONS = [
         created_at DOUBLE PRECISION NOT NULL
     );
     """,
+    # The seal binds caller and version since this step: shells sealed the old way are dropped
+    # (their next call reads "gone") rather than opened under a seal that no longer proves enough.
+    """
+    DELETE FROM shell_sessions;
+    DELETE FROM shell_objects;
+    DELETE FROM shell_handles;
+    """,
 ]
 
 PREFIX = "sh_"
 ANONYMOUS = ""
 """The caller key of calls with no identity (stdio, the CLI, the Python API): this machine's user."""
+SEEN_MAX = 100_000
+"""Shells whose highest version a process remembers (about 100 bytes each); past it the one seen
+longest ago is forgotten."""
 
 
 class Forged(Exception):
-    """A kept shell whose seal does not match: changed in the store, or sealed with another key."""
+    """A kept shell that does not open: its seal does not match (changed in the store, moved to
+    another caller, an older commit written back, or sealed with another key), or its version is
+    lower than one this process saw."""
+
+    def __init__(self, handle: str, why: str) -> None:
+        super().__init__(why)
+        self.handle = handle
+        self.why = why
+
+
+_NOT_SEALED = (
+    "its seal does not match the state keys (the row was changed in the store: another commit or an "
+    "older one written back, or another caller; or it was sealed with a key no longer in the ring)"
+)
 
 
 @dataclass(frozen=True)
@@ -97,6 +128,9 @@ class ShellHandles:
         self.idle_seconds = idle_seconds
         self.max_per_caller = max_per_caller
         self.max_bytes = max_bytes
+        self._seen: OrderedDict[str, int] = OrderedDict()
+        self.on_drop: Callable[[str], None] = _nothing
+        """Told each handle this process drops (past the cap, expired): a live copy of it goes too."""
 
     def new(self, caller: str | None) -> str:
         """A new handle for `caller`; the caller's shells idle longest are dropped past the cap."""
@@ -111,8 +145,11 @@ class ShellHandles:
             kept = tx.query(
                 "SELECT handle FROM shell_handles WHERE caller = ? ORDER BY used_at DESC, created_at DESC", (who,)
             )
-            for row in kept[self.max_per_caller :]:
-                _drop(tx, row["handle"])
+            dropped = [row["handle"] for row in kept[self.max_per_caller :]]
+            for gone in dropped:
+                _drop(tx, gone)
+        for gone in dropped:
+            self.on_drop(gone)
         return handle
 
     def for_session(self, session_key: str, caller: str | None) -> str:
@@ -148,7 +185,8 @@ class ShellHandles:
         """The caller's shell with this handle, or None: unknown, another caller's, or expired.
 
         Raises:
-            Forged: its commit id's seal matches no key.
+            Forged: its commit's seal (handle, caller, version, commit) matches no key, or its version
+                is lower than one this process saw.
         """
         if not handle.startswith(PREFIX) or len(handle) > 100:
             return None
@@ -159,10 +197,19 @@ class ShellHandles:
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
             return None
         row = rows[0]
-        tip = row["tip"]
-        if tip is not None and not _opens(keys, f"{handle}:tip:{tip}".encode(), row["tip_mac"]):
-            raise Forged(handle)
-        return Kept(handle, tip, int(row["version"]), int(row["stored"]))
+        tip, version = row["tip"], int(row["version"])
+        fresh = version == 0 and tip is None and row["tip_mac"] is None  # made by `new`, never saved
+        if not fresh and not _opens(keys, _tip_text(handle, caller, version, tip), row["tip_mac"]):
+            raise Forged(handle, _NOT_SEALED)
+        seen = self._seen.get(handle, 0)
+        if version < seen:
+            raise Forged(
+                handle,
+                f"the store holds version {version} of it, older than version {seen} this worker saw "
+                "(an older state was written back into the store)",
+            )
+        self._saw(handle, version)
+        return Kept(handle, tip, version, int(row["stored"]))
 
     def objects(self, handle: str, keys: list[bytes]) -> dict[str, bytes]:
         """Every object kept for the shell, each checked against its seal.
@@ -174,7 +221,7 @@ class ShellHandles:
         for row in self.store.query("SELECT id, data, mac FROM shell_objects WHERE handle = ?", (handle,)):
             data = bytes(row["data"])
             if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
-                raise Forged(handle)
+                raise Forged(handle, "the seal of one of its objects does not match the state keys")
             found[row["id"]] = data
         return found
 
@@ -200,7 +247,7 @@ class ShellHandles:
                 + ", used_at = ?, version = version + 1 WHERE handle = ? AND caller = ? AND version = ?",
                 (
                     tip,
-                    None if tip is None else _seal(key, f"{handle}:tip:{tip}".encode()),
+                    _seal(key, _tip_text(handle, caller, version + 1, tip)),
                     added if tip is not None else 0,
                     time.time(),
                     handle,
@@ -218,7 +265,14 @@ class ShellHandles:
                     "ON CONFLICT (handle, id) DO NOTHING",
                     (handle, oid, data, _seal(key, _object_text(handle, oid, data))),
                 )
+        self._saw(handle, version + 1)
         return version + 1
+
+    def _saw(self, handle: str, version: int) -> None:
+        self._seen[handle] = max(version, self._seen.get(handle, 0))
+        self._seen.move_to_end(handle)
+        if len(self._seen) > SEEN_MAX:
+            self._seen.popitem(last=False)
 
     def drop_expired(self) -> int:
         """Forget every shell idle past `idle_seconds`; how many went."""
@@ -227,13 +281,26 @@ class ShellHandles:
             gone = tx.query("SELECT handle FROM shell_handles WHERE used_at < ?", (cutoff,))
             for row in gone:
                 _drop(tx, row["handle"])
+        for row in gone:
+            self.on_drop(row["handle"])
         return len(gone)
+
+
+def _nothing(handle: str) -> None:
+    pass
 
 
 def _drop(tx: Transaction, handle: str) -> None:
     tx.execute("DELETE FROM shell_sessions WHERE handle = ?", (handle,))
     tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
     tx.execute("DELETE FROM shell_handles WHERE handle = ?", (handle,))
+
+
+def _tip_text(handle: str, caller: str | None, version: int, tip: str | None) -> bytes:
+    """What a commit's seal covers: the shell, whose it is, which save, and the commit (none: empty).
+    Lengths first, so no two different tuples read as one text."""
+    parts = [handle, caller or ANONYMOUS, str(version), "" if tip is None else tip]
+    return ("tip:" + "".join(f"{len(p)}:{p}" for p in parts)).encode()
 
 
 def _object_text(handle: str, oid: str, data: bytes) -> bytes:
