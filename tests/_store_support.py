@@ -71,3 +71,24 @@ def store_url(request: Any, postgres_server: str | None, tmp_path: Path) -> str:
     if postgres_server is None:
         pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
     return fresh_database(postgres_server)
+
+
+def pg_ctl(server: str, action: str) -> None:
+    """`pg_ctl stop`, `start` or `restart` on the run's test cluster (the one `server` is on), as
+    `scripts/postgres.sh` runs it: as the `postgres` user when root; `restart` and `start` keep the
+    options it was started with (`postmaster.opts`)."""
+    # lazy: conninfo parsing is psycopg's, needed only where PostgreSQL runs
+    from psycopg.conninfo import conninfo_to_dict
+
+    directory = str(conninfo_to_dict(server)["host"])
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parts[-3]))
+    binary = str(found[-1]) if found else "pg_ctl"
+    run_as = ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
+    data = f"{directory}/data"
+    if action == "start":  # `start` reads no postmaster.opts: give the socket dir and options again
+        extra = ["-o", f"-k {directory} -c listen_addresses='' -c fsync=off -c max_connections=200"]
+        command = [binary, "-D", data, "-l", f"{directory}/server.log", "-w", *extra, "start"]
+    else:
+        command = [binary, "-D", data, "-l", f"{directory}/server.log", "-m", "fast", "-w", action]
+    # No pipes: the server pg_ctl starts would hold them open, and this would wait for it to exit.
+    subprocess.run([*run_as, *command], check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, timeout=120)

@@ -8,6 +8,7 @@ first needs it (a script with no `tools` call needs none).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -301,6 +302,16 @@ class Session:
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
+        try:
+            return await self._started(script, ledger, started, on_output)
+        except Exception:
+            # The run failed (the store lost mid-run, say): its row ends, never left `running`.
+            with contextlib.suppress(Exception):  # the store may still be down; the first error is the one
+                ledger.shell_call(script, started, self.source, 1)
+            raise
+
+    async def _started(self, script: str, ledger: Ledger, started: float, on_output: OnOutput | None) -> RunResult:
+        services, config = self.services, self.services.config
         view = CatalogView(None, services.load_server, lambda: services.catalog(self))  # built when first needed
         gate = ApprovalGate(services.policy.approvals, self.id, self._approver(), caller=self.caller)
         precheck = Precheck(view, services.policy, gate, ledger)

@@ -8,23 +8,35 @@ go through a small `psycopg_pool` pool; each runs in its own transaction unless 
 Calls are synchronous and short (a Unix socket or a LAN round trip), the way the SQLite engine's
 are; the waits across processes (`LISTEN`) use a connection of their own, in a thread of its own
 (`store.pg_listen`), opened on the first subscription.
+
+A server restart or a cut connection is ridden out: the pool checks a connection before handing
+it out (a dead one is replaced), and what can run twice without harm — a read (`query` of a
+`SELECT`) and `executemany` (upserts and deletes by key, the protocol's idempotent writes) — is
+run again through the reconnect for up to `RETRY_SECONDS`, outside a caller's `transaction()`. A
+statement that may have committed before the connection was lost is not run again: its caller
+gets `unavailable`, `retryable`.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.store.dialect import numbered_placeholders
 from toolshell.store.migrations import apply_steps
 from toolshell.store.notify import Hub, Subscription, check_notification
 from toolshell.store.pg_listen import PG_CHANNEL, Listener, pg_payload
+
+RETRY_SECONDS = 10.0
+"""How long a read or an idempotent write keeps trying through a reconnect (a server restart)."""
+_T = TypeVar("_T")
 
 _MIGRATIONS = """
 CREATE TABLE IF NOT EXISTS toolshell_migrations (
@@ -74,7 +86,15 @@ class PostgresStore:
     shared = True
     """Whether other hosts may share it (every worker that points at the database)."""
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 8, timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 10.0,
+        retry_seconds: float = RETRY_SECONDS,
+    ) -> None:
         self._current: ContextVar[Any] = ContextVar(f"toolshell_pg_tx_{id(self)}", default=None)
         try:
             # lazy: only a shared store needs psycopg, an optional extra (`toolshell[postgres]`)
@@ -96,6 +116,7 @@ class PostgresStore:
             max_size=max_size,
             timeout=timeout,
             kwargs={"row_factory": dict_row, "autocommit": False},
+            check=ConnectionPool.check_connection,  # a connection a restart cut is replaced, not handed out
             open=False,
         )
         try:
@@ -106,6 +127,7 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._migrated: set[tuple[str, int]] = set()
         self._timeout = timeout
+        self._retry_seconds = retry_seconds
         self._hub = Hub()
         self._listener = Listener(url, self._hub)
 
@@ -135,12 +157,35 @@ class PostgresStore:
         batch = [tuple(r) for r in rows]
         if not batch:
             return
-        with self._transaction() as conn, conn.cursor() as cur:
-            cur.executemany(numbered_placeholders(sql), batch)
+
+        def run() -> None:
+            with self._transaction() as conn, conn.cursor() as cur:
+                cur.executemany(numbered_placeholders(sql), batch)
+
+        self._again(run)
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
-        with self.transaction() as tx:
-            return tx.query(sql, params)
+        def run() -> list[dict[str, Any]]:
+            with self.transaction() as tx:
+                return tx.query(sql, params)
+
+        return self._again(run) if sql.lstrip()[:6].upper() == "SELECT" else run()
+
+    def _again(self, run: Callable[[], _T]) -> _T:
+        """`run`, and again through a reconnect while the server cannot be reached, for up to
+        `retry_seconds` (not inside a caller's transaction: that is the caller's to run again)."""
+        if self._current.get() is not None:
+            return run()
+        deadline = time.monotonic() + self._retry_seconds
+        pause = 0.25
+        while True:
+            try:
+                return run()
+            except ToolshellError as err:
+                if not err.retryable or time.monotonic() + pause > deadline:
+                    raise
+            time.sleep(pause)  # a bounded backoff while the server restarts (the pool reconnects meanwhile)
+            pause = min(pause * 2, 2.0)
 
     @contextmanager
     def transaction(self) -> Iterator[_Tx]:
