@@ -279,7 +279,8 @@ async def serve(
             tg.start_soon(_keep_alive, workers, h)
             if http:
                 gate = NO_AUTH if no_auth else _gate(config, h, host, port)
-                await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=h)
+                page = h if config.serve.web else None  # `[serve] web = false`: no page
+                await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=page)
             else:
                 # lazy: only the transport in use is imported
                 from mcp.server.stdio import stdio_server
@@ -315,7 +316,7 @@ async def _serve_http(
     """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection),
     `/mcp` behind `gate` (its metadata routes public). SSE events get ids kept in `events` (in
     memory by default), so a dropped stream can be resumed. With `ui`, the web page of that host is
-    served under `/ui/` too, with its own token (its URL goes to stderr)."""
+    served under `/ui/` too, with the fleet's page token (`frontends.web.serve.ui_mount`)."""
     # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -336,7 +337,7 @@ async def _serve_http(
     if ui is not None:
         from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
 
-        mount, url = ui_mount(ui, host, port)
+        mount, url = ui_mount(ui, host, port, gate)
         routes.append(mount)
         page = f"; the web page is on {url}"
     app = Starlette(routes=routes, lifespan=lambda _: manager.run())
