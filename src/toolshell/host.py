@@ -58,7 +58,7 @@ from toolshell.shell.pool import ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
-from toolshell.telemetry import telemetry_for
+from toolshell.telemetry import metrics_for, telemetry_for
 from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink
 
 logger = logging.getLogger(__name__)
@@ -106,6 +106,14 @@ class Host:
         self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
         self.store = store or open_store(config_mod.state_location(self.config, str(state_dir) if state_dir else None))
         self.sink: EventSink = sink or SqliteSink(self.store)
+        serve = self.config.serve
+        self.metrics = metrics_for(  # metrics: None when off
+            self.config.telemetry,
+            self.store,
+            worker=self.worker_id,
+            idle_seconds=serve.shell_idle_seconds,
+            heartbeat_seconds=serve.heartbeat_seconds,
+        )
         self.policy = Policy(self.config, self.store, rater)
         for guard in guardrails:
             self.policy.guardrails.add(guard)
@@ -145,6 +153,7 @@ class Host:
             visible_tools=self.visible_tools,
             worker=self.worker_id,
             telemetry=self.telemetry,  # telemetry
+            metrics=self.metrics,  # metrics
             shells=self.shells,
         )
 
@@ -233,6 +242,8 @@ class Host:
             self.store.close()
             if self.telemetry is not None:  # telemetry: export what is left
                 self.telemetry.shutdown()
+            if self.metrics is not None:  # metrics: export what is left
+                self.metrics.shutdown()
 
     # --- servers -----------------------------------------------------------------------------
 

@@ -16,9 +16,10 @@ import ipaddress
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -137,8 +138,11 @@ def build_server(
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
         handle = handle_for(ctx, shell)
+        started = time.perf_counter()
         with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
             result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
+        if host.metrics is not None:  # metrics: mcp.server.operation.duration
+            host.metrics.bash_served(time.perf_counter() - started, result.success)
         return _bash_result(result)
 
     async def park_bash(
@@ -275,6 +279,9 @@ async def serve(
         server = build_server(h, visible, notifier=notifier)
         workers = Workers(h.store, config.serve.heartbeat_seconds)
         workers.register(h.worker_id)
+        if h.metrics is not None and config.telemetry.prometheus_port is not None:  # metrics: the scrape port
+            scrape = h.metrics.serve_prometheus(config.telemetry.prometheus_host, config.telemetry.prometheus_port)
+            print(f"toolshell: Prometheus metrics on {scrape}", file=sys.stderr, flush=True)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_keep_alive, workers, h)
             if http:
@@ -298,7 +305,8 @@ async def _keep_alive(workers: Workers, host: Host) -> None:
             if dead != host.worker_id:
                 mark_lost(host.store, [dead])
                 workers.forget(dead)
-        workers.beat(host.worker_id)
+        with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
+            workers.beat(host.worker_id)
         await anyio.sleep(workers.heartbeat_seconds)
 
 

@@ -85,6 +85,10 @@ function when(value) {
   return date.toLocaleString();
 }
 
+function spent(ms) {  // a statistic: null when no call of the tool ran, shown as "-" (never "0.0 ms")
+  return ms === null ? "-" : took(ms);
+}
+
 function took(ms) {
   if (ms === null || ms === undefined) return "running";
   if (typeof ms !== "number") return "-";
@@ -280,8 +284,8 @@ function renderStats(stats) {
     el("td", {}, r.server ?? "-"), el("td", {}, el("code", {}, r.tool)), el("td", { class: "num" }, String(r.calls)),
     el("td", { class: errors(r.errors) ? "outcome-failed" : "" }, errors(r.errors) || "none"),
     el("td", { class: "num" }, String(r.approvals_asked)),
-    el("td", { class: "took" }, took(r.p50_ms)), el("td", { class: "took" }, took(r.p95_ms)),
-    el("td", { class: "took" }, took(r.max_ms))));
+    el("td", { class: "took" }, spent(r.p50_ms)), el("td", { class: "took" }, spent(r.p95_ms)),
+    el("td", { class: "took" }, spent(r.max_ms))));
   document.querySelector("#stats-table tbody").replaceChildren(...cells);
 }
 
