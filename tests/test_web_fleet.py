@@ -6,6 +6,7 @@ call it had finished recorded."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -15,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 
-from _serve_auth_support import GITHUB_CONFIG, client, serving
+from _serve_auth_support import GITHUB_CONFIG, client, serving, toolshell_exe
 from _store_support import fresh_database, postgres_server  # noqa: F401  (fixtures)
 from toolshell.policy.approvals import Approvals
 from toolshell.store.engines import open_store
@@ -75,16 +76,28 @@ async def test_one_page_token_opens_every_workers_page_and_no_log_line_carries_i
         token = _page_token(one.state)
         async with client(one.url, TOKEN) as c:
             await c.call_tool("bash", {"script": "tools github list-pulls repo=acme/api"})
+        async with client(three.url, TOKEN) as c:
+            await c.call_tool("bash", {"script": "tools github get-pull repo=acme/api number=7"})
         async with httpx2.AsyncClient(timeout=30) as http:
             on_three = await http.get(f"{_ui(three.url)}/api/timeline", headers={"Authorization": f"Bearer {token}"})
             workers = await http.get(f"{_ui(three.url)}/api/workers", headers={"X-Toolshell-Token": token})
+            stats = await http.get(f"{_ui(one.url)}/api/stats", headers={"X-Toolshell-Token": token})
             guessed = await http.get(f"{_ui(three.url)}/api/timeline", headers={"Authorization": "Bearer x" * 8})
             serve_token = await http.get(f"{_ui(three.url)}/api/timeline", headers={"Authorization": f"Bearer {TOKEN}"})
         logs = one.start_line + "".join(one.stderr) + three.start_line + "".join(three.stderr)
+        cli = await anyio.run_process(
+            [toolshell_exe(), "stats", "--json", "--state-dir", str(tmp_path / "cli")],
+            env={**os.environ, "TOOLSHELL_STATE_URL": env["TOOLSHELL_STATE_URL"]},
+        )
     assert _page_token(three.state) == token, "every worker of the store has the same page token"
     assert on_three.status_code == 200, on_three.text
-    [row] = on_three.json()
-    assert row["worker"] and [c["command"] for c in row["calls"]] == ["tools github list-pulls"]
+    three_row, one_row = on_three.json()  # newest first: worker three's own call, then worker one's
+    assert [c["command"] for c in one_row["calls"]] == ["tools github list-pulls"]
+    assert one_row["worker"] != three_row["worker"], "each row names the worker that ran it"
+    assert {w["id"] for w in workers.json()} == {one_row["worker"], three_row["worker"]}
+    page_rows = {r["tool"]: r["calls"] for r in stats.json()["rows"]}
+    assert page_rows == {"list-pulls": 1, "get-pull": 1}, "worker one's page counts worker three's call too"
+    assert json.loads(cli.stdout) == stats.json(), "toolshell stats reads the same numbers from the shared store"
     assert {w["alive"] for w in workers.json()} == {True} and len(workers.json()) == 2
     assert [w["this"] for w in workers.json()].count(True) == 1
     assert (guessed.status_code, serve_token.status_code) == (401, 401), "the serve token is not the page token"

@@ -239,11 +239,11 @@ class Host:
             flush = getattr(self.sink, "flush", None)
             if flush is not None:
                 flush()
+            if self.metrics is not None:  # metrics: export what is left (its gauges read the store)
+                self.metrics.shutdown()
             self.store.close()
             if self.telemetry is not None:  # telemetry: export what is left
                 self.telemetry.shutdown()
-            if self.metrics is not None:  # metrics: export what is left
-                self.metrics.shutdown()
 
     # --- servers -----------------------------------------------------------------------------
 
