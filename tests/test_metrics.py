@@ -56,12 +56,21 @@ async def test_nested_calls_shell_calls_and_pending_approvals_reach_a_real_otlp_
         )
         async with Host.open(config, servers={"octo": _octo()}, state_dir=tmp_path) as host:
             await host.run("tools octo echo n=1; tools octo echo n=2")
+
+            async def says_once(entry: Any, arguments: Any, risk: Any) -> str:
+                return "once"
+
+            session = host.session()
+            await session.run("tools octo wipe", approver=says_once)  # asked, answered, sent
+            session.close()
             await host.run("tools octo wipe")  # nobody to ask: it stops, its request stays pending
             worker = host.worker_id
         sent = receiver.metric("mcp.client.operation.duration")
         nested = receiver.metric("toolshell.nested_calls")
         shells = receiver.metric("toolshell.shell_calls")
         pending = receiver.metric("toolshell.approvals.pending")
+        waits = receiver.metric("toolshell.approval.wait.duration")
+        writes = receiver.metric("db.client.operation.duration")
     echo = _one(sent, **{"gen_ai.tool.name": "echo"})
     assert (echo.kind, echo.unit, echo.count) == ("histogram", "s", 2)
     assert echo.attributes == {
@@ -72,18 +81,22 @@ async def test_nested_calls_shell_calls_and_pending_approvals_reach_a_real_otlp_
         "toolshell.outcome": "completed",
     }
     assert 0 < echo.sum < 60 and echo.resource["service.instance.id"] == worker
-    assert not [p for p in sent if p.attributes["gen_ai.tool.name"] == "wipe"], "a call never sent is no MCP operation"
-    stopped = _one(nested, **{"gen_ai.tool.name": "wipe"})
+    assert _one(nested, **{"gen_ai.tool.name": "wipe", "toolshell.outcome": "completed"}).value == 1
+    stopped = _one(nested, **{"gen_ai.tool.name": "wipe", "toolshell.outcome": "stopped_for_approval"})
     assert (stopped.value, stopped.attributes["toolshell.outcome"]) == (1, "stopped_for_approval")
     assert stopped.attributes["error.type"] == "needs_approval"
     assert _one(nested, **{"gen_ai.tool.name": "echo"}).value == 2
-    assert (
-        _one(shells, **{"toolshell.outcome": "ok"}).value,
-        _one(shells, **{"toolshell.outcome": "error"}).value,
-    ) == (
+    ok, failed = _one(shells, **{"toolshell.outcome": "ok"}), _one(shells, **{"toolshell.outcome": "error"})
+    assert (ok.value, failed.value) == (2, 1)
+    waited = _one(waits, **{"toolshell.answer": "once"})
+    assert (waited.count, waited.attributes["gen_ai.tool.name"], waited.attributes["toolshell.server"]) == (
         1,
-        1,
+        "wipe",
+        "octo",
     )
+    assert _one(sent, **{"gen_ai.tool.name": "wipe"}).count == 1, "the approved call was sent"
+    timeline = _one(writes, **{"db.operation.name": "timeline.write"})
+    assert timeline.count >= 1 and timeline.attributes["db.system.name"] == "sqlite"
     assert [p.value for p in pending] == [1], "the gauge reads the store: one request is waiting"
 
 

@@ -114,6 +114,8 @@ class Host:
             idle_seconds=serve.shell_idle_seconds,
             heartbeat_seconds=serve.heartbeat_seconds,
         )
+        if self.metrics is not None and isinstance(self.sink, SqliteSink):  # metrics: the store's latency
+            self.sink.timed = self.metrics.store_write
         self.policy = Policy(self.config, self.store, rater)
         for guard in guardrails:
             self.policy.guardrails.add(guard)

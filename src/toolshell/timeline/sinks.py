@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, tzinfo
 from operator import attrgetter
@@ -123,6 +124,8 @@ class SqliteSink:
         self._flush_seconds = flush_seconds
         self._pending: list[tuple[Any, ...]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self.timed: Callable[[float, str], None] | None = None
+        """Told how long each batch's write took (seconds, "timeline.write"): the host's metrics."""
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ShellCall):
@@ -159,7 +162,10 @@ class SqliteSink:
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        started = time.perf_counter()
         self._store.executemany(_NESTED_UPSERT, rows)
+        if self.timed is not None:
+            self.timed(time.perf_counter() - started, "timeline.write")
 
 
 def _ensure(store: StateStore) -> None:
