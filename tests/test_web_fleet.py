@@ -136,6 +136,7 @@ async def test_a_worker_killed_after_a_read_only_call_shows_it_recorded_and_its_
             by_server = (await http.get(f"{_ui(second.url)}/api/timeline?server=github&outcome=completed")).json()
             other = (await http.get(f"{_ui(second.url)}/api/timeline?server=gitlab")).json()
             bad = await http.get(f"{_ui(second.url)}/api/timeline?outcome=exploded")
+            [waiting] = (await http.get(f"{_ui(second.url)}/api/approvals")).json()
     look.close()
     [row] = lost
     assert (row["exit_code"], row["ended_by"]) == (137, "worker_lost")
@@ -143,6 +144,9 @@ async def test_a_worker_killed_after_a_read_only_call_shows_it_recorded_and_its_
     assert [r["id"] for r in shown] == [row["id"]] and shown[0]["worker"] == running["worker"]
     assert [r["id"] for r in by_server] == [row["id"]] and other == []
     assert bad.status_code == 400 and "lost" in bad.json()["error"]["message"]
+    assert (waiting["tool"], waiting["worker"]) == ("tools github delete-branch", running["worker"]), (
+        "the dead worker's request is on the other worker's page, naming the worker it came from"
+    )
 
 
 async def test_serve_web_false_serves_no_page(postgres_server: str | None, tmp_path: Path) -> None:

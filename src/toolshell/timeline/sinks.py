@@ -251,6 +251,19 @@ def query(
     return [_row({**dict(s), "type": "shell.call"}, by_shell[s["id"]]) for s in shells]
 
 
+def session_workers(store: StateStore, session_ids: Sequence[str]) -> dict[str, str | None]:
+    """The worker that ran each session's newest shell call (what a pending request's card names)."""
+    if not session_ids:
+        return {}
+    _ensure(store)
+    marks = ", ".join("?" * len(session_ids))
+    rows = store.query(
+        f"SELECT session_id, worker FROM shell_calls WHERE session_id IN ({marks}) ORDER BY started_at, seq",
+        list(session_ids),
+    )
+    return {str(r["session_id"]): r["worker"] for r in rows}  # the newest comes last and wins
+
+
 def _filters(session_id: str | None, outcome: str | None, server: str | None) -> tuple[str, list[Any]]:
     """The WHERE clause of `query` and its parameters (values are always parameters, never SQL)."""
     clauses: list[str] = []

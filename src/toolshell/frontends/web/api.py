@@ -37,7 +37,7 @@ from toolshell.scripts.verbs import check_can_save
 from toolshell.session import Session
 from toolshell.store.workers import Workers
 from toolshell.timeline.events import OUTCOMES
-from toolshell.timeline.sinks import LOST, query
+from toolshell.timeline.sinks import LOST, query, session_workers
 from toolshell.timeline.stats import parse_duration, stats_json, tool_stats
 
 ANSWERS = ("once", "always", "deny")
@@ -76,7 +76,10 @@ class Api:
     # --- approvals and grants ----------------------------------------------------------------
 
     async def list_approvals(self, request: Request) -> Any:
-        return [approval_json(r) for r in self.approvals.list_pending()]
+        """Every worker's pending requests, each naming the worker its session's call ran on."""
+        pending = self.approvals.list_pending()
+        workers = session_workers(self.host.store, sorted({r.session_id for r in pending}))
+        return [{**approval_json(r), "worker": workers.get(r.session_id)} for r in pending]
 
     async def answer(self, request: Request) -> Any:
         request_id = request.path_params["id"]

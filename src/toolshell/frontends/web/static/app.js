@@ -122,7 +122,7 @@ function renderApprovals(pending) {
       el("div", {}, el("code", {}, r.tool), " ", el("span", { class: "risk" }, `${r.risk} (${r.why || "policy"})`)),
       el("pre", {}, JSON.stringify(r.input, null, 2)),
       r.message ? el("div", {}, r.message) : "",
-      el("div", { class: "meta" }, `${r.id} · session ${r.session_id} · ${when(r.created)}`),
+      el("div", { class: "meta" }, `${r.id} · session ${r.session_id} · worker ${(r.worker || "-").slice(0, 8)} · ${when(r.created)}`),
       el("div", {},
         el("button", { class: "once", onclick: answer("once") }, "once"),
         el("button", { class: "always", onclick: answer("always") }, "always"),
