@@ -19,7 +19,9 @@ from _net_support import free_port
 from _otlp_support import Point, otlp_receiver
 from _serve_auth_support import GITHUB_CONFIG, client, serving
 from toolshell.config import Config
+from toolshell.config.models import TelemetryConfig
 from toolshell.host import Host
+from toolshell.telemetry import metrics_wanted
 
 pytestmark = pytest.mark.anyio
 READ = ToolAnnotations(readOnlyHint=True)
@@ -160,3 +162,23 @@ async def test_a_serving_worker_answers_a_prometheus_scrape_over_http_with_the_s
     )
     assert [s.value for s in samples["toolshell_workers_alive"]] == [1]
     assert rebound.status_code == 403, "DNS-rebinding protection: a foreign Host gets nothing"
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "exported"),
+    [
+        ({}, {}, False),
+        ({}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, True),
+        ({}, {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://127.0.0.1:4318/v1/metrics"}, True),
+        ({"enabled": True}, {}, True),
+        ({"enabled": True, "metrics": False}, {}, False),
+        ({"enabled": True}, {"OTEL_METRICS_EXPORTER": "none"}, False),
+        ({"enabled": True}, {"OTEL_TRACES_EXPORTER": "none"}, True),
+        ({"enabled": True}, {"OTEL_SDK_DISABLED": "true"}, False),
+        ({"enabled": False}, {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}, False),
+    ],
+)
+def test_metrics_are_exported_when_traces_would_be_and_their_own_variables_say_so(
+    config: dict[str, Any], env: dict[str, str], exported: bool
+) -> None:
+    assert metrics_wanted(TelemetryConfig(**config), env) is exported

@@ -50,6 +50,19 @@ def telemetry_for(config: TelemetryConfig, redact: Redactor) -> Telemetry | None
     return Telemetry.configured(config, redact)
 
 
+def metrics_wanted(config: TelemetryConfig, env: Mapping[str, str] = os.environ) -> bool:
+    """Whether to export metrics over OTLP: `[telemetry] enabled` (and `metrics`), else an OTLP
+    endpoint for them in the environment; `OTEL_SDK_DISABLED=true` or `OTEL_METRICS_EXPORTER=none`
+    turn it off (`OTEL_TRACES_EXPORTER=none` leaves metrics alone)."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true" or not config.metrics:
+        return False
+    if env.get("OTEL_METRICS_EXPORTER", "").strip().lower() == "none":
+        return False
+    if config.enabled is not None:
+        return config.enabled
+    return any(env.get(name) for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"))
+
+
 def metrics_for(
     config: TelemetryConfig,
     store: StateStore,
@@ -76,4 +89,4 @@ def metrics_for(
     )
 
 
-__all__ = ["metrics_for", "telemetry_for", "wanted"]
+__all__ = ["metrics_for", "metrics_wanted", "telemetry_for", "wanted"]
