@@ -1,5 +1,6 @@
-"""A real OTLP/HTTP trace receiver on 127.0.0.1 for the telemetry tests: it decodes the exported
-protobuf (`ExportTraceServiceRequest`) and keeps every span, with its resource attributes."""
+"""A real OTLP/HTTP receiver on 127.0.0.1 for the telemetry tests: it decodes the exported
+protobuf (`ExportTraceServiceRequest` on `/v1/traces`, `ExportMetricsServiceRequest` on
+`/v1/metrics`) and keeps every span, with its resource attributes, and every metric point."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -32,10 +37,30 @@ class Received:
 
 
 @dataclass
+class Point:
+    """One exported metric data point, decoded: a sum's or gauge's `value`, a histogram's `count`
+    and `sum` (seconds for durations)."""
+
+    metric: str
+    unit: str
+    kind: str
+    """`sum`, `gauge` or `histogram`."""
+    attributes: dict[str, Any]
+    value: float = 0.0
+    count: int = 0
+    sum: float = 0.0
+    resource: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Receiver:
     url: str
     spans: list[Received] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
+
+    def metric(self, name: str) -> list[Point]:
+        return [p for p in self.points if p.metric == name]
 
     def named(self, name: str) -> list[Received]:
         return [s for s in self.spans if s.name == name]
@@ -51,6 +76,20 @@ def _value(value: AnyValue) -> Any:
     return None if kind is None else getattr(value, kind)
 
 
+def _points(metric: Any, resource: dict[str, Any]) -> list[Point]:
+    kind = metric.WhichOneof("data")
+    found = []
+    for point in getattr(metric, kind).data_points:
+        attributes = {a.key: _value(a.value) for a in point.attributes}
+        shown = Point(metric.name, metric.unit, kind, attributes, resource=resource)
+        if kind == "histogram":
+            shown.count, shown.sum = point.count, point.sum
+        else:
+            shown.value = point.as_double if point.WhichOneof("value") == "as_double" else point.as_int
+        found.append(shown)
+    return found
+
+
 @contextmanager
 def otlp_receiver() -> Iterator[Receiver]:
     """Serve `POST /v1/traces` on a free loopback port until the block ends."""
@@ -60,6 +99,9 @@ def otlp_receiver() -> Iterator[Receiver]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
+            if self.path == "/v1/metrics":
+                self._metrics(body)
+                return
             request = ExportTraceServiceRequest.FromString(body)
             with lock:
                 receiver.paths.append(self.path)
@@ -79,7 +121,20 @@ def otlp_receiver() -> Iterator[Receiver]:
                                     service=str(resource.get("service.name")),
                                 )
                             )
-            out = ExportTraceServiceResponse().SerializeToString()
+            self._answer(ExportTraceServiceResponse().SerializeToString())
+
+        def _metrics(self, body: bytes) -> None:
+            request = ExportMetricsServiceRequest.FromString(body)
+            with lock:
+                receiver.paths.append(self.path)
+                for resource_metrics in request.resource_metrics:
+                    resource = {a.key: _value(a.value) for a in resource_metrics.resource.attributes}
+                    for scope in resource_metrics.scope_metrics:
+                        for metric in scope.metrics:
+                            receiver.points.extend(_points(metric, resource))
+            self._answer(ExportMetricsServiceResponse().SerializeToString())
+
+        def _answer(self, out: bytes) -> None:
             self.send_response(200)
             self.send_header("content-type", "application/x-protobuf")
             self.send_header("content-length", str(len(out)))

@@ -143,13 +143,14 @@ async def test_http_serving_also_serves_the_web_page_under_ui_with_its_token(
         tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH, None, host)
         await wait_until_serving(f"http://127.0.0.1:{port}/mcp")
         async with httpx2.AsyncClient() as http:
-            page_url = capsys.readouterr().err.split("the web page is on ")[1].strip()
+            said = capsys.readouterr().err.split("the web page is on ")[1].strip()
+            secret = (host.state_dir / "web-token").read_text().strip()
             without = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals")
-            page = await http.get(page_url)
-            token = {"X-Toolshell-Token": page_url.partition("#token=")[2]}
-            api = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals", headers=token)
+            page = await http.get(f"http://127.0.0.1:{port}/ui/")
+            api = await http.get(f"http://127.0.0.1:{port}/ui/api/approvals", headers={"X-Toolshell-Token": secret})
         tg.cancel_scope.cancel()
-    assert page_url.startswith(f"http://127.0.0.1:{port}/ui/#token=")
+    assert said.startswith(f"http://127.0.0.1:{port}/ui/ (the token is in {host.state_dir / 'web-token'}")
+    assert secret not in said, "the log line never carries the page token"
     assert without.status_code == 401
     assert page.status_code == 200 and "<html" in page.text.lower()
     assert api.status_code == 200 and api.json() == []

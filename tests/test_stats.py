@@ -75,7 +75,7 @@ def test_the_percentiles_are_nearest_rank_over_calls_that_ran_and_errors_count_b
     assert (echo.server, echo.tool, echo.calls, echo.errors) == ("octo", "echo", 22, {"unavailable": 1, "denied": 1})
     assert (echo.p50_ms, echo.p95_ms, echo.max_ms) == (11.0, 20.0, 100.0)  # 21 calls ran; the refused one did not
     assert (fetch.server, fetch.tool, fetch.calls, fetch.approvals_asked) == (None, "web-fetch", 1, 2)
-    assert (fetch.p50_ms, fetch.max_ms) == (0.0, 0.0)
+    assert (fetch.p50_ms, fetch.p95_ms, fetch.max_ms) == (None, None, None), "no call ran: no duration, not 0 ms"
 
 
 def test_a_duration_is_a_number_and_a_unit_and_anything_else_names_the_form() -> None:
@@ -113,6 +113,9 @@ async def test_toolshell_stats_shows_each_tools_calls_errors_approvals_and_durat
         "server", "tool", "calls", "errors", "approvals", "p50", "p95", "max"
     ]  # fmt: skip
     assert any(line.split()[:3] == ["octo", "echo", "4"] for line in table.stdout.splitlines())
+    [wipe] = [line.split() for line in table.stdout.splitlines() if line.split()[:2] == ["octo", "wipe"]]
+    assert wipe[-3:] == ["-", "-", "-"], "a tool none of whose calls ran shows no duration, not 0.0ms"
+    assert rows["octo", "wipe"]["p50_ms"] is None
 
 
 def test_a_bad_since_is_one_clear_error_without_a_traceback(tmp_path: Path) -> None:

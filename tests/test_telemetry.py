@@ -78,7 +78,7 @@ async def test_one_script_with_three_nested_calls_is_one_trace_of_a_shell_call_s
         shell = receiver.one("execute_tool bash")
         calls = _children(receiver, shell)
     assert result.exit_code == 1
-    assert receiver.paths and set(receiver.paths) == {"/v1/traces"}
+    assert set(receiver.paths) == {"/v1/traces", "/v1/metrics"}, "spans and metrics each to their own path"
     assert shell.kind == INTERNAL_KIND and shell.parent_span_id == "" and shell.service == "toolshell"
     assert {k: shell.attributes[k] for k in ("gen_ai.tool.name", "toolshell.source", "toolshell.calls")} == {
         "gen_ai.tool.name": "bash",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC
 
+import anyio
 import pytest
 
 from toolshell.store.sqlite import Store
@@ -175,3 +176,26 @@ def test_timeline_json_round_trips_the_rows(rows):
     text = timeline_json(rows)
     assert text.endswith("\n")
     assert json.loads(text) == rows
+
+
+@pytest.mark.anyio
+async def test_a_finished_nested_call_is_written_within_the_flush_interval_while_its_shell_call_runs() -> None:
+    store = Store(":memory:")
+    sink = SqliteSink(store)
+    sink.emit(ShellCall("s", "x", "…", None, T0, None, "agent"))  # the shell call goes on running
+    sink.emit(NestedCall("n0", "s", "x", "tools github list-pulls", "{}", "completed", None, 1.0, T0))
+    assert query(store)[0]["calls"] == [], "batched: not one commit per call"
+    with anyio.fail_after(10):  # the timer writes it within FLUSH_SECONDS; the deadline is generous
+        while not query(store)[0]["calls"]:  # noqa: ASYNC110  (a timer writes the store: nothing to wait on)
+            await anyio.sleep(0.05)  # a poll, bounded above
+    assert [c["id"] for c in query(store)[0]["calls"]] == ["n0"] and query(store)[0]["exit_code"] is None
+
+
+@pytest.mark.anyio
+async def test_a_call_that_stopped_for_approval_is_written_at_once() -> None:
+    store = Store(":memory:")
+    sink = SqliteSink(store, flush_seconds=3600)  # no timer would write it in time
+    sink.emit(ShellCall("s", "x", "…", None, T0, None, "agent"))
+    sink.emit(NestedCall("n0", "s", "x", "tools github list-pulls", "{}", "completed", None, 1.0, T0))
+    sink.emit(NestedCall("n1", "s", "x", "tools github wipe", "{}", "stopped_for_approval", "needs_approval", 0, T0))
+    assert [c["outcome"] for c in query(store)[0]["calls"]] == ["completed", "stopped_for_approval"]

@@ -22,6 +22,7 @@ from _github_server import make_github
 from test_docs import parse_blocks
 from toolshell.config import Config, load_text
 from toolshell.frontends.cli import main as cli_main
+from toolshell.frontends.serve.auth import NO_AUTH
 from toolshell.frontends.web import web_app
 from toolshell.frontends.web.serve import ui_mount, url_for
 from toolshell.host import Host
@@ -535,8 +536,9 @@ async def test_a_remote_page_answers_to_its_own_host_name_and_still_needs_the_to
 
 async def test_the_page_works_mounted_under_ui_as_serve_http_can_add_it() -> None:
     async with Host.open(Config()) as host:
-        mount, url = ui_mount(host, "127.0.0.1", 8765)
-        token = url.partition("#token=")[2]
+        mount, said = ui_mount(host, "127.0.0.1", 8765, NO_AUTH)
+        token = (host.state_dir / "web-token").read_text().strip()
+        url = f"http://127.0.0.1:8765/ui/#token={token}"
         outer = Starlette(routes=[mount])
         transport = httpx2.ASGITransport(app=outer)
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8765") as client:
@@ -545,7 +547,8 @@ async def test_the_page_works_mounted_under_ui_as_serve_http_can_add_it() -> Non
             approvals = await client.get("/ui/api/approvals", headers={"X-Toolshell-Token": token})
             refused = await client.get("/ui/api/approvals")
             by_cookie = await client.get("/ui/api/approvals", headers={"Cookie": f"toolshell_token={token}"})
-    assert re.fullmatch(r"http://127\.0\.0\.1:8765/ui/#token=[A-Za-z0-9_-]{32}", url)
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token) and token not in said, "the start line never shows the token"
+    assert said.startswith("http://127.0.0.1:8765/ui/ (the token is in ")
     assert page.status_code == 200 and 'src="static/app.js"' in page.text and script.status_code == 200
     assert (approvals.status_code, approvals.json()) == (200, [])
     assert (refused.status_code, by_cookie.status_code) == (401, 401)

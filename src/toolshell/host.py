@@ -58,7 +58,7 @@ from toolshell.shell.pool import ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
-from toolshell.telemetry import telemetry_for
+from toolshell.telemetry import metrics_for, telemetry_for
 from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink
 
 logger = logging.getLogger(__name__)
@@ -106,6 +106,16 @@ class Host:
         self.state_dir = config_mod.state_dir(self.config, str(state_dir) if state_dir else None)
         self.store = store or open_store(config_mod.state_location(self.config, str(state_dir) if state_dir else None))
         self.sink: EventSink = sink or SqliteSink(self.store)
+        serve = self.config.serve
+        self.metrics = metrics_for(  # metrics: None when off
+            self.config.telemetry,
+            self.store,
+            worker=self.worker_id,
+            idle_seconds=serve.shell_idle_seconds,
+            heartbeat_seconds=serve.heartbeat_seconds,
+        )
+        if self.metrics is not None and isinstance(self.sink, SqliteSink):  # metrics: the store's latency
+            self.sink.timed = self.metrics.store_write
         self.policy = Policy(self.config, self.store, rater)
         for guard in guardrails:
             self.policy.guardrails.add(guard)
@@ -145,6 +155,7 @@ class Host:
             visible_tools=self.visible_tools,
             worker=self.worker_id,
             telemetry=self.telemetry,  # telemetry
+            metrics=self.metrics,  # metrics
             shells=self.shells,
         )
 
@@ -230,6 +241,8 @@ class Host:
             flush = getattr(self.sink, "flush", None)
             if flush is not None:
                 flush()
+            if self.metrics is not None:  # metrics: export what is left (its gauges read the store)
+                self.metrics.shutdown()
             self.store.close()
             if self.telemetry is not None:  # telemetry: export what is left
                 self.telemetry.shutdown()

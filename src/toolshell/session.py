@@ -49,6 +49,7 @@ from toolshell.timeline.sinks import EventSink
 from toolshell.utf8 import not_utf8
 
 if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is on
+    from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import Telemetry
 
 _CANCEL_NOISE = "execution cancelled"
@@ -82,6 +83,7 @@ class SessionServices:
     worker: str = ""
     """The host's id among the workers on its store (`Host.worker_id`)."""
     telemetry: Telemetry | None = None  # telemetry: the host's tracer; None when tracing is off
+    metrics: Metrics | None = None  # metrics: the host's instruments; None when metrics are off
     shells: ShellPool | None = None
     """Spare shells of ended sessions (None: every session builds its own)."""
 
@@ -192,6 +194,7 @@ class Session:
             caller=self.caller,
             worker=services.worker,
             telemetry=services.telemetry,  # telemetry
+            metrics=services.metrics,  # metrics
         )
         script = shlex.join(["tools", *words])
         started, exit_code = time.time(), 1
@@ -299,6 +302,7 @@ class Session:
             caller=self.caller,
             worker=services.worker or None,
             telemetry=services.telemetry,  # telemetry
+            metrics=services.metrics,  # metrics
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
@@ -313,7 +317,9 @@ class Session:
     async def _started(self, script: str, ledger: Ledger, started: float, on_output: OnOutput | None) -> RunResult:
         services, config = self.services, self.services.config
         view = CatalogView(None, services.load_server, lambda: services.catalog(self))  # built when first needed
-        gate = ApprovalGate(services.policy.approvals, self.id, self._approver(), caller=self.caller)
+        gate = ApprovalGate(
+            services.policy.approvals, self.id, self._approver(), caller=self.caller, metrics=services.metrics
+        )
         precheck = Precheck(view, services.policy, gate, ledger)
         held = await precheck.hold_before_start(script)
         if held is not None:

@@ -20,9 +20,10 @@ again on a new request. A person's own "deny" always stops the call they were as
 from __future__ import annotations
 
 import shlex
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -40,6 +41,9 @@ from toolshell.policy.approvals import (
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 from toolshell.telemetry.context import child_span
+
+if TYPE_CHECKING:  # metrics: the OpenTelemetry SDK loads only when metrics are on
+    from toolshell.telemetry.metrics import Metrics
 
 Approver = Callable[[ToolEntry, dict[str, Any], Risk], Awaitable[str | None]]
 """Asks a person about one call on the spot; returns "once", "always", "deny", or None (no answer)."""
@@ -105,12 +109,18 @@ class ApprovalGate:
     """
 
     def __init__(
-        self, approvals: Approvals, session_id: str, approver: Approver | None, caller: str | None = None
+        self,
+        approvals: Approvals,
+        session_id: str,
+        approver: Approver | None,
+        caller: str | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.approvals = approvals
         self.session_id = session_id
         self.approver = approver
         self.caller = caller
+        self.metrics = metrics  # metrics: how long each wait took; None when metrics are off
 
     async def ask(self, entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> Asked:
         """Ask on the spot: "once", "always" or "deny" (recorded as the request's answer); None if
@@ -119,13 +129,18 @@ class ApprovalGate:
         if self.approver is None:
             return Asked(None, None)
         request = self.open_request(entry, arguments, risk)
+        started = time.perf_counter()
         with child_span(
             "toolshell.approval.wait", {"toolshell.command": entry.command, "toolshell.why": risk.why or ""}
         ):
             answer = await self.approver(entry, arguments, risk)
+        waited = time.perf_counter() - started
         if answer is not None and self.approvals.get(request.id).status == EXPIRED:
             request = self.open_request(entry, arguments, risk)  # the person's answer outlived the request
-        return self._record(request.id, answer)
+        asked = self._record(request.id, answer)
+        if self.metrics is not None:
+            self.metrics.approval_waited(entry.server, entry.name, asked.answer, waited)
+        return asked
 
     def _record(self, request_id: str, answer: str | None) -> Asked:
         """The request's answer: this one, recorded; or the one given meanwhile (by another process,

@@ -24,6 +24,7 @@ from toolshell.timeline.events import NestedCall, Outcome, ShellCall, cut, outco
 from toolshell.timeline.sinks import EventSink
 
 if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is on
+    from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import ShellTrace, Telemetry
 
 COMMAND_LIMIT = 120
@@ -42,6 +43,7 @@ class Ledger:
         caller: who made the shell call (`Session.caller`), recorded on its row.
         worker: the host running it (`Host.worker_id`), recorded on its row.
         telemetry: the host's tracer (None: tracing is off).
+        metrics: the host's instruments (None: metrics are off).
     """
 
     def __init__(
@@ -54,6 +56,7 @@ class Ledger:
         caller: str | None = None,
         worker: str | None = None,
         telemetry: Telemetry | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.shell_call_id = shell_call_id
         self.caller = caller
@@ -67,6 +70,7 @@ class Ledger:
         self.hints: list[str] = []
         self.stopped = False
         self._rows = 0
+        self.metrics = metrics
         self.trace: ShellTrace | None = (
             None if telemetry is None else telemetry.shell_trace(shell_call_id, session_id, caller)
         )
@@ -120,7 +124,9 @@ class Ledger:
                 break
             named.append(word)
         command = cut(" ".join(["tools", *named]), COMMAND_LIMIT)
-        self._row(command, given_input(words[len(named) :]), outcome_for(code), code, started)
+        ms = self._row(command, given_input(words[len(named) :]), outcome_for(code), code, started)
+        if self.metrics is not None:  # no tool was resolved: the words say what was named
+            self.metrics.nested_call(None, " ".join(named) or "tools", outcome_for(code), code, ms)
 
     def stop(self, stop: StopScript) -> None:
         """The script ends at this call: nothing after it runs."""
@@ -145,6 +151,8 @@ class Ledger:
         )
         if self.trace is not None:
             self.trace.shell_call(script, source, exit_code, self.calls)
+        if self.metrics is not None and exit_code is not None:
+            self.metrics.shell_call(source, exit_code, time.time() - started_at)
 
     def emit(
         self,
@@ -159,6 +167,8 @@ class Ledger:
         ms = self._row(command or entry.command, arguments, outcome, code, started)
         if self.trace is not None:
             self.trace.call_ended(entry, arguments, outcome, code, ms)
+        if self.metrics is not None:
+            self.metrics.nested_call(entry.server, entry.name, outcome, code, ms)
 
     def _row(
         self, command: str, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None

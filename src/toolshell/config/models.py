@@ -334,6 +334,12 @@ class TelemetryConfig(_Model):
     """The exported `service.name`; unset, `OTEL_SERVICE_NAME` wins over the default."""
     record_io: bool = False
     """Put each call's input and result on its span (redacted, cut to 1,000 characters)."""
+    metrics: bool = True
+    """Export metrics over OTLP/HTTP too whenever traces are exported (`OTEL_METRICS_EXPORTER=none` turns it off)."""
+    prometheus_port: int | None = Field(default=None, ge=0, le=65535)
+    """`toolshell serve` answers Prometheus scrapes on `GET /metrics` at this port (0: any free one); no token."""
+    prometheus_host: str = "127.0.0.1"
+    """The address of the Prometheus listener; a pod's scrape needs `0.0.0.0` (keep the port off the Service)."""
 
 
 class CliConfig(_Model):

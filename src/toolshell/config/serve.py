@@ -83,6 +83,8 @@ class ServeConfig(_Model):
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""
+    web: bool = True
+    """Serve the web page under `/ui/` on `serve --http` (approvals, the timeline of every worker)."""
     state_keys_env: str = "TOOLSHELL_STATE_KEYS"
     """The environment variable holding the state key ring (base64url keys, newest first) that seals
     shells and `requestState` for every worker; without it, a local store uses `<state-dir>/state-key`."""

@@ -85,5 +85,10 @@ def runs_of(script: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         except ValueError:  # a preview cut in the middle of a quoted input
             words = row["script_preview"].split()
         if words[:2] == ["tools", "scripts"] and len(words) > 2 and fold(words[2]) == fold(script):
-            found.append({k: row[k] for k in ("id", "session_id", "exit_code", "started_at", "duration_ms")})
+            found.append(
+                {
+                    k: row[k]
+                    for k in ("id", "session_id", "exit_code", "started_at", "duration_ms", "worker", "ended_by")
+                }
+            )
     return found

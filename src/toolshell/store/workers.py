@@ -62,5 +62,11 @@ class Workers:
         rows = self.store.query("SELECT heartbeat_at FROM workers WHERE id = ?", (worker,))
         return bool(rows) and rows[0]["heartbeat_at"] >= time.time() - MISSED_BEATS * self.heartbeat_seconds
 
+    def listed(self) -> list[dict[str, object]]:
+        """Every registered worker: id, host, pid, started_at, heartbeat_at and whether it is alive."""
+        cutoff = time.time() - MISSED_BEATS * self.heartbeat_seconds
+        rows = self.store.query("SELECT id, host, pid, started_at, heartbeat_at FROM workers ORDER BY started_at")
+        return [{**dict(r), "alive": r["heartbeat_at"] >= cutoff} for r in rows]
+
     def forget(self, worker: str) -> None:
         self.store.execute("DELETE FROM workers WHERE id = ?", (worker,))

@@ -6,7 +6,10 @@ Both sinks give the same grouped rows (a shell call with its nested calls in ord
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, tzinfo
 from operator import attrgetter
@@ -55,6 +58,7 @@ _NESTED_COLUMNS = (
     "started_at",
 )  # fmt: skip
 
+logger = logging.getLogger(__name__)
 _E = TypeVar("_E", ShellCall, NestedCall)
 
 MARKS = {"completed": "✓", "failed": "✗", "refused": "⊘", "stopped_for_approval": "⏸"}
@@ -97,19 +101,31 @@ def _latest(events: Iterable[_E]) -> list[_E]:
     return list(by_id.values())
 
 
+FLUSH_SECONDS = 0.5
+"""A finished nested call is in the store at most this long after it ended (one commit per batch,
+so a worker killed mid-script leaves every call it had finished recorded)."""
+
+
 class SqliteSink:
     """Writes events to the `shell_calls` and `nested_calls` tables of a `Store`.
 
     A commit per tool call would cost more than many tool calls themselves, so nested calls are
-    written in batches: when their shell call starts or ends, every `batch` events, and on `flush()`.
-    A shell call's own row is written at once, so a run that dies still shows up.
+    written in batches: `FLUSH_SECONDS` after the first one of a batch ended (a timer on the running
+    event loop, so the write happens on the loop's thread like every other; none outside a loop),
+    when their shell call starts or ends, every `batch` events, and on `flush()`. A call that stopped for approval is
+    written at once (the request on the page must have its row). A shell call's own row is written
+    at once, so a run that dies still shows up.
     """
 
-    def __init__(self, store: StateStore, batch: int = 64) -> None:
+    def __init__(self, store: StateStore, batch: int = 64, flush_seconds: float = FLUSH_SECONDS) -> None:
         _ensure(store)
         self._store = store
         self._batch = batch
+        self._flush_seconds = flush_seconds
         self._pending: list[tuple[Any, ...]] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self.timed: Callable[[float, str], None] | None = None
+        """Told how long each batch's write took (seconds, "timeline.write"): the host's metrics."""
 
     def emit(self, event: Event) -> None:
         if isinstance(event, ShellCall):
@@ -117,15 +133,39 @@ class SqliteSink:
             self._store.executemany(_SHELL_UPSERT, [_shell_values(event)])
             return
         self._pending.append(_nested_values(event))
-        if len(self._pending) >= self._batch:
+        if len(self._pending) >= self._batch or event.outcome == "stopped_for_approval":
             self.flush()
+        elif self._timer is None:
+            self._schedule()
+
+    def _schedule(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # emitted outside an event loop (a test, a sync embedder): batches only
+            return
+        self._timer = loop.call_later(self._flush_seconds, self._timed_flush)
+
+    def _timed_flush(self) -> None:
+        self._timer = None
+        rows = self._pending
+        try:
+            self.flush()
+        except Exception:  # a timer has no caller: the rows stay pending for the next flush
+            self._pending = rows + self._pending
+            logger.warning("the timeline could not be written yet; it is tried again", exc_info=True)
 
     def flush(self) -> None:
         """Write the nested calls not written yet, in one transaction."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         if not self._pending:
             return
         rows, self._pending = self._pending, []
+        started = time.perf_counter()
         self._store.executemany(_NESTED_UPSERT, rows)
+        if self.timed is not None:
+            self.timed(time.perf_counter() - started, "timeline.write")
 
 
 def _ensure(store: StateStore) -> None:
@@ -169,16 +209,30 @@ def mark_lost(store: StateStore, workers: Sequence[str]) -> int:
     return done.rowcount
 
 
-def query(store: StateStore, session_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+LOST = "lost"
+"""The `outcome` filter for shell calls whose worker died under them."""
+
+
+def query(
+    store: StateStore,
+    session_id: str | None = None,
+    limit: int = 50,
+    *,
+    outcome: str | None = None,
+    server: str | None = None,
+) -> list[dict[str, Any]]:
     """The latest shell calls, newest first, each with its nested calls in the order they ran.
 
     Args:
         store: The store a `SqliteSink` wrote to.
         session_id: Only this session's shell calls; all sessions when None.
         limit: At most this many shell calls.
+        outcome: Only shell calls with a nested call of this outcome (`completed`, `failed`,
+            `refused`, `stopped_for_approval`), or `lost` for those whose worker died.
+        server: Only shell calls with a nested call of this server's tools.
     """
     _ensure(store)
-    where, params = ("WHERE session_id = ?", [session_id]) if session_id is not None else ("", [])
+    where, params = _filters(session_id, outcome, server)
     shells = store.query(
         f"SELECT {', '.join(_SHELL_COLUMNS)} FROM shell_calls {where} ORDER BY started_at DESC, seq DESC LIMIT ?",
         [*params, max(limit, 0)],
@@ -195,6 +249,44 @@ def query(store: StateStore, session_id: str | None = None, limit: int = 50) -> 
     for n in nested:
         by_shell[n["shell_call_id"]].append({**dict(n), "type": "tool.nested_call"})
     return [_row({**dict(s), "type": "shell.call"}, by_shell[s["id"]]) for s in shells]
+
+
+def session_workers(store: StateStore, session_ids: Sequence[str]) -> dict[str, str | None]:
+    """The worker that ran each session's newest shell call (what a pending request's card names)."""
+    if not session_ids:
+        return {}
+    _ensure(store)
+    marks = ", ".join("?" * len(session_ids))
+    rows = store.query(
+        f"SELECT session_id, worker FROM shell_calls WHERE session_id IN ({marks}) ORDER BY started_at, seq",
+        list(session_ids),
+    )
+    return {str(r["session_id"]): r["worker"] for r in rows}  # the newest comes last and wins
+
+
+def _filters(session_id: str | None, outcome: str | None, server: str | None) -> tuple[str, list[Any]]:
+    """The WHERE clause of `query` and its parameters (values are always parameters, never SQL)."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if session_id is not None:
+        clauses.append("session_id = ?")
+        params.append(session_id)
+    if outcome == LOST:
+        clauses.append("ended_by = 'worker_lost'")
+    nested: list[str] = []
+    if outcome is not None and outcome != LOST:
+        nested.append("n.outcome = ?")
+        params.append(outcome)
+    if server is not None:
+        nested.append("n.command LIKE ? ESCAPE '\\'")
+        params.append("tools " + server.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + " %")
+    if nested:
+        clauses.append(
+            "EXISTS (SELECT 1 FROM nested_calls n WHERE n.shell_call_id = shell_calls.id AND "
+            + " AND ".join(nested)
+            + ")"
+        )
+    return ("WHERE " + " AND ".join(clauses) if clauses else ""), params
 
 
 def _row(shell: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:

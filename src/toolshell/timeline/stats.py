@@ -32,9 +32,10 @@ class ToolStats:
     calls: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     approvals_asked: int = 0
-    p50_ms: float = 0.0
-    p95_ms: float = 0.0
-    max_ms: float = 0.0
+    p50_ms: float | None = None
+    """None when no call of it ran (all refused or stopped): no duration to tell, not 0 ms."""
+    p95_ms: float | None = None
+    max_ms: float | None = None
 
 
 def parse_duration(text: str) -> float:
@@ -75,14 +76,14 @@ def summarize(calls: Iterable[Row | Mapping[str, Any]], asked: Iterable[Row | Ma
     for key, row in rows.items():
         taken = sorted(durations[key])
         row.p50_ms, row.p95_ms = _rank(taken, 50), _rank(taken, 95)
-        row.max_ms = taken[-1] if taken else 0.0
+        row.max_ms = taken[-1] if taken else None
     return sorted(rows.values(), key=lambda r: (r.server or "", r.tool))
 
 
-def _rank(sorted_ms: list[float], percent: int) -> float:
-    """The nearest-rank percentile (0.0 for no calls)."""
+def _rank(sorted_ms: list[float], percent: int) -> float | None:
+    """The nearest-rank percentile (None for no calls)."""
     if not sorted_ms:
-        return 0.0
+        return None
     return sorted_ms[max(math.ceil(percent / 100 * len(sorted_ms)) - 1, 0)]
 
 
@@ -131,7 +132,9 @@ def render_stats(rows: list[ToolStats]) -> str:
     )
 
 
-def _ms(value: float) -> str:
+def _ms(value: float | None) -> str:
+    if value is None:  # no call ran: nothing to measure
+        return "-"
     return f"{value / 1000:.2f}s" if value >= 1000 else f"{value:.1f}ms"
 
 

@@ -16,9 +16,10 @@ import ipaddress
 import json
 import os
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from typing import Any
 
 import anyio
@@ -137,8 +138,11 @@ def build_server(
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
         handle = handle_for(ctx, shell)
+        started = time.perf_counter()
         with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
             result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
+        if host.metrics is not None:  # metrics: mcp.server.operation.duration
+            host.metrics.bash_served(time.perf_counter() - started, result.success)
         return _bash_result(result)
 
     async def park_bash(
@@ -275,11 +279,15 @@ async def serve(
         server = build_server(h, visible, notifier=notifier)
         workers = Workers(h.store, config.serve.heartbeat_seconds)
         workers.register(h.worker_id)
+        if h.metrics is not None and config.telemetry.prometheus_port is not None:  # metrics: the scrape port
+            scrape = h.metrics.serve_prometheus(config.telemetry.prometheus_host, config.telemetry.prometheus_port)
+            print(f"toolshell: Prometheus metrics on {scrape}", file=sys.stderr, flush=True)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_keep_alive, workers, h)
             if http:
                 gate = NO_AUTH if no_auth else _gate(config, h, host, port)
-                await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=h)
+                page = h if config.serve.web else None  # `[serve] web = false`: no page
+                await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=page)
             else:
                 # lazy: only the transport in use is imported
                 from mcp.server.stdio import stdio_server
@@ -297,7 +305,8 @@ async def _keep_alive(workers: Workers, host: Host) -> None:
             if dead != host.worker_id:
                 mark_lost(host.store, [dead])
                 workers.forget(dead)
-        workers.beat(host.worker_id)
+        with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
+            workers.beat(host.worker_id)
         await anyio.sleep(workers.heartbeat_seconds)
 
 
@@ -315,7 +324,7 @@ async def _serve_http(
     """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection),
     `/mcp` behind `gate` (its metadata routes public). SSE events get ids kept in `events` (in
     memory by default), so a dropped stream can be resumed. With `ui`, the web page of that host is
-    served under `/ui/` too, with its own token (its URL goes to stderr)."""
+    served under `/ui/` too, with the fleet's page token (`frontends.web.serve.ui_mount`)."""
     # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
@@ -336,7 +345,7 @@ async def _serve_http(
     if ui is not None:
         from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
 
-        mount, url = ui_mount(ui, host, port)
+        mount, url = ui_mount(ui, host, port, gate)
         routes.append(mount)
         page = f"; the web page is on {url}"
     app = Starlette(routes=routes, lifespan=lambda _: manager.run())

@@ -6,11 +6,14 @@ Checks in order, each refusing with the JSON error shape of a `tools` error line
 2. Origin, when a browser sends one: it must be this page's own origin (a page elsewhere, even on
    another loopback port, must not drive it).
 3. The token, for everything but the page itself (`/`, `/favicon.ico` and `/static/…`, which hold
-   no data and no secret): only in a header, `Authorization: Bearer …` or `X-Toolshell-Token`, compared in
-   constant time, never logged. Never a cookie: cookies are not scoped by port, so any other app
-   on 127.0.0.1 would receive it. Never the query string, which servers and proxies log. The
-   printed URL carries the token in its fragment (`#token=…`), which the browser never sends; the
-   page reads it from there, keeps it in `sessionStorage` and sends it as a header.
+   no data and no secret): the page token (under `serve`, one for every worker of a store:
+   `frontends.web.serve`), or in `[serve.oauth]` mode an access token of the configured issuer,
+   checked by the serve gate's own verifier. Only in a header, `Authorization: Bearer …` or
+   `X-Toolshell-Token`, compared in constant time, never logged. Never a cookie: cookies are not
+   scoped by port, so any other app on 127.0.0.1 would receive it. Never the query string, which
+   servers and proxies log. The printed URL carries the token in its fragment (`#token=…`), which
+   the browser never sends; the page reads it from there, keeps it in `sessionStorage` and sends
+   it as a header.
 
 Every answer forbids framing (a framed page could be clicked into "always") and caching, and sends
 no Referer.
@@ -24,6 +27,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.server.auth.provider import TokenVerifier
 from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -43,19 +47,27 @@ _HEADERS = [
 
 @dataclass(frozen=True)
 class Access:
-    """The token and the host names this page answers to.
+    """The tokens and the host names this page answers to.
 
     Args:
-        token: The secret in the printed URL.
+        token: The secret in the printed URL ("" when only `verifier` admits).
         hosts: Host names accepted besides loopback ones (`--host` with `--allow-remote`); `"*"`
             accepts any Host (a wildcard bind), leaving the token as the only check.
+        also: Older tokens still accepted (the page token of a key being rotated out).
+        verifier: Under `[serve.oauth]`: the serve gate's verifier, so an access token of the
+            configured issuer (with `scopes`) is what opens the API.
     """
 
     token: str
     hosts: Collection[str] = ()
+    also: Collection[str] = ()
+    verifier: TokenVerifier | None = None
+    scopes: Collection[str] = ()
+    how: str = "open the URL toolshell web printed, or send 'Authorization: Bearer <token>'"
+    """Where the token is found, for the 401 answer (never the token)."""
 
     def refusal(self, method: str, path: str, headers: Headers) -> tuple[int, ToolshellError] | None:
-        """Why this request is refused (status, error), or None when it may go on.
+        """Why this request is refused before its token is looked at (status, error), or None.
 
         Args:
             method: The HTTP method.
@@ -68,24 +80,35 @@ class Access:
         origin = headers.get("origin")
         if origin is not None and origin.strip().lower() != f"http://{host}".lower():
             return 403, _denied(f"origin {origin!r} is not this page; only the page itself may call its API")
-        if method in PAGE_METHODS and is_page(path):
-            return None
-        if not self._header_token(headers):
-            return 401, _denied(
-                "this page needs its token: open the URL toolshell web printed, or send 'Authorization: Bearer <token>'"
-            )
         return None
 
-    def _header_token(self, headers: Headers) -> bool:
-        scheme, _, given = headers.get("authorization", "").partition(" ")
-        bearer = given.strip() if scheme.lower() == "bearer" else None
-        return self._matches(bearer) or self._matches(headers.get(TOKEN_HEADER))
+    async def admits(self, method: str, path: str, headers: Headers) -> bool:
+        """Whether the request may go on: the page itself always, anything else with a token."""
+        if method in PAGE_METHODS and is_page(path):
+            return True
+        given = [t for t in (_bearer(headers), headers.get(TOKEN_HEADER)) if t]
+        if any(self._matches(t) for t in given):
+            return True
+        if self.verifier is None:
+            return False
+        for token in given:
+            checked = await self.verifier.verify_token(token)
+            if checked is not None and set(self.scopes) <= set(checked.scopes):
+                return True
+        return False
 
-    def _matches(self, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(str(given).encode(), self.token.encode())
+    def _matches(self, given: str) -> bool:
+        # Every candidate is compared (in constant time), so timing tells nothing about which one matched.
+        found = [hmac.compare_digest(given.encode(), t.encode()) for t in (self.token, *self.also) if t]
+        return any(found)
 
     def _host_ok(self, name: str) -> bool:
         return "*" in self.hosts or name in {h.lower() for h in self.hosts} or is_loopback_name(name)
+
+
+def _bearer(headers: Headers) -> str | None:
+    scheme, _, given = headers.get("authorization", "").partition(" ")
+    return given.strip() if scheme.lower() == "bearer" else None
 
 
 def is_page(path: str) -> bool:
@@ -137,7 +160,10 @@ class AccessMiddleware:
                 message["headers"] = [*message.get("headers", []), *_HEADERS]
             await send(message)
 
-        refused = self.access.refusal(scope["method"], _inner_path(scope), Headers(scope=scope))
+        headers = Headers(scope=scope)
+        refused = self.access.refusal(scope["method"], _inner_path(scope), headers)
+        if refused is None and not await self.access.admits(scope["method"], _inner_path(scope), headers):
+            refused = 401, _denied(f"this page needs its token: {self.access.how}")
         if refused is not None:
             status, error = refused
             extra: dict[str, Any] = {"www-authenticate": "Bearer"} if status == 401 else {}

@@ -4,7 +4,9 @@
     POST   /api/approvals/{id}             {"answer": "once" | "always" | "deny"}
     GET    /api/grants                     the grants in force
     POST   /api/grants/revoke              {"tool": "tools github delete-branch"}
-    GET    /api/timeline?session=&limit=   shell calls with their tool.nested_call rows
+    GET    /api/timeline?session=&limit=&outcome=&server=
+                                           shell calls with their tool.nested_call rows (every worker's)
+    GET    /api/workers                    the workers on the store, alive or not
     GET    /api/servers                    state, protocol, tool count, last error, stderr tail
     GET    /api/stats?since=1h&server=     per server and tool: calls, errors, approvals, p50/p95/max
     GET    /api/scripts                    saved scripts, their triggers and trigger runs
@@ -33,7 +35,9 @@ from toolshell.registry.server_identity import configured_identities
 from toolshell.scripts.store import SavedScript, ScriptStore
 from toolshell.scripts.verbs import check_can_save
 from toolshell.session import Session
-from toolshell.timeline.sinks import query
+from toolshell.store.workers import Workers
+from toolshell.timeline.events import OUTCOMES
+from toolshell.timeline.sinks import LOST, query, session_workers
 from toolshell.timeline.stats import parse_duration, stats_json, tool_stats
 
 ANSWERS = ("once", "always", "deny")
@@ -59,6 +63,7 @@ class Api:
             Route("/api/grants", endpoint(self.list_grants)),
             Route("/api/grants/revoke", endpoint(self.revoke), methods=["POST"]),
             Route("/api/timeline", endpoint(self.timeline)),
+            Route("/api/workers", endpoint(self.workers)),
             Route("/api/servers", endpoint(self.servers)),
             Route("/api/stats", endpoint(self.stats)),
             Route("/api/scripts", endpoint(self.list_scripts)),
@@ -71,7 +76,10 @@ class Api:
     # --- approvals and grants ----------------------------------------------------------------
 
     async def list_approvals(self, request: Request) -> Any:
-        return [approval_json(r) for r in self.approvals.list_pending()]
+        """Every worker's pending requests, each naming the worker its session's call ran on."""
+        pending = self.approvals.list_pending()
+        workers = session_workers(self.host.store, sorted({r.session_id for r in pending}))
+        return [{**approval_json(r), "worker": workers.get(r.session_id)} for r in pending]
 
     async def answer(self, request: Request) -> Any:
         request_id = request.path_params["id"]
@@ -113,7 +121,18 @@ class Api:
             raise ApiError(
                 400, ErrorCode.INVALID_INPUT, f"limit must be a whole number from 1 to {MAX_TIMELINE}; got {raw!r}"
             )
-        return query(self.host.store, session_id=session, limit=int(raw))
+        outcome = request.query_params.get("outcome") or None
+        if outcome is not None and outcome not in (*OUTCOMES, LOST):
+            raise ApiError(
+                400, ErrorCode.INVALID_INPUT, f"outcome is one of {', '.join((*OUTCOMES, LOST))}; got {outcome!r}"
+            )
+        server = request.query_params.get("server") or None
+        return query(self.host.store, session_id=session, limit=int(raw), outcome=outcome, server=server)
+
+    async def workers(self, request: Request) -> Any:
+        """The workers sharing this store (a dead one is listed until another worker ends what it left)."""
+        listed = Workers(self.host.store, self.host.config.serve.heartbeat_seconds).listed()
+        return [{**w, "this": w["id"] == self.host.worker_id} for w in listed]
 
     async def stats(self, request: Request) -> Any:
         """The `toolshell stats --json` shape: `{"since": unix seconds or null, "rows": […]}`."""

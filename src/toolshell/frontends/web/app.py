@@ -25,14 +25,15 @@ from toolshell.safe_text import ranges_text
 STATIC = files("toolshell.frontends.web") / "static"
 
 
-def web_app(host: Host, token: str, *, hosts: Collection[str] = ()) -> Starlette:
+def web_app(host: Host, access: Access | str, *, hosts: Collection[str] = ()) -> Starlette:
     """The page and its API over an open `Host`.
 
     Args:
         host: Whose state database, config and servers the page shows.
-        token: The secret every request must carry (see `access`).
-        hosts: Host names accepted besides loopback ones; `"*"` for any.
+        access: Who may use it (`access.Access`), or just the token every request must carry.
+        hosts: With a bare token: host names accepted besides loopback ones; `"*"` for any.
     """
+    access = access if isinstance(access, Access) else Access(access, tuple(hosts))
     page = (STATIC / "index.html").read_text(encoding="utf-8").replace("{{hidden}}", ranges_text())
     icon = (STATIC / "favicon.svg").read_bytes()
 
@@ -49,4 +50,4 @@ def web_app(host: Host, token: str, *, hosts: Collection[str] = ()) -> Starlette
         *Api(host).routes(),
         Mount("/static", StaticFiles(packages=[("toolshell.frontends.web", "static")]), name="static"),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(AccessMiddleware, access=Access(token, tuple(hosts)))])
+    return Starlette(routes=routes, middleware=[Middleware(AccessMiddleware, access=access)])

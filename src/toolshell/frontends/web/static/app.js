@@ -85,6 +85,10 @@ function when(value) {
   return date.toLocaleString();
 }
 
+function spent(ms) {  // a statistic: null when no call of the tool ran, shown as "-" (never "0.0 ms")
+  return ms === null ? "-" : took(ms);
+}
+
 function took(ms) {
   if (ms === null || ms === undefined) return "running";
   if (typeof ms !== "number") return "-";
@@ -118,7 +122,7 @@ function renderApprovals(pending) {
       el("div", {}, el("code", {}, r.tool), " ", el("span", { class: "risk" }, `${r.risk} (${r.why || "policy"})`)),
       el("pre", {}, JSON.stringify(r.input, null, 2)),
       r.message ? el("div", {}, r.message) : "",
-      el("div", { class: "meta" }, `${r.id} · session ${r.session_id} · ${when(r.created)}`),
+      el("div", { class: "meta" }, `${r.id} · session ${r.session_id} · worker ${(r.worker || "-").slice(0, 8)} · ${when(r.created)}`),
       el("div", {},
         el("button", { class: "once", onclick: answer("once") }, "once"),
         el("button", { class: "always", onclick: answer("always") }, "always"),
@@ -145,18 +149,35 @@ function renderTimeline(calls) {
   document.getElementById("timeline-more").hidden = calls.length < timelineLimit || timelineLimit >= TIMELINE_MAX;
   const rows = [];
   for (const c of calls) {
-    const outcome = c.exit_code === null ? "running" : `exit ${c.exit_code}`;
-    rows.push(el("tr", {}, el("td", {}, when(c.started_at)), el("td", {}, el("code", {}, c.session_id)),
+    const lost = c.ended_by === "worker_lost";
+    const silent = c.exit_code === null && c.worker && workersAlive[c.worker] === false;
+    const outcome = lost ? `lost: its worker died (exit ${c.exit_code})`
+      : silent ? "running? its worker stopped answering" : c.exit_code === null ? "running" : `exit ${c.exit_code}`;
+    rows.push(el("tr", { class: lost || silent ? "worker-lost" : "" }, el("td", {}, when(c.started_at)),
+      el("td", {}, el("code", { title: c.worker || "" }, (c.worker || "-").slice(0, 8))),
+      el("td", {}, el("code", {}, c.session_id)),
       el("td", {}, c.source), el("td", {}, el("code", {}, c.script_preview)), el("td", {}, outcome),
       el("td", { class: "took" }, took(c.duration_ms))));
     for (const n of c.calls) {
-      rows.push(el("tr", { class: "nested-call" }, el("td", {}), el("td", {}), el("td", {}, "tool.nested_call"),
+      rows.push(el("tr", { class: "nested-call" }, el("td", {}), el("td", {}), el("td", {}),
+        el("td", {}, "tool.nested_call"),
         el("td", { class: "nested" }, el("code", {}, `${n.command} ${n.input_preview}`)),
         el("td", { class: `outcome-${n.outcome}` }, `${MARKS[n.outcome] || "?"} ${n.outcome}${n.error_code && n.outcome !== "stopped_for_approval" ? " " + n.error_code : ""}`),
         el("td", { class: "took" }, took(n.duration_ms))));
     }
   }
   document.querySelector("#timeline-table tbody").replaceChildren(...rows);
+}
+
+function updateServers(servers) {
+  const select = document.getElementById("server-filter");
+  const known = new Set([...select.options].map((o) => o.value));
+  for (const s of servers) {
+    if (!known.has(s.name)) {
+      select.append(el("option", { value: s.name }, s.name));
+      known.add(s.name);
+    }
+  }
 }
 
 function updateSessions(calls) {
@@ -229,7 +250,7 @@ function renderScripts(scripts) {
   const cards = scripts.map((s) => {
     const view = scriptView(s.name);
     const triggers = s.triggers.map((t) => `${t.name} (${[t.schedule, t.webhook ? "webhook" : ""].filter(Boolean).join(", ")})`);
-    const runs = s.runs.map((r) => `${when(r.started_at)} exit ${r.exit_code ?? "running"} ${took(r.duration_ms)}`);
+    const runs = s.runs.map((r) => `${when(r.started_at)} ${r.ended_by === "worker_lost" ? "lost (its worker died)" : `exit ${r.exit_code ?? "running"}`} ${took(r.duration_ms)} on ${(r.worker || "-").slice(0, 8)}`);
     fill(view.summary, el("code", {}, s.name), " — ", s.description || "(no description)");
     fill(view.triggers, `triggers: ${triggers.join("; ") || "none"}`);
     fill(view.runs, `trigger runs: ${runs.join("; ") || "none yet"}`);
@@ -263,8 +284,8 @@ function renderStats(stats) {
     el("td", {}, r.server ?? "-"), el("td", {}, el("code", {}, r.tool)), el("td", { class: "num" }, String(r.calls)),
     el("td", { class: errors(r.errors) ? "outcome-failed" : "" }, errors(r.errors) || "none"),
     el("td", { class: "num" }, String(r.approvals_asked)),
-    el("td", { class: "took" }, took(r.p50_ms)), el("td", { class: "took" }, took(r.p95_ms)),
-    el("td", { class: "took" }, took(r.max_ms))));
+    el("td", { class: "took" }, spent(r.p50_ms)), el("td", { class: "took" }, spent(r.p95_ms)),
+    el("td", { class: "took" }, spent(r.max_ms))));
   document.querySelector("#stats-table tbody").replaceChildren(...cells);
 }
 
@@ -286,6 +307,7 @@ function draw(key, data, render) {
 }
 
 let timelineLimit = TIMELINE_PAGE;
+let workersAlive = {};  // worker id → alive, from /api/workers: a running call of a silent worker says so
 let statsRead = 0;
 
 let refreshing = false;
@@ -293,11 +315,17 @@ async function refresh() {
   if (refreshing) return;
   refreshing = true;
   try {
-    const session = document.getElementById("session-filter").value;
-    const query = new URLSearchParams({ limit: String(timelineLimit), ...(session ? { session } : {}) });
-    const [pending, grants, calls, servers, scripts] = await Promise.all([
+    const query = new URLSearchParams({ limit: String(timelineLimit) });
+    for (const [name, id] of [["session", "session-filter"], ["outcome", "outcome-filter"], ["server", "server-filter"]]) {
+      const value = document.getElementById(id).value;
+      if (value) query.set(name, value);
+    }
+    const [pending, grants, calls, servers, scripts, workers] = await Promise.all([
       api("api/approvals"), api("api/grants"), api(`api/timeline?${query}`), api("api/servers"), api("api/scripts"),
+      api("api/workers").catch(() => []),
     ]);
+    workersAlive = Object.fromEntries(workers.map((w) => [w.id, w.alive]));
+    updateServers(servers);
     draw("approvals", pending, renderApprovals);
     draw("grants", grants, renderGrants);
     updateSessions(calls);
@@ -320,7 +348,9 @@ async function refresh() {
   }
 }
 
-document.getElementById("session-filter").addEventListener("change", refresh);
+for (const id of ["session-filter", "outcome-filter", "server-filter"]) {
+  document.getElementById(id).addEventListener("change", refresh);
+}
 document.getElementById("timeline-more").addEventListener("click", () => {
   timelineLimit = Math.min(timelineLimit + TIMELINE_PAGE, TIMELINE_MAX);
   refresh();
