@@ -64,6 +64,17 @@ class ServeOAuthConfig(_Model):
         return self
 
 
+class ServeTasksConfig(_Model):
+    """`[serve.tasks]`: `bash` calls of clients that declare the Tasks extension (docs/tasks.md)."""
+
+    after_seconds: float = Field(default=1.0, ge=0, le=3600)
+    """A call still running this long (or asking a person sooner) becomes a task; 0: every call does."""
+    poll_milliseconds: int = Field(default=1000, ge=100, le=60_000)
+    """The `pollIntervalMs` a task starts with (five times it once the task waits for a person or is old)."""
+    keep_seconds: float = Field(default=3600.0, ge=10, le=_YEAR)
+    """How long a finished task's result stays for `tasks/get` (its `ttlMs` counts to then)."""
+
+
 class ServeConfig(_Model):
     """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
     reconnects with `Last-Event-ID` gets the rest of its result; and how callers authenticate
@@ -77,6 +88,7 @@ class ServeConfig(_Model):
     """Shells one caller keeps; past it, that caller's shell idle longest goes."""
     max_shell_bytes: int = Field(default=64 * 1024 * 1024, ge=4096, le=1 << 34)
     """The most a shell's saved state may take; past it the state is not kept (the result says so)."""
+    tasks: ServeTasksConfig = Field(default_factory=ServeTasksConfig)
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""

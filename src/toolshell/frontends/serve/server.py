@@ -37,6 +37,7 @@ from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA,
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
+from toolshell.frontends.serve.tasks import install_tasks, stop_tasks
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -93,6 +94,7 @@ async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
             yield parking
         finally:
             stop_relay(parking)
+            stop_tasks(parking)
             tg.cancel_scope.cancel()
 
 
@@ -176,12 +178,15 @@ def build_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         args = dict(params.arguments or {})
         if params.name == "bash":
             script, shell = args.get("script"), args.get("shell")
             if not isinstance(script, str) or not isinstance(shell, str | None):
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
+            if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
+                asks = can_ask(ctx, "form") or can_ask(ctx, "url")
+                return await tasks.call(ctx, _caller(ctx), lambda a: run_bash(ctx, script, shell, a), asks)
             if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
                 return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
@@ -200,13 +205,16 @@ def build_server(
         finally:
             session.close()
 
+    # A `CreateTaskResult` is a plain dict: the runner sends a handler's dict as it is.
+    on_call: Any = call_tool
     server: Server[Any] = _ToolshellServer(
-        "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, lifespan=_parking
+        "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=on_call, lifespan=_parking
     )
     # A parked run's requestState is bound to the caller that started it: another caller's retry fails.
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
+    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller)
     return server
 
 
@@ -221,7 +229,9 @@ class _ToolshellServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         options = notification_options or NotificationOptions(tools_changed=True)
-        return super().create_initialization_options(options, experimental_capabilities, extensions)
+        # The 2025-11-25 capabilities have no `extensions`: there the extensions go under `experimental`.
+        experimental = {**self.extensions, **(experimental_capabilities or {})} or None
+        return super().create_initialization_options(options, experimental, extensions)
 
 
 def is_loopback(host: str) -> bool:
