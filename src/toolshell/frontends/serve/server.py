@@ -214,7 +214,7 @@ def build_server(
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
-    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller)
+    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller, notifier)
     return server
 
 

@@ -19,7 +19,9 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
 from toolshell.config.serve import ServeConfig
+from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.tasks.keeper import RunScript, TaskKeeper, keeper_for, stop_tasks
+from toolshell.frontends.serve.tasks.listen import Listener
 from toolshell.frontends.serve.tasks.methods import Caller, TaskMethods
 from toolshell.frontends.serve.tasks.wire import EXTENSION, TaskParams, UpdateParams, declared
 from toolshell.store.protocol import StateStore
@@ -47,13 +49,26 @@ class Tasks:
         return TaskKeeper(self.rows, tg, self.worker, self.serve.tasks, self.serve.heartbeat_seconds)
 
 
-def install_tasks(server: Server[Any], store: StateStore, serve: ServeConfig, worker: str, caller: Caller) -> Tasks:
-    """Serve the extension's methods on `server` and advertise it (`server/discover`, `initialize`)."""
+def install_tasks(
+    server: Server[Any],
+    store: StateStore,
+    serve: ServeConfig,
+    worker: str,
+    caller: Caller,
+    notifier: ListNotifier | None = None,
+) -> Tasks:
+    """Serve the extension's methods and `subscriptions/listen` on `server`, and advertise the
+    extension (`server/discover`; `initialize` under `experimental`)."""
     rows = TaskRows(store)
     methods = TaskMethods(rows, serve.tasks, serve.heartbeat_seconds, caller)
     server.add_request_handler("tasks/get", TaskParams, methods.get)
     server.add_request_handler("tasks/update", UpdateParams, methods.update)
     server.add_request_handler("tasks/cancel", TaskParams, methods.cancel)
+    server.add_request_handler(
+        "subscriptions/listen",
+        types.SubscriptionsListenRequestParams,
+        Listener(notifier, rows, serve.tasks.poll_milliseconds, caller),
+    )
     server.extensions[EXTENSION] = {}
     return Tasks(rows, serve, worker)
 
