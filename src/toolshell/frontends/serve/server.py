@@ -38,6 +38,7 @@ from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, Re
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.tasks import install_tasks, stop_tasks
+from toolshell.frontends.serve.tasks.progress import reporting
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -139,8 +140,11 @@ def build_server(
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
         handle = handle_for(ctx, shell)
-        with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
-            result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
+        async with reporting(ctx) as progress:  # notifications/progress, when the call asked for them
+            with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
+                result = await shells.run(
+                    _caller(ctx), handle, script, answerer=answerer, approver=approver, **progress
+                )
         return _bash_result(result)
 
     async def park_bash(
