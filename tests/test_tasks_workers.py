@@ -25,7 +25,7 @@ from toolshell.timeline.sinks import query
 
 pytestmark = pytest.mark.anyio
 TOKEN = "serve-token-for-the-task-worker-tests-0123"
-CONFIG = GITHUB_CONFIG + "[serve]\nheartbeat_seconds = 1\n[serve.tasks]\nafter_seconds = 0\n"
+CONFIG = GITHUB_CONFIG + "[serve]\nheartbeat_seconds = 1\nyield_seconds = 2\n[serve.tasks]\nafter_seconds = 0\n"
 DELETE = "echo start; tools github delete-branch branch=x; echo after"
 
 
@@ -108,6 +108,33 @@ async def test_the_sdk_client_resolves_a_task_transparently_and_a_client_without
     assert json.loads(resolved.content[0].text)["stdout"] == "resolved\n"
     assert [t.status for t in tasks.created] == ["working"] and tasks.seen[-1].status == "completed"
     assert isinstance(direct, types.CallToolResult) and json.loads(direct.content[0].text)["stdout"] == "direct\n"
+
+
+async def test_a_call_longer_than_the_clients_timeout_completes_through_yield_and_wait_on_other_workers(
+    workers: tuple[str, list[Served]],
+) -> None:
+    """Scaled down: a 10 s script, a client that gives up on a request after 6 s, `yield_seconds = 2`."""
+    _, (a, b, c) = workers
+    script = "for i in 1 2 3 4 5; do echo line $i; sleep 2; done; echo done"
+    pieces, calls = [], 0
+    async with client(a.url, TOKEN, read_timeout_seconds=6) as on_a:
+        first = (await on_a.call_tool("bash", {"script": script})).structured_content
+    assert isinstance(first, dict) and first["running"] is True
+    pieces.append(first["stdout"])
+    with anyio.fail_after(90):
+        while True:
+            worker = (b, c)[calls % 2]  # each collecting call lands on another worker
+            calls += 1
+            async with client(worker.url, TOKEN, read_timeout_seconds=6) as other:
+                got = (
+                    await other.call_tool("bash", {"script": "echo after", "shell": first["shell"]})
+                ).structured_content
+            assert isinstance(got, dict)
+            pieces.append(got["earlier"]["stdout"] if "earlier" in got else "")
+            if "earlier" in got and not got["earlier"].get("running"):
+                break
+    assert "".join(pieces) == "".join(f"line {i}\n" for i in range(1, 6)) + "done\n"
+    assert got["earlier"]["exit_code"] == 0 and got["stdout"] == "after\n"
 
 
 def _raw(

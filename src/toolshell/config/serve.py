@@ -89,6 +89,9 @@ class ServeConfig(_Model):
     max_shell_bytes: int = Field(default=64 * 1024 * 1024, ge=4096, le=1 << 34)
     """The most a shell's saved state may take; past it the state is not kept (the result says so)."""
     tasks: ServeTasksConfig = Field(default_factory=ServeTasksConfig)
+    yield_seconds: float = Field(default=45.0, ge=0, le=3600)
+    """A `bash` call of a client without Tasks still running this long returns its output so far;
+    the next call on its shell collects the rest first (docs/tasks.md). 0: never yield."""
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""

@@ -10,6 +10,10 @@ by the worker that runs it (the owner) and read by every worker:
   a key wins, a repeat is ignored, and the owner marks each one taken.
 
 Statuses are the extension's: `working`, `input_required`, `completed`, `failed`, `cancelled`.
+
+A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own,
+`yielded_runs`, by shell handle: the output it wrote so far, how much of it was delivered, its
+final result once it ended, and its owner's heartbeat (`YieldRows`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,23 @@ MIGRATIONS = [
         taken BIGINT NOT NULL DEFAULT 0,
         added_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (id_hash, answer_key)
+    );
+    """,
+]
+
+YIELD_MIGRATIONS = [
+    """
+    CREATE TABLE yielded_runs (
+        handle TEXT PRIMARY KEY,
+        caller TEXT,
+        worker TEXT NOT NULL,
+        stdout TEXT NOT NULL,
+        stderr TEXT NOT NULL,
+        sent_out BIGINT NOT NULL,
+        sent_err BIGINT NOT NULL,
+        result TEXT,
+        beat DOUBLE PRECISION NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
     );
     """,
 ]
@@ -204,6 +225,76 @@ class TaskRows:
             tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
 
 
+YIELD_CHANNEL = "yields"
+"""The store channel a yielded run's change is announced on (the payload is its shell handle)."""
+
+
+@dataclass(frozen=True)
+class YieldedRow:
+    """A yielded `bash` call as the store holds it."""
+
+    handle: str
+    caller: str | None
+    stdout: str
+    stderr: str
+    sent_out: int
+    sent_err: int
+    result: dict[str, Any] | None
+    beat: float
+
+
+class YieldRows:
+    """The yielded runs of one `StateStore`, by shell handle (one at a time per shell)."""
+
+    def __init__(self, store: StateStore) -> None:
+        store.migrate("yielded_runs", YIELD_MIGRATIONS)
+        self.store = store
+
+    def create(self, handle: str, caller: str | None, worker: str, stdout: str, stderr: str) -> None:
+        """A call yields: what it wrote so far is delivered (the offsets say so)."""
+        now = time.time()
+        self.store.execute(
+            "INSERT INTO yielded_runs (handle, caller, worker, stdout, stderr, sent_out, sent_err, beat, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (handle, caller, worker, stdout, stderr, len(stdout), len(stderr), now, now),
+        )
+
+    def write(self, handle: str, stdout: str, stderr: str, result: dict[str, Any] | None) -> None:
+        """The owner records the output so far (and the result, once the call ended)."""
+        with self.store.transaction() as tx:
+            tx.execute(
+                "UPDATE yielded_runs SET stdout = ?, stderr = ?, result = ?, beat = ? WHERE handle = ?",
+                (stdout, stderr, _dumped(result), time.time(), handle),
+            )
+            self.store.notify(YIELD_CHANNEL, handle)
+
+    def get(self, handle: str) -> YieldedRow | None:
+        rows = self.store.query("SELECT * FROM yielded_runs WHERE handle = ?", (handle,))
+        if not rows:
+            return None
+        r = rows[0]
+        return YieldedRow(
+            r["handle"], r["caller"], r["stdout"], r["stderr"], int(r["sent_out"]), int(r["sent_err"]),
+            _loaded(r["result"]), float(r["beat"]),
+        )  # fmt: skip
+
+    def delivered(self, row: YieldedRow, stdout: int, stderr: int) -> bool:
+        """Move the delivered offsets on from what `row` showed; False when another call did first."""
+        done = self.store.execute(
+            "UPDATE yielded_runs SET sent_out = ?, sent_err = ? WHERE handle = ? AND sent_out = ? AND sent_err = ?",
+            (stdout, stderr, row.handle, row.sent_out, row.sent_err),
+        )
+        return bool(done.rowcount)
+
+    def finish(self, row: YieldedRow) -> bool:
+        """Take the ended run's rest: the row goes; False when another call took it first."""
+        done = self.store.execute(
+            "DELETE FROM yielded_runs WHERE handle = ? AND sent_out = ? AND sent_err = ?",
+            (row.handle, row.sent_out, row.sent_err),
+        )
+        return bool(done.rowcount)
+
+
 def _state_values(state: dict[str, Any]) -> tuple[Any, ...]:
     return (
         state["status"],
@@ -231,4 +322,15 @@ def _loaded(text: str | None) -> Any:
         return None
 
 
-__all__ = ["CHANNEL", "MIGRATIONS", "OPEN", "TERMINAL", "TaskRow", "TaskRows", "id_hash"]
+__all__ = [
+    "CHANNEL",
+    "MIGRATIONS",
+    "OPEN",
+    "TERMINAL",
+    "YIELD_CHANNEL",
+    "TaskRow",
+    "TaskRows",
+    "YieldRows",
+    "YieldedRow",
+    "id_hash",
+]

@@ -135,12 +135,12 @@ def build_server(
         return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
 
     async def run_bash(
-        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None
+        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None, on_output: Any = None
     ) -> types.CallToolResult:
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
         handle = handle_for(ctx, shell)
-        async with reporting(ctx) as progress:  # notifications/progress, when the call asked for them
+        async with reporting(ctx, on_output) as progress:  # notifications/progress, when the call asked for them
             with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
                 result = await shells.run(
                     _caller(ctx), handle, script, answerer=answerer, approver=approver, **progress
@@ -194,7 +194,10 @@ def build_server(
             if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
                 return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
-            return await run_bash(ctx, script, shell, asker)
+            handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
+            return await tasks.run_or_yield(
+                ctx, _caller(ctx), handle, lambda o, a: run_bash(ctx, script, handle, a, o), asker
+            )
         entry = visible.get(params.name)
         if entry is None:
             unknown = f"no tool {params.name!r}; call `bash` and use `tools --help` inside it"

@@ -11,7 +11,7 @@ chatty script costs one notification per send, not one per line. A task (the cal
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -29,11 +29,13 @@ BACKLOG = 64
 
 
 @asynccontextmanager
-async def reporting(ctx: ServerRequestContext[Any]) -> AsyncIterator[dict[str, Any]]:
+async def reporting(
+    ctx: ServerRequestContext[Any], also: Callable[[str, str], None] | None = None
+) -> AsyncIterator[dict[str, Any]]:
     """The `Session.run` options that report this call's headway (the SDK sends nothing when the
-    request carried no progress token)."""
+    request carried no progress token); `also` sees the output too (yield-and-wait keeps it)."""
     if declared(ctx):  # a Tasks client's long call is a task, and tasks have no progress
-        yield {}
+        yield {} if also is None else {"on_output": also}
         return
     send, receive = anyio.create_memory_object_stream[str](BACKLOG)
     written = 0
@@ -48,6 +50,8 @@ async def reporting(ctx: ServerRequestContext[Any]) -> AsyncIterator[dict[str, A
 
     def on_output(stdout: str, stderr: str) -> None:
         nonlocal written
+        if also is not None:
+            also(stdout, stderr)
         written += len(stdout.encode()) + len(stderr.encode())
         note(f"{_size(written)} of output")
 
