@@ -29,6 +29,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.upstream import Asker, Parking
 from toolshell.store.tasks import YIELD_CHANNEL, YieldedRow, YieldRows
 
@@ -104,9 +105,14 @@ class Yielder:
             raise
         if run.result is not None:
             return _with_earlier(run.result, earlier)
-        run.yielded = True
         stdout, stderr = "".join(run.out), "".join(run.err)
-        self.rows.create(handle, caller, self.worker, stdout, stderr)
+        try:
+            self.rows.create(handle, caller, self.worker, stdout, stderr)
+        except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
+            logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
+            await run.done.wait()
+            return _with_earlier(run.result or _failed("the call ended without a result"), earlier)
+        run.yielded = True
         self.tg.start_soon(self._keep, run, handle)
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
         return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
@@ -117,9 +123,7 @@ class Yielder:
                 run.result = await run_bash(run.output, asker)
             except Exception as exc:  # the boundary of a background run: its collector gets the error
                 logger.warning("a yielded bash call failed", exc_info=True)
-                run.result = types.CallToolResult(
-                    content=[types.TextContent(type="text", text=str(exc))], is_error=True
-                )
+                run.result = _failed(f"bash failed: {exc}")
         run.done.set()
 
     async def _keep(self, run: _Run, handle: str) -> None:
@@ -157,6 +161,10 @@ class Yielder:
             return None  # another call took this piece
         rest = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
         return {"running": True, **rest, "shell": handle}
+
+
+def _failed(message: str) -> types.CallToolResult:
+    return error_result(ToolshellError(ErrorCode.UNAVAILABLE, message))
 
 
 def _rest(row: YieldedRow) -> dict[str, Any]:
