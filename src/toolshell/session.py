@@ -45,7 +45,8 @@ from toolshell.shell.output import Bounded, Collected, Collector, bound, where_s
 from toolshell.shell.pool import Shell, ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.shell.state import ShellCallState
-from toolshell.timeline.sinks import EventSink
+from toolshell.timeline.events import Event
+from toolshell.timeline.sinks import EventSink, ObservedSink
 from toolshell.utf8 import not_utf8
 
 if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is on
@@ -265,6 +266,7 @@ class Session:
         answerer: Answerer | None | Literal["session"] = "session",
         approver: Approver | None = None,
         on_output: OnOutput | None = None,
+        on_event: Callable[[Event], None] | None = None,
     ) -> RunResult:
         """Run one script as one shell call, with the catalog as it is when the script first needs it.
 
@@ -273,7 +275,8 @@ class Session:
         `approver` asks about calls that need approval in this run (the caller applied `inline`).
         `on_output(stdout, stderr)` gets the output as the script writes it, in order and with the
         config's secrets masked (a terminal shows progress and which command failed); the result
-        still holds the capped whole.
+        still holds the capped whole. `on_event` sees each timeline event of this run (a nested
+        call ended) as it is recorded.
         """
         refused = not_utf8("the script", script, script=True)
         if refused is not None:  # lone surrogates from a client's JSON: bashkit and the store take UTF-8 only
@@ -287,17 +290,19 @@ class Session:
                 self.answerer = answerer
             self._run_approver = approver
             try:
-                return await self._run(script, on_output)
+                return await self._run(script, on_output, on_event)
             finally:
                 self.answerer, self._run_approver = kept
 
-    async def _run(self, script: str, on_output: OnOutput | None = None) -> RunResult:
+    async def _run(
+        self, script: str, on_output: OnOutput | None = None, on_event: Callable[[Event], None] | None = None
+    ) -> RunResult:
         services, config = self.services, self.services.config
         ledger = Ledger(
             uuid.uuid4().hex[:16],
             self.id,
             config.tools_in_shell.call_limit,
-            services.sink,
+            services.sink if on_event is None else ObservedSink(services.sink, on_event),
             services.redact,
             caller=self.caller,
             worker=services.worker or None,

@@ -64,6 +64,17 @@ class ServeOAuthConfig(_Model):
         return self
 
 
+class ServeTasksConfig(_Model):
+    """`[serve.tasks]`: `bash` calls of clients that declare the Tasks extension (docs/tasks.md)."""
+
+    after_seconds: float = Field(default=1.0, ge=0, le=3600)
+    """A call still running this long (or asking a person sooner) becomes a task; 0: every call does."""
+    poll_milliseconds: int = Field(default=1000, ge=100, le=60_000)
+    """The `pollIntervalMs` a task starts with (five times it once the task waits for a person or is old)."""
+    keep_seconds: float = Field(default=3600.0, ge=10, le=_YEAR)
+    """How long a finished task's result stays for `tasks/get` (its `ttlMs` counts to then)."""
+
+
 class ServeConfig(_Model):
     """`toolshell serve --http`: where the SSE events of each stream are kept, so a client that
     reconnects with `Last-Event-ID` gets the rest of its result; and how callers authenticate
@@ -80,6 +91,10 @@ class ServeConfig(_Model):
     live_shell_bytes: int = Field(default=1 << 30, ge=1 << 20, le=1 << 40)
     """The bytes of files the shells one serving process keeps live between calls may hold; past it
     the least recently used are closed (their state stays in the store, the next call checks it out)."""
+    tasks: ServeTasksConfig = Field(default_factory=ServeTasksConfig)
+    yield_seconds: float = Field(default=45.0, ge=0, le=3600)
+    """A `bash` call of a client without Tasks still running this long returns its output so far;
+    the next call on its shell collects the rest first (docs/tasks.md). 0: never yield."""
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""

@@ -70,6 +70,22 @@ class EventSink(Protocol):
     def emit(self, event: Event) -> None: ...
 
 
+class ObservedSink:
+    """Passes each event on to `sink`, and shows it to `observe` (one shell call's progress)."""
+
+    def __init__(self, sink: EventSink, observe: Callable[[Event], None]) -> None:
+        self.sink, self.observe = sink, observe
+
+    def emit(self, event: Event) -> None:
+        self.sink.emit(event)
+        self.observe(event)
+
+    def flush(self) -> None:
+        flush = getattr(self.sink, "flush", None)
+        if flush is not None:
+            flush()
+
+
 class MemorySink:
     """Keeps every event in `events`, in the order they were emitted."""
 

@@ -25,7 +25,8 @@ Inside it, `tools` calls every tool of every configured MCP server:
 Filter with jq; print only what you need. Errors are one JSON line on stderr, exit 1.
 Fan out: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
 Pipes get whole results; output past the cap keeps head and tail and names a file with all of it.
-Pass a result's `shell` back to keep its files, cd and variables."""
+Pass a result's `shell` back to keep its files, cd and variables.
+`running: true`: still running; your next call with its `shell` gets the rest first, as `earlier`."""
 
 BASH_DESCRIPTION = BASH_USAGE
 """The description without the server list (no host at hand)."""

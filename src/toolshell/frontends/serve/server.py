@@ -38,6 +38,8 @@ from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA,
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
+from toolshell.frontends.serve.tasks import install_tasks, stop_tasks
+from toolshell.frontends.serve.tasks.progress import reporting
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -94,6 +96,7 @@ async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
             yield parking
         finally:
             stop_relay(parking)
+            stop_tasks(parking)
             tg.cancel_scope.cancel()
 
 
@@ -133,14 +136,17 @@ def build_server(
         return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
 
     async def run_bash(
-        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None
+        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None, on_output: Any = None
     ) -> types.CallToolResult:
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
         handle = handle_for(ctx, shell)
         started = time.perf_counter()
-        with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
-            result = await shells.run(_caller(ctx), handle, script, answerer=answerer, approver=approver)
+        async with reporting(ctx, on_output) as progress:  # notifications/progress, when the call asked for them
+            with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
+                result = await shells.run(
+                    _caller(ctx), handle, script, answerer=answerer, approver=approver, **progress
+                )
         if host.metrics is not None:  # metrics: mcp.server.operation.duration
             host.metrics.bash_served(time.perf_counter() - started, result.success)
         return _bash_result(result)
@@ -180,16 +186,22 @@ def build_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         args = dict(params.arguments or {})
         if params.name == "bash":
             script, shell = args.get("script"), args.get("shell")
             if not isinstance(script, str) or not isinstance(shell, str | None):
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
+            if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
+                asks = can_ask(ctx, "form") or can_ask(ctx, "url")
+                return await tasks.call(ctx, _caller(ctx), lambda a: run_bash(ctx, script, shell, a), asks)
             if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
                 return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
-            return await run_bash(ctx, script, shell, asker)
+            handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
+            return await tasks.run_or_yield(
+                ctx, _caller(ctx), handle, lambda o, a: run_bash(ctx, script, handle, a, o), asker
+            )
         entry = visible.get(params.name)
         if entry is None:
             unknown = f"no tool {params.name!r}; call `bash` and use `tools --help` inside it"
@@ -204,13 +216,16 @@ def build_server(
         finally:
             session.close()
 
+    # A `CreateTaskResult` is a plain dict: the runner sends a handler's dict as it is.
+    on_call: Any = call_tool
     server: Server[Any] = _ToolshellServer(
-        "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=call_tool, lifespan=_parking
+        "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=on_call, lifespan=_parking
     )
     # A parked run's requestState is bound to the caller that started it: another caller's retry fails.
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
+    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller, notifier)
     return server
 
 
@@ -225,7 +240,9 @@ class _ToolshellServer(Server[Any]):
         extensions: dict[str, dict[str, Any]] | None = None,
     ) -> InitializationOptions:
         options = notification_options or NotificationOptions(tools_changed=True)
-        return super().create_initialization_options(options, experimental_capabilities, extensions)
+        # The 2025-11-25 capabilities have no `extensions`: there the extensions go under `experimental`.
+        experimental = {**self.extensions, **(experimental_capabilities or {})} or None
+        return super().create_initialization_options(options, experimental, extensions)
 
 
 def is_loopback(host: str) -> bool:

@@ -1,0 +1,250 @@
+"""The owner's side of tasks: the `bash` calls this worker runs as tasks, kept in step with the store.
+
+`TaskKeeper.call` starts the script in the serving lifespan's task group and waits
+`[serve.tasks] after_seconds` for it. A script done by then is answered as a plain
+`CallToolResult`; one still running (or asking a person) becomes a task: its row is committed
+(`store.tasks`) and only then is the `CreateTaskResult` returned. From then on the keeper's loop,
+woken by the run itself and by store notifications from any worker:
+
+- writes what changed (a question opened, answered or withdrawn; the result; a cancel taking
+  effect) to the row, so `tasks/get` on any worker sees it;
+- hands the answers `tasks/update` recorded (on any worker) to the run's open questions;
+- cancels the script when `tasks/cancel` asked (the shell call stops where it is, as on a closed
+  connection: nothing after that point runs);
+- renews the heartbeat of its open tasks every `[serve] heartbeat_seconds` (a silent owner's
+  tasks read as failed on any worker, `tasks.methods`) and sweeps rows past their keeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from toolshell.config.serve import ServeTasksConfig
+from toolshell.errors import ErrorCode, ToolshellError, error_result
+from toolshell.frontends.serve.tasks.wire import created
+from toolshell.frontends.serve.upstream import Asker, ParkedRun, Parking
+from toolshell.store.tasks import CHANNEL, TERMINAL, TaskRows, id_hash
+
+logger = logging.getLogger(__name__)
+
+SWEEP_SECONDS = 60.0
+CANCELLED = "cancelled by tasks/cancel: the script stopped where it was; what it had done stays done"
+WAITING = "waiting for a person's answer to inputRequests (send it with tasks/update)"
+STOPPED = "the worker running this task stopped before the script ended; run the script again"
+
+RunScript = Callable[[Asker | None], Awaitable[types.CallToolResult]]
+"""Runs the `bash` call's script, asking through the asker given (None: nobody can be asked)."""
+
+
+class TaskRun(ParkedRun):
+    """A parked run whose questions and result wake the keeper at once."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        super().__init__()
+        self._wake = wake
+
+    async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        self._wake()  # the keeper looks once this task waits, when the question is open
+        return await super().ask(params)
+
+    def finish(self, result: types.CallToolResult) -> None:
+        super().finish(result)
+        self._wake()
+
+
+@dataclass(eq=False)
+class _Owned:
+    run: TaskRun
+    scope: anyio.CancelScope
+    key: str = ""
+    cancel_asked: bool = False
+    cancelled: bool = False
+    failed: dict[str, Any] | None = None
+    published: dict[str, Any] | None = None
+
+
+class TaskKeeper:
+    """This worker's tasks, in one serving lifespan.
+
+    Args:
+        rows: the task tables of the store every worker shares.
+        tg: the lifespan's task group (the scripts outlive their requests there).
+        worker: this worker's id (the rows it owns).
+        config: `[serve.tasks]`.
+        heartbeat_seconds: `[serve] heartbeat_seconds`.
+    """
+
+    def __init__(
+        self, rows: TaskRows, tg: anyio.abc.TaskGroup, worker: str, config: ServeTasksConfig, heartbeat_seconds: float
+    ) -> None:
+        self.rows, self.tg, self.worker, self.config = rows, tg, worker, config
+        self.heartbeat_seconds = heartbeat_seconds
+        self._owned: dict[str, _Owned] = {}
+        self._wake = anyio.Event()
+        tg.start_soon(self._serve)
+        tg.start_soon(self._listen)
+
+    async def call(
+        self, caller: str | None, run_script: RunScript, asks: bool
+    ) -> types.CallToolResult | dict[str, Any]:
+        """The call's result if it ends within `after_seconds`, else a committed task's `CreateTaskResult`."""
+        owned = _Owned(TaskRun(self._poke), anyio.CancelScope())
+        self.tg.start_soon(self._execute, owned, run_script, asks)
+        try:
+            with anyio.move_on_after(self.config.after_seconds):
+                await owned.run.next_round()
+        except anyio.get_cancelled_exc_class():  # the request went away before it became a task
+            owned.scope.cancel()
+            raise
+        outcome = owned.run.current()
+        if isinstance(outcome, types.CallToolResult):
+            return outcome
+        task_id = secrets.token_urlsafe(32)  # 256 bits: the capability a client polls with
+        owned.key = id_hash(task_id)
+        state = _state(owned)
+        try:
+            self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, **state)
+            row = self.rows.get(owned.key)
+        except ToolshellError as err:  # no row, no task: the script must not run on unseen
+            owned.scope.cancel()
+            return error_result(ToolshellError(err.code, f"could not record the task, so the script stopped: {err}"))
+        owned.published = state
+        self._owned[owned.key] = owned
+        assert row is not None  # committed just above
+        return created(task_id, row, self.config.poll_milliseconds)
+
+    async def _execute(self, owned: _Owned, run_script: RunScript, asks: bool) -> None:
+        with owned.scope:
+            try:
+                result = await run_script(owned.run if asks else None)
+            except Exception as exc:  # the boundary of a background run: the task fails with it
+                logger.warning("a task's bash call failed", exc_info=True)
+                owned.failed = {"code": types.INTERNAL_ERROR, "message": f"bash failed: {exc}"}
+                result = error_result(ToolshellError(ErrorCode.UNAVAILABLE, f"bash failed: {exc}"))
+            owned.run.finish(result)
+        owned.cancelled = owned.scope.cancelled_caught and owned.cancel_asked
+        self._poke()
+
+    def _poke(self) -> None:
+        self._wake.set()
+
+    async def _serve(self) -> None:
+        beat = swept = 0.0
+        while True:
+            with anyio.move_on_after(self.heartbeat_seconds):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            try:
+                self._sync()
+                now = time.monotonic()
+                if self._owned and now - beat >= self.heartbeat_seconds:
+                    beat = now
+                    self.rows.beat(self.worker)
+                if now - swept >= SWEEP_SECONDS:
+                    swept = now
+                    self.rows.sweep(time.time(), 3 * self.heartbeat_seconds)
+            except Exception:  # the store failed: the runs go on, and this retries at the next wake
+                logger.warning("could not keep tasks in step with the store", exc_info=True)
+
+    async def _listen(self) -> None:
+        """Wake the loop when another worker wrote to one of this worker's tasks (an answer, a cancel)."""
+        try:
+            with self.rows.store.subscribe(CHANNEL) as subscription:
+                while True:
+                    wake = await subscription.wait()
+                    if wake.missed or any(p in self._owned for p in wake.payloads):
+                        self._poke()
+        except ToolshellError:  # no wake-ups: the loop still looks every heartbeat
+            logger.warning("task wake-ups are off; tasks are kept in step every heartbeat", exc_info=True)
+
+    def _sync(self) -> None:
+        for key, owned in list(self._owned.items()):
+            row = self.rows.get(key)
+            if row is None or row.finished:
+                owned.scope.cancel()  # swept, or ended by another worker (it judged this one dead)
+                del self._owned[key]
+                continue
+            if row.cancel_requested and not owned.cancel_asked:
+                owned.cancel_asked = True
+                owned.scope.cancel()
+            answers = self.rows.take_answers(key)
+            if answers:
+                owned.run.answer(_elicit_results(answers))
+            state = _state(owned)
+            if state != owned.published and self.rows.set_state(key, **state):
+                owned.published = state
+            if state["status"] in TERMINAL:
+                del self._owned[key]
+
+    def stopped(self) -> None:
+        """The serving lifespan ends: this worker's open tasks fail, saying why."""
+        for key in list(self._owned):
+            self.rows.set_state(key, status="failed", status_message=STOPPED, error=_stopped_error())
+        self._owned.clear()
+
+
+def _state(owned: _Owned) -> dict[str, Any]:
+    """The row's status and payload for where the run is now."""
+    if owned.cancelled:
+        return {"status": "cancelled", "status_message": CANCELLED}
+    if owned.failed is not None:
+        return {"status": "failed", "status_message": owned.failed["message"], "error": owned.failed}
+    outcome = owned.run.current()
+    if isinstance(outcome, types.CallToolResult):
+        return {"status": "completed", "result": outcome.model_dump(by_alias=True, mode="json", exclude_none=True)}
+    if isinstance(outcome, types.InputRequiredResult):
+        requests = {
+            k: v.model_dump(by_alias=True, mode="json", exclude_none=True)
+            for k, v in (outcome.input_requests or {}).items()
+        }
+        return {"status": "input_required", "status_message": WAITING, "input_requests": requests}
+    return {"status": "working"}
+
+
+def _elicit_results(answers: dict[str, Any]) -> dict[str, Any]:
+    """The recorded answers as elicitation results (`tasks.methods` checked their shape)."""
+    out: dict[str, Any] = {}
+    for key, answer in answers.items():
+        try:
+            out[key] = types.ElicitResult.model_validate(answer)
+        except ValueError:  # a row another version wrote: no answer rather than a crash
+            logger.warning("ignored an unreadable answer to a task's question")
+    return out
+
+
+def _stopped_error() -> dict[str, Any]:
+    return {"code": types.INTERNAL_ERROR, "message": STOPPED}
+
+
+_keepers: WeakKeyDictionary[Parking, TaskKeeper] = WeakKeyDictionary()
+
+
+def keeper_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], TaskKeeper]) -> TaskKeeper:
+    """The keeper of one serving lifespan (made on its first task)."""
+    keeper = _keepers.get(parking)
+    if keeper is None:
+        keeper = _keepers[parking] = make(parking.tg)
+    return keeper
+
+
+def stop_tasks(parking: Parking) -> None:
+    """The serving lifespan ends: its open tasks fail at once instead of going stale."""
+    keeper = _keepers.pop(parking, None)
+    if keeper is not None:
+        try:
+            keeper.stopped()
+        except Exception:  # the store went first: the heartbeat goes stale instead
+            logger.warning("could not mark this worker's tasks stopped", exc_info=True)
+
+
+__all__ = ["TaskKeeper", "TaskRun", "keeper_for", "stop_tasks"]

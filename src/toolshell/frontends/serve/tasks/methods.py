@@ -1,0 +1,110 @@
+"""`tasks/get`, `tasks/update` and `tasks/cancel`, answered by any worker from the store.
+
+Every request is checked the same way before anything is read: the client declared the
+extension (else -32021), over HTTP its `Mcp-Name` header is the task id (else -32020), and the
+task is the caller's: a task id is a bearer capability bound to the identity that created it, so
+another caller's id, an unknown one and an expired one all get the same -32602. There is no
+`tasks/list`. An open task whose owner has been silent for three heartbeats is judged `failed`
+on the spot (its worker stopped), so no client polls a dead task forever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import mcp_types as types
+from mcp.server import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from toolshell.config.serve import ServeTasksConfig
+from toolshell.errors import ToolshellError
+from toolshell.frontends.serve.tasks.wire import (
+    TaskParams,
+    UpdateParams,
+    detailed,
+    not_found,
+    require_declared,
+    require_name_header,
+)
+from toolshell.store.tasks import TaskRow, TaskRows, id_hash
+
+_T = TypeVar("_T")
+Caller = Callable[[ServerRequestContext[Any]], str | None]
+STOPPED = "the worker running this task stopped (no heartbeat); what the script did before stays done"
+MAX_RESPONSES = 64
+"""Answers one `tasks/update` may carry (a task asks one question at a time, usually)."""
+
+
+class TaskMethods:
+    """The request handlers of the extension's methods.
+
+    Args:
+        rows: the task tables of the shared store.
+        config: `[serve.tasks]`.
+        heartbeat_seconds: `[serve] heartbeat_seconds`: three missed beats mean the owner stopped.
+        caller: the identity a request authenticated as (None over stdio and `--no-auth`).
+    """
+
+    def __init__(self, rows: TaskRows, config: ServeTasksConfig, heartbeat_seconds: float, caller: Caller) -> None:
+        self.rows, self.config, self.caller = rows, config, caller
+        self.stale_seconds = 3 * heartbeat_seconds
+
+    async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        return detailed(params.task_id, self._find(ctx, params.task_id), self.config.poll_milliseconds)
+
+    async def update(self, ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[str, Any]:
+        """Record the answers; the owner hands them to the script (any key not asked now is ignored)."""
+        if len(params.input_responses) > MAX_RESPONSES:
+            raise MCPError(types.INVALID_PARAMS, f"inputResponses holds at most {MAX_RESPONSES} answers")
+        responses = {key: _elicit_result(key, value) for key, value in params.input_responses.items()}
+        row = self._find(ctx, params.task_id)
+        _store(lambda: self.rows.answer(row.id_hash, responses))
+        return {"resultType": "complete"}
+
+    async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
+        """Ask the owner to stop the script; acknowledged at once, `cancelled` once it stopped."""
+        row = self._find(ctx, params.task_id)
+        if not row.finished:
+            _store(lambda: self.rows.ask_cancel(row.id_hash))
+        return {"resultType": "complete"}
+
+    def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> TaskRow:
+        require_declared(ctx)
+        require_name_header(ctx, task_id)
+        row = _store(lambda: self.rows.get(id_hash(task_id)))
+        if row is None or row.caller != self.caller(ctx):
+            raise not_found()
+        now = time.time()
+        if row.expired(now):
+            _store(lambda: self.rows.delete(row.id_hash))
+            raise not_found("Task has expired")
+        if row.finished or now - row.beat <= self.stale_seconds:
+            return row
+        error = {"code": types.INTERNAL_ERROR, "message": STOPPED}
+        _store(lambda: self.rows.set_state(row.id_hash, status="failed", status_message=STOPPED, error=error))
+        return _store(lambda: self.rows.get(row.id_hash)) or row
+
+
+def _elicit_result(key: str, value: Any) -> dict[str, Any]:
+    """An answer as the elicitation result it must be, or -32602 saying what it should look like."""
+    try:
+        return types.ElicitResult.model_validate(value).model_dump(by_alias=True, mode="json", exclude_none=True)
+    except ValueError:
+        raise MCPError(
+            types.INVALID_PARAMS,
+            f'inputResponses[{key!r}] is not an elicitation result; send {{"action": "accept", "content": {{…}}}},'
+            ' or "decline" / "cancel"',
+        ) from None
+
+
+def _store(read: Callable[[], _T]) -> _T:
+    """A store step; a store that fails is one internal error naming it."""
+    try:
+        return read()
+    except ToolshellError as err:
+        raise MCPError(types.INTERNAL_ERROR, f"the task store failed: {err}") from None
+
+
+__all__ = ["TaskMethods"]

@@ -1,0 +1,212 @@
+"""Yield and wait: long `bash` calls for clients without Tasks.
+
+A client's tool timeout (often 60 s) would lose a long call. So a `bash` call still running after
+`[serve] yield_seconds` (default 45) returns what it has so far: its output, `running: true`
+(and `exit_code: -1`, none yet) and its `shell`. The script goes on, in the worker that started
+it (its owner), which records the output it writes and, at the end, its result in the store
+(`store.tasks.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
+
+The next `bash` call on that shell, on any worker, first collects the rest: it waits (up to
+`yield_seconds` again) for the earlier call to end, then runs its own script and returns its
+result with the earlier call's rest as `earlier` (the output not delivered yet, its exit code
+and stop report). If the earlier call is still running then, the new call returns the output
+that came meanwhile (`running: true` again) and its own script does not run: nothing runs while
+the shell is busy, nothing twice, and each piece of output is delivered once. If the owner went
+silent for three heartbeats, `earlier` says the call stopped, and the new script runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from toolshell.errors import ErrorCode, ToolshellError, error_result
+from toolshell.frontends.serve.upstream import Asker, Parking
+from toolshell.store.tasks import YIELD_CHANNEL, YieldedRow, YieldRows
+
+logger = logging.getLogger(__name__)
+
+OnOutput = Callable[[str, str], None]
+RunBash = Callable[[OnOutput, Asker | None], Awaitable[types.CallToolResult]]
+"""Runs the call's script with an output observer and the asker to use."""
+RUNNING = (
+    "still running: this is its output so far. Call bash again with this `shell` (any script, e.g. `true`)"
+    " to get the rest first, as `earlier`"
+)
+STOPPED = "the worker running the earlier call on this shell stopped before it ended; its output after this is lost"
+
+
+@dataclass(eq=False)
+class _Run:
+    out: list[str] = field(default_factory=list)
+    err: list[str] = field(default_factory=list)
+    result: types.CallToolResult | None = None
+    done: anyio.Event = field(default_factory=anyio.Event)
+    yielded: bool = False
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+
+    def output(self, stdout: str, stderr: str) -> None:
+        self.out.append(stdout)
+        self.err.append(stderr)
+
+
+class _AfterYield:
+    """The call's asker until it yields; after that nobody can be asked on its stream (None)."""
+
+    def __init__(self, asker: Asker, run: _Run) -> None:
+        self.asker, self.run = asker, run
+
+    async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        return None if self.run.yielded else await self.asker.ask(params)
+
+
+class Yielder:
+    """Yield-and-wait of one serving lifespan.
+
+    Args:
+        rows: the yielded runs in the shared store.
+        tg: the lifespan's task group (a yielded script goes on there).
+        worker: this worker's id.
+        yield_seconds: `[serve] yield_seconds`.
+        heartbeat_seconds: `[serve] heartbeat_seconds`.
+    """
+
+    def __init__(
+        self, rows: YieldRows, tg: anyio.abc.TaskGroup, worker: str, yield_seconds: float, heartbeat_seconds: float
+    ) -> None:
+        self.rows, self.tg, self.worker = rows, tg, worker
+        self.yield_seconds, self.heartbeat_seconds = yield_seconds, heartbeat_seconds
+
+    async def call(
+        self, caller: str | None, handle: str, run_bash: RunBash, asker: Asker | None
+    ) -> types.CallToolResult:
+        """The rest of an earlier yielded call on `handle` first, then this call (or its output so far)."""
+        earlier = await self._collect(caller, handle)
+        if earlier is not None and earlier.get("running"):
+            busy = {"stdout": "", "stderr": "", "shell": handle, "earlier": earlier}
+            return _result(busy, note="your script did not run: the shell is still busy with the earlier call")
+        run = _Run()
+        gated = None if asker is None else _AfterYield(asker, run)
+        self.tg.start_soon(self._execute, run, run_bash, gated)
+        try:
+            with anyio.move_on_after(self.yield_seconds):
+                await run.done.wait()
+        except anyio.get_cancelled_exc_class():  # the client cancelled the call: the script stops
+            run.scope.cancel()
+            raise
+        if run.result is not None:
+            return _with_earlier(run.result, earlier)
+        stdout, stderr = "".join(run.out), "".join(run.err)
+        try:
+            self.rows.create(handle, caller, self.worker, stdout, stderr)
+        except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
+            logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
+            await run.done.wait()
+            return _with_earlier(run.result or _failed("the call ended without a result"), earlier)
+        run.yielded = True
+        self.tg.start_soon(self._keep, run, handle)
+        so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
+        return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
+
+    async def _execute(self, run: _Run, run_bash: RunBash, asker: Asker | None) -> None:
+        with run.scope:
+            try:
+                run.result = await run_bash(run.output, asker)
+            except Exception as exc:  # the boundary of a background run: its collector gets the error
+                logger.warning("a yielded bash call failed", exc_info=True)
+                run.result = _failed(f"bash failed: {exc}")
+        run.done.set()
+
+    async def _keep(self, run: _Run, handle: str) -> None:
+        """The owner: record the output every heartbeat, and the result as soon as it is there."""
+        while True:
+            with anyio.move_on_after(self.heartbeat_seconds):
+                await run.done.wait()
+            ended = run.result if run.done.is_set() else None
+            if run.done.is_set() and ended is None:  # cancelled (the worker stops): its heartbeat goes stale
+                return
+            body = None if ended is None else ended.model_dump(by_alias=True, mode="json", exclude_none=True)
+            try:
+                self.rows.write(handle, "".join(run.out), "".join(run.err), body)
+            except Exception:  # the store failed: the next beat writes it all again
+                logger.warning("could not record a yielded call's output", exc_info=True)
+                continue
+            if run.done.is_set():
+                return
+
+    async def _collect(self, caller: str | None, handle: str) -> dict[str, Any] | None:
+        """The earlier call's rest: all of it once it ended, else what came within `yield_seconds`."""
+        if self.rows.get(handle) is None:
+            return None
+        with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, anyio.move_on_after(self.yield_seconds):
+            while (row := self.rows.get(handle)) is not None and row.caller == caller:
+                if row.result is not None or time.time() - row.beat > 3 * self.heartbeat_seconds:
+                    return _rest(row) if self.rows.finish(row) else None
+                with anyio.move_on_after(self.heartbeat_seconds):
+                    await subscription.wait()
+            return None
+        row = self.rows.get(handle)
+        if row is None or row.caller != caller:
+            return None
+        if not self.rows.delivered(row, len(row.stdout), len(row.stderr)):
+            return None  # another call took this piece
+        rest = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
+        return {"running": True, **rest, "shell": handle}
+
+
+def _failed(message: str) -> types.CallToolResult:
+    return error_result(ToolshellError(ErrorCode.UNAVAILABLE, message))
+
+
+def _rest(row: YieldedRow) -> dict[str, Any]:
+    """What the ended call had not delivered: its last output, exit code and stop report."""
+    rest: dict[str, Any] = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
+    if row.result is None:
+        return {**rest, "exit_code": 137, "success": False, "note": STOPPED}
+    body = row.result.get("structuredContent") or {}
+    kept = {k: body[k] for k in ("exit_code", "success", "tools", "hints") if k in body}
+    return {**rest, **kept} if kept else {**rest, "exit_code": 1, "success": False, "result": row.result}
+
+
+def _with_earlier(result: types.CallToolResult, earlier: dict[str, Any] | None) -> types.CallToolResult:
+    """This call's result, with the earlier call's rest beside it."""
+    if earlier is None or not isinstance(result.structured_content, dict):
+        return result
+    body = {**result.structured_content, "earlier": earlier}
+    text = types.TextContent(type="text", text=json.dumps({"earlier": earlier}, ensure_ascii=False))
+    return result.model_copy(update={"structured_content": body, "content": [text, *result.content]})
+
+
+def _result(
+    body: dict[str, Any], note: str | None = None, earlier: dict[str, Any] | None = None
+) -> types.CallToolResult:
+    """A result of this call without its own end: the earlier call still running, or this one."""
+    if earlier is not None:
+        body = {**body, "earlier": earlier}
+    if note is not None:
+        body = {"exit_code": -1, "success": False, **body, "note": note}
+    text = types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))
+    return types.CallToolResult(content=[text], structured_content=body, is_error=False)
+
+
+_yielders: WeakKeyDictionary[Parking, Yielder] = WeakKeyDictionary()
+
+
+def yielder_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], Yielder]) -> Yielder:
+    """The yielder of one serving lifespan (made on its first call)."""
+    yielder = _yielders.get(parking)
+    if yielder is None:
+        yielder = _yielders[parking] = make(parking.tg)
+    return yielder
+
+
+__all__ = ["Yielder", "yielder_for"]

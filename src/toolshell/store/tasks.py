@@ -1,0 +1,336 @@
+"""The rows of MCP tasks (`io.modelcontextprotocol/tasks`): what any worker answers `tasks/get` from.
+
+A task is one `bash` call that outlives its request (`frontends.serve.tasks`). Its row is written
+by the worker that runs it (the owner) and read by every worker:
+
+- `tasks`: the status, what the script asks (`input_requests`, JSON), the final `CallToolResult`
+  or JSON-RPC error, whether a cancel was asked for, and the owner's heartbeat. A task id is a
+  bearer capability, so only its SHA-256 is kept: reading the store does not hand out task ids.
+- `task_answers`: the answers `tasks/update` brings, one row per (task, key): the first answer to
+  a key wins, a repeat is ignored, and the owner marks each one taken.
+
+Statuses are the extension's: `working`, `input_required`, `completed`, `failed`, `cancelled`.
+
+A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own,
+`yielded_runs`, by shell handle: the output it wrote so far, how much of it was delivered, its
+final result once it ended, and its owner's heartbeat (`YieldRows`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from toolshell.store.protocol import Row, StateStore
+
+MIGRATIONS = [
+    """
+    CREATE TABLE tasks (
+        id_hash TEXT PRIMARY KEY,
+        caller TEXT,
+        worker TEXT NOT NULL,
+        status TEXT NOT NULL,
+        status_message TEXT,
+        input_requests TEXT,
+        result TEXT,
+        error TEXT,
+        cancel_requested BIGINT NOT NULL DEFAULT 0,
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL,
+        finished_at DOUBLE PRECISION,
+        beat DOUBLE PRECISION NOT NULL,
+        keep_seconds DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX tasks_worker ON tasks (worker, status);
+    CREATE TABLE task_answers (
+        id_hash TEXT NOT NULL,
+        answer_key TEXT NOT NULL,
+        response TEXT NOT NULL,
+        taken BIGINT NOT NULL DEFAULT 0,
+        added_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (id_hash, answer_key)
+    );
+    """,
+]
+
+YIELD_MIGRATIONS = [
+    """
+    CREATE TABLE yielded_runs (
+        handle TEXT PRIMARY KEY,
+        caller TEXT,
+        worker TEXT NOT NULL,
+        stdout TEXT NOT NULL,
+        stderr TEXT NOT NULL,
+        sent_out BIGINT NOT NULL,
+        sent_err BIGINT NOT NULL,
+        result TEXT,
+        beat DOUBLE PRECISION NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+]
+
+CHANNEL = "tasks"
+"""The store channel a task's change is announced on (the payload is its id's hash)."""
+TERMINAL = ("completed", "failed", "cancelled")
+OPEN = ("working", "input_required")
+
+
+def id_hash(task_id: str) -> str:
+    """The key a task's row is kept under: its id's SHA-256 (the id itself is never stored)."""
+    return hashlib.sha256(task_id.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task as the store holds it."""
+
+    id_hash: str
+    caller: str | None
+    worker: str
+    status: str
+    status_message: str | None
+    input_requests: dict[str, Any] | None
+    result: dict[str, Any] | None
+    error: dict[str, Any] | None
+    cancel_requested: bool
+    created_at: float
+    updated_at: float
+    finished_at: float | None
+    beat: float
+    keep_seconds: float
+
+    @classmethod
+    def of(cls, row: Row) -> TaskRow:
+        return cls(
+            row["id_hash"],
+            row["caller"],
+            row["worker"],
+            row["status"],
+            row["status_message"],
+            _loaded(row["input_requests"]),
+            _loaded(row["result"]),
+            _loaded(row["error"]),
+            bool(row["cancel_requested"]),
+            float(row["created_at"]),
+            float(row["updated_at"]),
+            None if row["finished_at"] is None else float(row["finished_at"]),
+            float(row["beat"]),
+            float(row["keep_seconds"]),
+        )
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    def expired(self, now: float) -> bool:
+        """Past its keeping: a finished task `keep_seconds` after it finished."""
+        return self.finished_at is not None and now > self.finished_at + self.keep_seconds
+
+
+class TaskRows:
+    """The task tables of one `StateStore`."""
+
+    def __init__(self, store: StateStore) -> None:
+        store.migrate("tasks", MIGRATIONS)
+        self.store = store
+
+    def create(self, key: str, caller: str | None, worker: str, keep_seconds: float, **state: Any) -> None:
+        """Commit a new task's row (status and its payload in `state`); committed on return."""
+        now = time.time()
+        with self.store.transaction() as tx:
+            tx.execute(
+                "INSERT INTO tasks (id_hash, caller, worker, status, status_message, input_requests, result,"
+                " error, created_at, updated_at, finished_at, beat, keep_seconds)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, caller, worker, *_state_values(state), now, now, _finished(state, now), now, keep_seconds),
+            )
+            self.store.notify(CHANNEL, key)
+
+    def get(self, key: str) -> TaskRow | None:
+        rows = self.store.query("SELECT * FROM tasks WHERE id_hash = ?", (key,))
+        return TaskRow.of(rows[0]) if rows else None
+
+    def set_state(self, key: str, **state: Any) -> bool:
+        """Move an open task to a new status (with its payload); False when it had finished already."""
+        now = time.time()
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET status = ?, status_message = ?, input_requests = ?, result = ?, error = ?,"
+                " updated_at = ?, finished_at = ?, beat = ? WHERE id_hash = ? AND status IN (?, ?)",
+                (*_state_values(state), now, _finished(state, now), now, key, *OPEN),
+            )
+            if done.rowcount:
+                self.store.notify(CHANNEL, key)
+        return bool(done.rowcount)
+
+    def answer(self, key: str, responses: dict[str, Any]) -> int:
+        """Record answers to the task's outstanding questions; a key answered before, or not asked
+        now, is ignored. Returns how many were new."""
+        row = self.get(key)
+        asked = set((row.input_requests or {}) if row is not None and not row.finished else ())
+        fresh = [(k, v) for k, v in responses.items() if k in asked]
+        added = 0
+        with self.store.transaction() as tx:
+            for answer_key, response in fresh:
+                done = tx.execute(
+                    "INSERT INTO task_answers (id_hash, answer_key, response, added_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (id_hash, answer_key) DO NOTHING",
+                    (key, answer_key, json.dumps(response), time.time()),
+                )
+                added += done.rowcount
+            if added:
+                self.store.notify(CHANNEL, key)
+        return added
+
+    def take_answers(self, key: str) -> dict[str, Any]:
+        """The answers not handed to the run yet, marked taken."""
+        rows = self.store.query("SELECT answer_key, response FROM task_answers WHERE id_hash = ? AND taken = 0", (key,))
+        if rows:
+            self.store.executemany(
+                "UPDATE task_answers SET taken = 1 WHERE id_hash = ? AND answer_key = ?",
+                [(key, r["answer_key"]) for r in rows],
+            )
+        return {r["answer_key"]: json.loads(r["response"]) for r in rows}
+
+    def ask_cancel(self, key: str) -> None:
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET cancel_requested = 1 WHERE id_hash = ? AND status IN (?, ?)", (key, *OPEN)
+            )
+            if done.rowcount:
+                self.store.notify(CHANNEL, key)
+
+    def beat(self, worker: str) -> None:
+        """The owner is alive: renew the heartbeat of its open tasks."""
+        self.store.execute(
+            "UPDATE tasks SET beat = ? WHERE worker = ? AND status IN (?, ?)", (time.time(), worker, *OPEN)
+        )
+
+    def sweep(self, now: float, stale_after: float) -> None:
+        """Remove finished tasks past their keeping, and open ones whose owner went silent that long."""
+        with self.store.transaction() as tx:
+            tx.execute("DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at + keep_seconds < ?", (now,))
+            tx.execute(
+                "DELETE FROM tasks WHERE finished_at IS NULL AND beat + keep_seconds + ? < ?", (stale_after, now)
+            )
+            tx.execute("DELETE FROM task_answers WHERE id_hash NOT IN (SELECT id_hash FROM tasks)")
+
+    def delete(self, key: str) -> None:
+        with self.store.transaction() as tx:
+            tx.execute("DELETE FROM tasks WHERE id_hash = ?", (key,))
+            tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
+
+
+YIELD_CHANNEL = "yields"
+"""The store channel a yielded run's change is announced on (the payload is its shell handle)."""
+
+
+@dataclass(frozen=True)
+class YieldedRow:
+    """A yielded `bash` call as the store holds it."""
+
+    handle: str
+    caller: str | None
+    stdout: str
+    stderr: str
+    sent_out: int
+    sent_err: int
+    result: dict[str, Any] | None
+    beat: float
+
+
+class YieldRows:
+    """The yielded runs of one `StateStore`, by shell handle (one at a time per shell)."""
+
+    def __init__(self, store: StateStore) -> None:
+        store.migrate("yielded_runs", YIELD_MIGRATIONS)
+        self.store = store
+
+    def create(self, handle: str, caller: str | None, worker: str, stdout: str, stderr: str) -> None:
+        """A call yields: what it wrote so far is delivered (the offsets say so)."""
+        now = time.time()
+        self.store.execute(
+            "INSERT INTO yielded_runs (handle, caller, worker, stdout, stderr, sent_out, sent_err, beat, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (handle, caller, worker, stdout, stderr, len(stdout), len(stderr), now, now),
+        )
+
+    def write(self, handle: str, stdout: str, stderr: str, result: dict[str, Any] | None) -> None:
+        """The owner records the output so far (and the result, once the call ended)."""
+        with self.store.transaction() as tx:
+            tx.execute(
+                "UPDATE yielded_runs SET stdout = ?, stderr = ?, result = ?, beat = ? WHERE handle = ?",
+                (stdout, stderr, _dumped(result), time.time(), handle),
+            )
+            self.store.notify(YIELD_CHANNEL, handle)
+
+    def get(self, handle: str) -> YieldedRow | None:
+        rows = self.store.query("SELECT * FROM yielded_runs WHERE handle = ?", (handle,))
+        if not rows:
+            return None
+        r = rows[0]
+        return YieldedRow(
+            r["handle"], r["caller"], r["stdout"], r["stderr"], int(r["sent_out"]), int(r["sent_err"]),
+            _loaded(r["result"]), float(r["beat"]),
+        )  # fmt: skip
+
+    def delivered(self, row: YieldedRow, stdout: int, stderr: int) -> bool:
+        """Move the delivered offsets on from what `row` showed; False when another call did first."""
+        done = self.store.execute(
+            "UPDATE yielded_runs SET sent_out = ?, sent_err = ? WHERE handle = ? AND sent_out = ? AND sent_err = ?",
+            (stdout, stderr, row.handle, row.sent_out, row.sent_err),
+        )
+        return bool(done.rowcount)
+
+    def finish(self, row: YieldedRow) -> bool:
+        """Take the ended run's rest: the row goes; False when another call took it first."""
+        done = self.store.execute(
+            "DELETE FROM yielded_runs WHERE handle = ? AND sent_out = ? AND sent_err = ?",
+            (row.handle, row.sent_out, row.sent_err),
+        )
+        return bool(done.rowcount)
+
+
+def _state_values(state: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        state["status"],
+        state.get("status_message"),
+        _dumped(state.get("input_requests")),
+        _dumped(state.get("result")),
+        _dumped(state.get("error")),
+    )
+
+
+def _finished(state: dict[str, Any], now: float) -> float | None:
+    return now if state["status"] in TERMINAL else None
+
+
+def _dumped(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _loaded(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:  # a row another version wrote: nothing rather than a crash
+        return None
+
+
+__all__ = [
+    "CHANNEL",
+    "MIGRATIONS",
+    "OPEN",
+    "TERMINAL",
+    "YIELD_CHANNEL",
+    "TaskRow",
+    "TaskRows",
+    "YieldRows",
+    "YieldedRow",
+    "id_hash",
+]
