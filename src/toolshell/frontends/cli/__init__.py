@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli import approvals, auth, config, daemon, run, serve, servers, stats, triggers, web
+from toolshell.frontends.cli import approvals, auth, config, daemon, run, serve, servers, setup, stats, triggers, web
 from toolshell.frontends.cli.options import group_paths
 from toolshell.frontends.logs import debugging, setup_logging
 from toolshell.safe_text import escape
@@ -62,6 +62,7 @@ for _command in (
     servers.timeline,
     stats.stats,
     serve.serve,
+    setup.setup,
     config.config,
     approvals.approvals,
     triggers.triggers,
