@@ -196,6 +196,13 @@ def test_a_host_without_a_project_file_says_which_scope_it_has(home: Path) -> No
     assert result.exit_code == 2 and "Claude Desktop has a user file only" in result.output
 
 
+@pytest.mark.parametrize("name", ["", "a b", "x\ny", "ü" * 3])
+def test_a_server_name_a_host_could_misread_is_refused(name: str, home: Path) -> None:
+    result = CliRunner().invoke(main, ["setup", "cursor", "--name", name])
+    assert result.exit_code == 2 and "use letters, digits" in result.output
+    assert not (home / ".cursor").exists()
+
+
 def test_toolshell_run_from_uvs_cache_is_written_as_uvx(tmp_path: Path) -> None:
     cache = tmp_path / "cache" / "uv"
     prefix = cache / "archive-v0" / "abc"

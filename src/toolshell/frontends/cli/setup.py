@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ from toolshell.safe_text import escape
 if TYPE_CHECKING:
     from toolshell.frontends.hosts.files import HostFile
     from toolshell.frontends.hosts.launch import Launch
+
+_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
 
 @click.command("setup")
@@ -47,6 +50,8 @@ def setup(
     from toolshell.frontends.hosts import files  # lazy: tomlkit only for the command that edits files
 
     fmt = HOSTS[host]
+    if not _NAME.fullmatch(name):
+        raise click.UsageError(f"--name {escape(repr(name))}: use letters, digits, '-', '_' or '.' (e.g. toolshell)")
     if scope not in fmt.scopes:
         raise click.UsageError(f"{fmt.title} has a {' and a '.join(fmt.scopes)} file only; drop --scope {scope}")
     path = fmt.scopes[scope](Path.cwd(), Path.home(), os.environ)
