@@ -71,7 +71,7 @@ def _installer(prefix: str, env: dict[str, str]) -> str:
 def _script(prefix: str, env: dict[str, str]) -> str:
     """The `toolshell` script of this installation: the one on PATH when it runs this very
     environment (pipx's and uv's links in ~/.local/bin), else the one in the environment's bin."""
-    own = Path(prefix) / ("Scripts" if os.name == "nt" else "bin") / "toolshell"
+    own = Path(prefix) / "Scripts" / "toolshell.exe" if os.name == "nt" else Path(prefix) / "bin" / "toolshell"
     found = shutil.which("toolshell", path=env.get("PATH"))
     if found and own.exists() and Path(found).resolve() == own.resolve():
         return str(Path(found).absolute())
