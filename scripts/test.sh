@@ -13,6 +13,8 @@ retry python -m pip install --quiet -e '.[dev]' 2> >(grep -v "^WARNING: Location
 # Third-party MCP servers the tests run as real subprocesses (npm); node_modules stays local.
 if command -v npm >/dev/null 2>&1; then
   retry npm install --prefix tests/node --no-audit --no-fund --loglevel=error >/dev/null
+  # Agent hosts whose own CLIs read what `toolshell setup` writes (Claude Code, Codex, Gemini CLI; ~0.9 GB).
+  retry npm install --prefix tests/hosts --no-audit --no-fund --loglevel=error >/dev/null
 else
   echo "npm not found: tests against the npm MCP servers will be skipped" >&2
 fi

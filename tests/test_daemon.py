@@ -285,7 +285,7 @@ def test_stop_and_status_say_what_runs(place: Place) -> None:
     assert again.returncode == 0 and "already running" in again.stdout
     shown = place.toolshell("daemon", "status")
     assert shown.returncode == 0
-    for line in ("config:", str(place.config), "directory:", str(place.cwd), "counted: ready, 1 tools"):
+    for line in ("config:", str(place.config), "directory:", str(place.cwd), "counted: ready, 1 tool"):
         assert line in shown.stdout
     stopped = place.toolshell("daemon", "stop")
     assert "stopped the daemon" in stopped.stdout

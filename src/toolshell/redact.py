@@ -41,7 +41,12 @@ _OPTIONS.max_mem = 64 << 20  # the DFA of many long literals; RE2's default (8 M
 
 def is_secret(name: str, value: str) -> bool:
     """Whether the value of `${name}` must never be shown."""
-    return bool(value) and (len(value) >= MIN_LENGTH or bool(_SECRET_NAME.search(name)))
+    return bool(value) and (len(value) >= MIN_LENGTH or secret_name(name))
+
+
+def secret_name(name: str) -> bool:
+    """Whether a variable or header name says it holds a secret (TOKEN, SECRET, KEY, PASSWORD, AUTH)."""
+    return bool(_SECRET_NAME.search(name))
 
 
 def forms_of(secret: str) -> set[bytes]:

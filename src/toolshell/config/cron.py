@@ -1,9 +1,15 @@
 """Standard five-field cron schedules: `minute hour day-of-month month day-of-week`.
 
-Fields take `*`, numbers, lists (`1,15`), ranges (`1-5`), steps (`*/15`, `1-30/5`, `5/10`) and
-names for months (`jan`) and weekdays (`mon`; 0 and 7 are Sunday). As in Vixie cron, when both
-day fields are restricted a day matches if either does. `@hourly`, `@daily`, `@weekly`,
-`@monthly` and `@yearly` are shorthands. Times are wall-clock times in the datetime's own zone.
+`cronsim` (the parser of healthchecks.io) reads the expression and walks the calendar: fields take
+`*`, numbers, lists (`1,15`), ranges (`1-5`), steps (`*/15`, `1-30/5`, `5/10`), names for months
+(`jan`) and weekdays (`mon`; 0 and 7 are Sunday), and also `L` (the last day), `5L` (the last
+Friday) and `5#2` (the second Friday). As in Vixie cron, when both day fields are restricted a
+day matches if either does. `@hourly`, `@daily`, `@weekly`, `@monthly` and `@yearly` are
+shorthands. Times are wall-clock times in the datetime's own zone, with cronsim's rules for a
+daylight-saving change (a skipped time runs at the first minute after it, a repeated one once).
+
+What stays here is the error message: cronsim says only which field is bad (`Bad minute`); a
+person gets that field's number, its text, what is wrong with it and an example.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import calendar
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+
+from cronsim import CronSim, CronSimError
 
 from toolshell.errors import ErrorCode, ToolshellError
 
@@ -95,16 +103,14 @@ class CronSchedule:
     """A parsed cron expression. Build it with `CronSchedule.parse`."""
 
     expr: str
+    text: str
+    """The five fields (a shorthand written out)."""
     minutes: frozenset[int]
     hours: frozenset[int]
     days: frozenset[int]
     months: frozenset[int]
-    weekdays: frozenset[int]
-    """0 = Sunday … 6 = Saturday."""
-    any_day: bool
-    """The day-of-month field is `*`."""
-    any_weekday: bool
-    """The day-of-week field is `*`."""
+    weekdays: frozenset[int | tuple[int, int]]
+    """0 = Sunday … 6 = Saturday; `(5, 2)` for `5#2`."""
 
     @classmethod
     def parse(cls, expr: str) -> CronSchedule:
@@ -120,62 +126,45 @@ class CronSchedule:
                 ErrorCode.INVALID_INPUT,
                 f"a schedule is five fields, {_FORM}; {expr!r} has {len(words)}. Write e.g. {EXAMPLE}",
             )
-        sets = [_parse_field(i + 1, spec, word) for i, (spec, word) in enumerate(zip(_FIELDS, words, strict=True))]
-        minutes, hours, days, months, weekdays = sets
-        weekdays = frozenset(d % 7 for d in weekdays)  # 7 is Sunday too
-        schedule = cls(expr, minutes, hours, days, months, weekdays, words[2] == "*", words[4] == "*")
-        schedule._check_possible()
-        return schedule
-
-    def _check_possible(self) -> None:
-        # A restricted day-of-month alone can name days no chosen month has (`0 0 30 2 *`): never runs.
-        if not self.any_weekday or self.any_day:
-            return
-        longest = max(_month_length(m) for m in self.months)
-        if min(self.days) > longest:
-            raise ToolshellError(
-                ErrorCode.INVALID_INPUT,
-                f"the schedule {self.expr!r} never runs: its months have at most {longest} days. Write e.g. {EXAMPLE}",
-            )
-
-    def _day_matches(self, day: datetime) -> bool:
-        dom = day.day in self.days
-        dow = (day.weekday() + 1) % 7 in self.weekdays
-        if self.any_day or self.any_weekday:
-            return dom and dow
-        return dom or dow
+        try:
+            sim = CronSim(text, datetime(2000, 1, 1))
+        except CronSimError as e:
+            raise _explain(expr, words, str(e)) from None
+        weekdays = frozenset(d % 7 if isinstance(d, int) else d for d in sim.weekdays)  # 7 is Sunday too
+        minutes, hours, days, months = (frozenset(x) for x in (sim.minutes, sim.hours, sim.days, sim.months))
+        return cls(expr, " ".join(words), minutes, hours, days, months, weekdays)
 
     def matches(self, moment: datetime) -> bool:
         """Whether the schedule fires in the minute of `moment`."""
-        return (
-            moment.minute in self.minutes
-            and moment.hour in self.hours
-            and moment.month in self.months
-            and self._day_matches(moment)
-        )
+        minute = moment.replace(second=0, microsecond=0)
+        return self.next_after(minute - timedelta(seconds=1)) == minute
 
     def next_after(self, moment: datetime) -> datetime:
         """The first minute strictly after `moment` at which the schedule fires (same tzinfo)."""
-        t = moment.replace(tzinfo=None, second=0, microsecond=0) + timedelta(minutes=1)
-        limit = t + timedelta(days=366 * 9)  # Feb 29 on a given weekday can be years away
-        while t < limit:
-            if t.month not in self.months:
-                t = _next_month(t)
-            elif not self._day_matches(t):
-                t = t.replace(hour=0, minute=0) + timedelta(days=1)
-            elif t.hour not in self.hours:
-                t = t.replace(minute=0) + timedelta(hours=1)
-            elif t.minute not in self.minutes:
-                t += timedelta(minutes=1)
-            else:
-                return t.replace(tzinfo=moment.tzinfo)
-        raise ToolshellError(ErrorCode.INVALID_INPUT, f"the schedule {self.expr!r} does not run in the next years")
+        try:
+            return next(CronSim(self.text, moment))
+        except StopIteration:  # cronsim looks a few years ahead
+            raise ToolshellError(
+                ErrorCode.INVALID_INPUT, f"the schedule {self.expr!r} does not run in the next years"
+            ) from None
+
+
+def _explain(expr: str, words: list[str], said: str) -> ToolshellError:
+    """Why cronsim refused `words` (`said`: "Bad minute"): what is wrong with the field it names,
+    or, when that field reads, the day of the month no chosen month has (`0 0 30 2 *` never runs)."""
+    for position, (spec, word) in enumerate(zip(_FIELDS, words, strict=True), start=1):
+        if said == f"Bad {spec.name}":
+            _parse_field(position, spec, word)  # raises what is wrong with it, when we can say
+    if words[2] != "*" and words[4] == "*" and said == "Bad day-of-month":
+        months = _parse_field(4, _FIELDS[3], words[3])
+        longest = max(_month_length(m) for m in months)
+        if min(_parse_field(3, _FIELDS[2], words[2])) > longest:
+            return ToolshellError(
+                ErrorCode.INVALID_INPUT,
+                f"the schedule {expr!r} never runs: its months have at most {longest} days. Write e.g. {EXAMPLE}",
+            )
+    return ToolshellError(ErrorCode.INVALID_INPUT, f"{expr!r} is not a cron schedule: {_FORM}, e.g. {EXAMPLE}")
 
 
 def _month_length(month: int) -> int:
     return calendar.monthrange(2024, month)[1]  # a leap year: February can have 29 days
-
-
-def _next_month(t: datetime) -> datetime:
-    year, month = (t.year + 1, 1) if t.month == 12 else (t.year, t.month + 1)
-    return datetime(year, month, 1)

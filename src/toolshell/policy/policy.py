@@ -17,7 +17,7 @@ from typing import Any
 from toolshell.config import Config
 from toolshell.policy.approvals import Approvals
 from toolshell.policy.guardrails import Guardrails
-from toolshell.policy.rating import Rater, Ratings, make_rater
+from toolshell.policy.rating import Rater, Ratings, make_rater, read_action
 from toolshell.policy.risk import (
     BLOCKED,
     CHANGES,
@@ -96,8 +96,12 @@ class Policy:
             return risk
         if input is not None and (reason := self.guardrails.denies(entry, input)):
             return Risk(BLOCKED, None, reason)
-        if risk.level == READ_ONLY or risk.why == "policy" or self.approval.mode == "off":
+        if risk.level == READ_ONLY or risk.why == "policy":
             return risk  # a rating cannot change these
+        if input is not None and (action := read_action(entry, input)):
+            return Risk(READ_ONLY, None, f"{entry.command} action={action} only reads; it runs without asking")
+        if self.approval.mode == "off":
+            return risk
         return judge(entry, self.approval, rating=await self.rating(entry))
 
 

@@ -170,6 +170,24 @@ def _plain_value(prop: object) -> bool:
 _PLAIN_TYPES = frozenset({"number", "integer", "string", "boolean", "null"})
 
 
+def read_action(entry: ToolEntry, input: dict[str, object]) -> str | None:
+    """The read verb a call's `action` names (`tools runtime mcp action=list` -> "list"), when the
+    tool is one that says which action it takes and the rest of its risk is declared: a trusted tool
+    that declares itself neither destructive nor open-world, with an `action` enum in its schema.
+    None otherwise. Such a call only reads, whatever the tool's other actions do."""
+    hints = entry.annotations
+    if not entry.trusted or hints.get("destructiveHint") is not False or hints.get("openWorldHint") is not False:
+        return None
+    props = entry.input_schema.get("properties")
+    spec = props.get("action") if isinstance(props, dict) else None
+    allowed = spec.get("enum") if isinstance(spec, dict) else None
+    action = input.get("action")
+    if not isinstance(allowed, list) or not isinstance(action, str) or action not in allowed:
+        return None
+    words = _name_words(action)
+    return action if words and words[0] in READ_VERBS else None
+
+
 class HeuristicRater:
     """The offline rater: `heuristic_rating` on the tool's name, description and schema words."""
 

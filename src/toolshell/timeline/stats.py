@@ -11,6 +11,7 @@ from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 
+from toolshell.errors import ErrorCode
 from toolshell.safe_text import escape
 from toolshell.store.protocol import Row, StateStore
 from toolshell.timeline.sinks import SCHEMA
@@ -59,10 +60,14 @@ def split_command(command: str) -> tuple[str | None, str]:
 
 
 def summarize(calls: Iterable[Row | Mapping[str, Any]], asked: Iterable[Row | Mapping[str, Any]]) -> list[ToolStats]:
-    """Rows from timeline `nested_calls` rows and `approval_requests` rows (both name the call's `command`)."""
+    """Rows from timeline `nested_calls` rows and `approval_requests` rows (both name the call's
+    `command`). A call refused as `unknown_command` named no tool (a typo): it stays in the timeline
+    but makes no row."""
     rows: dict[tuple[str | None, str], ToolStats] = {}
     durations: dict[tuple[str | None, str], list[float]] = defaultdict(list)
     for call in calls:
+        if call["error_code"] == ErrorCode.UNKNOWN_COMMAND:
+            continue
         key = split_command(str(call["command"]))
         row = rows.setdefault(key, ToolStats(*key))
         row.calls += 1

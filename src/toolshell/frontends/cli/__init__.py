@@ -11,10 +11,11 @@ from typing import Any
 
 import click
 
-from toolshell.frontends.cli import approvals, auth, config, daemon, run, serve, servers, stats, triggers, web
+from toolshell.frontends.cli import approvals, auth, config, daemon, run, serve, servers, setup, stats, triggers, web
 from toolshell.frontends.cli.options import group_paths
 from toolshell.frontends.logs import debugging, setup_logging
 from toolshell.safe_text import escape
+from toolshell.version import __version__
 
 
 class _Toolshell(click.Group):
@@ -40,7 +41,7 @@ def _summary(e: BaseException) -> str:
 
 
 @click.group(cls=_Toolshell, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="toolshell")
+@click.version_option(__version__, prog_name="toolshell")  # version.py: the one place it is written
 @click.option(
     "--debug",
     is_flag=True,
@@ -62,6 +63,7 @@ for _command in (
     servers.timeline,
     stats.stats,
     serve.serve,
+    setup.setup,
     config.config,
     approvals.approvals,
     triggers.triggers,

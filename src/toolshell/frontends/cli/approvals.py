@@ -17,11 +17,15 @@ _json_opt = click.option("--json", "as_json", is_flag=True, help="Print a JSON a
 
 @click.group(invoke_without_command=True)
 @group_paths
+@_json_opt
 @click.pass_context
-def approvals(ctx: click.Context) -> None:
-    """List, grant or deny approval requests."""
+def approvals(ctx: click.Context, as_json: bool = False) -> None:
+    """List, grant or deny approval requests (alone: the pending ones, `--json` too)."""
     if ctx.invoked_subcommand is None:
-        ctx.invoke(approvals_list)
+        ctx.invoke(approvals_list, as_json=as_json)
+    elif as_json:
+        sub = ctx.invoked_subcommand
+        raise click.UsageError(f"write --json after the subcommand: toolshell approvals {sub} --json")
 
 
 def _approvals(ctx: click.Context) -> Any:

@@ -77,12 +77,20 @@ def _missing_commands(loaded: Config) -> list[tuple[str, str]]:
 @click.argument("file")
 def config_import(file: str) -> None:
     """Print a config as toolshell TOML: another host's {"mcpServers": ...} JSON, or a TOML file
-    (every section kept)."""
+    (every section kept).
+
+    A literal token or key (an Authorization header, a header or env value named like a secret) is
+    written as `${VAR}`; stderr names each variable to set.
+    """
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
+    from toolshell.config.lift import lift_secrets
 
     loaded = guard(lambda: cfg.load_file(file, expand=False))  # `${VAR}` stays as written: no secret printed
+    lifted = lift_secrets([{"name": s.name, "headers": s.headers, "env": s.env} for s in loaded.mcp.servers])
     click.echo(cfg.to_toml(loaded), nl=False)
+    for item in lifted:
+        click.echo(f"note: {item.place} held a secret; written as ${{{item.variable}}}: set {item.variable}", err=True)
 
 
 @config.command("trust")

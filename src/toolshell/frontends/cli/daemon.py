@@ -120,7 +120,8 @@ def _status_text(s: dict[str, Any]) -> str:
         "servers:",
     ]
     for server in s["servers"]:
-        tools = "" if server["tools"] is None else f", {server['tools']} tools"
+        count = server["tools"]
+        tools = "" if count is None else f", {count} tool{'' if count == 1 else 's'}"
         lines.append(f"  {server['name']}: {server['state']}{tools}")
     return "\n".join(lines)
 
