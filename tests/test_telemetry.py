@@ -259,7 +259,9 @@ def test_with_tracing_off_a_run_never_imports_the_opentelemetry_sdk_and_the_otel
     assert shell.service == "agents-toolshell" and shell.attributes["toolshell.calls"] == 0
 
 
-_FAILING = "import os, sys\nprint('auth failed with token ' + os.environ['SERVER_TOKEN'], file=sys.stderr)\nsys.exit(1)\n"
+_FAILING = (
+    "import os, sys\nprint('auth failed with token ' + os.environ['SERVER_TOKEN'], file=sys.stderr)\nsys.exit(1)\n"
+)
 
 
 async def test_a_server_that_fails_to_start_printing_its_token_leaves_it_in_no_attribute_event_or_status(

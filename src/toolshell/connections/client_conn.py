@@ -365,9 +365,8 @@ class ClientConnection:
 
         with self.router.track(call):
             with timer.scope:
-                result = await client.call_tool(
-                    name, arguments, progress_callback=on_progress, meta=request_meta(context_for(self.server, options.session))
-                )
+                meta = request_meta(context_for(self.server, options.session))
+                result = await client.call_tool(name, arguments, progress_callback=on_progress, meta=meta)
             if timer.scope.cancelled_caught:
                 raise self._timed_out(name, timer)
         return result
