@@ -82,6 +82,8 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         self.jwt_kid = f"test-{secrets.token_hex(4)}"
         self.introspections = 0
         self.jwks_fetches = 0
+        self.jwks_uri: str | None = None
+        """The `jwks_uri` the metadata names instead of this server's own `/jwks`."""
         self.jwks_down = False
         """The JWKS endpoint answers 503 (the issuer is having a bad day)."""
 
@@ -89,9 +91,13 @@ class Provider(OAuthAuthorizationServerProvider[AuthorizationCode, RefreshToken,
         """From now on access tokens are ES256 JWTs (RFC 9068) for `audience`, subject the client."""
         self.jwt_audience = audience
 
-    def sign(self, claims: dict[str, Any], key: Any = None, kid: str | None = None, alg: str = "ES256") -> str:
-        """A JWT of `claims`, signed with the provider's key (or `key`, to forge one)."""
-        return jwt.encode(claims, key or self.jwt_key, algorithm=alg, headers={"kid": kid or self.jwt_kid})
+    def sign(
+        self, claims: dict[str, Any], key: Any = None, kid: str | None = None, alg: str = "ES256", typ: str = "at+jwt"
+    ) -> str:
+        """A JWT of `claims`, signed with the provider's key (or `key`, to forge one), typed as an
+        access token (RFC 9068) unless `typ` says otherwise (an ID token is `JWT`)."""
+        headers = {"kid": kid or self.jwt_kid, "typ": typ}
+        return jwt.encode(claims, key or self.jwt_key, algorithm=alg, headers=headers)
 
     def jwt_claims(self, subject: str, scopes: list[str], **overrides: Any) -> dict[str, Any]:
         now = int(time.time())
@@ -238,7 +244,7 @@ class Shim:
             if self.provider.metadata_documents:
                 document["client_id_metadata_document_supported"] = True
             if self.provider.jwt_audience is not None:
-                document["jwks_uri"] = f"{self.base}/jwks"
+                document["jwks_uri"] = self.provider.jwks_uri or f"{self.base}/jwks"
                 document["introspection_endpoint"] = f"{self.base}/introspect"
             body = json.dumps(document).encode()
             headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
@@ -283,6 +289,9 @@ class Shim:
             return
         self.provider.introspections += 1
         token = parse_qs(body.decode()).get("token", [""])[0]
+        if token in self.provider.refresh_tokens:  # RFC 7662 answers about refresh tokens too
+            await _respond(send, 200, json.dumps(self._about_refresh(token)).encode(), [])
+            return
         access = self.provider.access_tokens.get(token)
         if access is None or (access.expires_at or 0) < time.time():
             await _respond(send, 200, b'{"active":false}', [])
@@ -297,6 +306,13 @@ class Shim:
             "exp": access.expires_at,
         }
         await _respond(send, 200, json.dumps(answer).encode(), [])
+
+    def _about_refresh(self, token: str) -> dict[str, Any]:
+        refresh = self.provider.refresh_tokens[token]
+        audience = self.provider.jwt_audience or self.provider.resource
+        expires = int(time.time()) + 3600
+        answer = {"active": True, "iss": self.provider.issuer, "sub": refresh.client_id, "aud": audience}
+        return {**answer, "client_id": refresh.client_id, "exp": expires, "token_type": "refresh_token"}
 
     def _signed_client(self, form: dict[str, str]) -> str | None:
         """RFC 7523: a JWT signed by the client's key, issued by and about the client, for this server."""

@@ -24,7 +24,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 @dataclass
 class Received:
-    """One exported span, decoded."""
+    """One exported span, decoded, with its status message and its events (an exception the SDK
+    recorded would be an `exception` event)."""
 
     name: str
     trace_id: str
@@ -34,6 +35,8 @@ class Received:
     status: int
     attributes: dict[str, Any]
     service: str
+    status_message: str = ""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass
@@ -119,6 +122,10 @@ def otlp_receiver() -> Iterator[Receiver]:
                                     status=span.status.code,
                                     attributes={a.key: _value(a.value) for a in span.attributes},
                                     service=str(resource.get("service.name")),
+                                    status_message=span.status.message,
+                                    events=[
+                                        (e.name, {a.key: _value(a.value) for a in e.attributes}) for e in span.events
+                                    ],
                                 )
                             )
             self._answer(ExportTraceServiceResponse().SerializeToString())

@@ -98,7 +98,8 @@ async def test_a_grant_from_the_cli_runs_one_of_three_identical_calls(tmp_path: 
             cli = [*TOOLSHELL, "approvals", "grant", first.id, "--state-dir", str(tmp_path)]
             done = await anyio.run_process(cli, check=False, env=_env())
             assert done.returncode == 0, done.stderr.decode()
-            assert done.stdout.decode() == f"granted {first.id} (once)\n"
+            said = f'granted {first.id} (once): {first.command} {{"branch": "x"}} (destructive)\n'
+            assert done.stdout.decode() == said
             second = await _pending(other, not_id=first.id)
             await _made(calls)
             assert len(calls) == 1

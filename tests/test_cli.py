@@ -140,7 +140,9 @@ def test_approvals_list_grant_and_the_timeline_work_across_processes(tmp_path: P
     listed = runner.invoke(main, ["approvals", "--state-dir", str(state), "list"])
     request_id = listed.stdout.split()[0]
     granted = runner.invoke(main, ["approvals", "--state-dir", str(state), "grant", request_id])
-    assert granted.stdout == f"granted {request_id} (once)\n"
+    assert granted.stdout == (
+        f'granted {request_id} (once): tools runtime mcp {{"action": "disable", "server": "text_metrics"}} (mutating)\n'
+    )
     again = runner.invoke(main, ["run", "--config", str(config), "--state-dir", str(state), "-c", script])
     assert again.exit_code == 0, again.output
     timeline = runner.invoke(main, ["timeline", "--state-dir", str(state)])

@@ -119,7 +119,8 @@ def test_state_dir_is_accepted_before_or_after_the_subcommand_and_the_nearest_wi
 def test_approvals_grant_and_deny_take_the_options_after_their_arguments(tmp_path: Path) -> None:
     state = tmp_path / "state"
     first, second = _request(state, "a"), _request(state, "b")
-    assert _invoke("approvals", "grant", first, "--state-dir", str(state)).stdout == f"granted {first} (once)\n"
+    granted = _invoke("approvals", "grant", first, "--state-dir", str(state)).stdout
+    assert granted == f'granted {first} (once): tools github delete-branch {{"branch": "a"}} (destructive)\n'
     assert _invoke("approvals", "deny", second, "--state-dir", str(state)).stdout == f"denied {second}\n"
     revoked = _invoke("approvals", "revoke", "github", "delete-branch", "--state-dir", str(state)).stdout
     assert revoked == "revoked 1 grant of tools github delete-branch\n"

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import pty
-import select
 import subprocess
 import sys
 from collections.abc import Callable
@@ -17,7 +15,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from _cli_support import SRC, toolshell
+from _cli_support import CLI, SRC, on_a_terminal, toolshell
 from toolshell.config import load_file
 
 CHECKOUT = """\
@@ -105,36 +103,8 @@ def test_trusting_again_after_an_edit_shows_only_what_changed_since_the_last_tru
 def _on_a_terminal(
     args: list[str], cwd: Path, env: dict[str, str], answer: bytes, meanwhile: Callable[[], None] = lambda: None
 ) -> tuple[int, str]:
-    """`toolshell ARGS` with a pseudo-terminal as stdin and stdout; `answer` is typed at the prompt,
-    after `meanwhile` ran."""
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from toolshell.frontends.cli import main; main()", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": SRC, **env},
-        stdin=follower,
-        stdout=follower,
-        stderr=follower,
-    )
-    os.close(follower)
-    seen = b""
-    typed = False
-    while True:
-        ready, _, _ = select.select([leader], [], [], 30)
-        assert ready, f"no output from the terminal within 30 s: {seen!r}"
-        try:
-            chunk = os.read(leader, 4096)
-        except OSError:  # the program ended and closed the terminal
-            break
-        if not chunk:
-            break
-        seen += chunk
-        if not typed and b"Trust it? [y/N]" in seen:
-            meanwhile()
-            os.write(leader, answer)
-            typed = True
-    os.close(leader)
-    return proc.wait(timeout=30), seen.decode("utf-8", "replace")
+    """`toolshell ARGS` on a pseudo-terminal; `answer` is typed at the trust prompt, after `meanwhile` ran."""
+    return on_a_terminal([*CLI, *args], cwd, env, answer, b"Trust it? [y/N]", meanwhile)
 
 
 def test_trust_on_a_terminal_asks_first_and_records_only_a_yes(tmp_path: Path) -> None:

@@ -18,13 +18,16 @@ import mcp_types as types
 import pytest
 
 from _serve_auth_support import Outsider, client, outsider, serving, toolshell_exe
+from toolshell.frontends.serve.auth import token_identity
 from toolshell.policy import Approvals
+from toolshell.store.keys import key_ring
 from toolshell.store.sqlite import Store
 from toolshell.timeline.sinks import query
 
 pytestmark = pytest.mark.anyio
 __all__ = ["outsider"]  # the fixture, imported for pytest
 DELETE = "tools github delete-branch branch=main"
+STRONG = "from-the-environment-Kq8vR2mZ"
 
 
 @pytest.fixture
@@ -64,7 +67,10 @@ async def test_the_owners_calls_are_recorded_under_a_token_identity_that_is_not_
         async with client(served.url, token, mode="legacy") as owner:  # no elicitation: the call stops, pending
             hello = await owner.call_tool("bash", {"script": "echo hi"})
             stopped = await owner.call_tool("bash", {"script": DELETE})
-    identity = "token:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+    # The id is keyed with the state key ring: a bare SHA-256 of the token (which anyone reading the
+    # timeline or a trace could test guesses against) is not it.
+    identity = token_identity(token, key_ring(None, state, shared=False))
+    assert identity != "token:" + hashlib.sha256(token.encode()).hexdigest()[:16]
     store = Store(state / "toolshell.db")
     [pending] = Approvals(store).list_pending()
     rows = query(store)
@@ -110,11 +116,11 @@ def test_a_token_file_others_can_read_is_refused_with_the_chmod_that_fixes_it(tm
 
 async def test_the_environment_token_is_used_instead_of_a_file(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    with serving(state, env={"TOOLSHELL_SERVE_TOKEN": "from-the-environment"}) as served:
-        async with client(served.url, "from-the-environment") as owner:
+    with serving(state, env={"TOOLSHELL_SERVE_TOKEN": STRONG}) as served:
+        async with client(served.url, STRONG) as owner:
             result = await owner.call_tool("bash", {"script": "echo ok"})
         async with httpx2.AsyncClient() as http:
-            wrong = await http.post(served.url, json={}, headers={"Authorization": "Bearer from-the-environmenT"})
+            wrong = await http.post(served.url, json={}, headers={"Authorization": f"Bearer {STRONG[:-1]}X"})
     assert json.loads(result.content[0].text)["stdout"] == "ok\n"
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"].startswith("Bearer ")
     assert "the token is $TOOLSHELL_SERVE_TOKEN" in served.start_line
@@ -149,3 +155,21 @@ def test_an_empty_environment_token_does_not_turn_authentication_off(tmp_path: P
         pass
     assert f"the token is in {tmp_path / 'state' / 'serve-token'}" in served.start_line
     assert os.path.getsize(tmp_path / "state" / "serve-token") > 0
+
+
+@pytest.mark.parametrize("weak", ["hunter2hunter2", "0123456789abcdef0123456789abcde", "from-the-environment"])
+def test_an_environment_token_under_128_bits_is_refused_at_start_naming_how_to_make_one(
+    tmp_path: Path, weak: str
+) -> None:
+    result = subprocess.run(
+        [toolshell_exe(), "serve", "--http", "--port", "1", "--state-dir", str(tmp_path / "state")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "TOOLSHELL_SERVE_TOKEN": weak},
+    )
+    assert result.returncode != 0
+    assert "$TOOLSHELL_SERVE_TOKEN is too weak to guard this server" in result.stderr
+    assert "it needs 128): make one with python -c 'import secrets; print(secrets.token_urlsafe(32))'" in result.stderr
+    assert "Traceback" not in result.stderr and weak not in result.stderr

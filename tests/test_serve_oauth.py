@@ -8,6 +8,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import subprocess
 import time
 from collections.abc import AsyncIterator
@@ -65,9 +66,10 @@ class Served:
 
 
 @asynccontextmanager
-async def served_with_oauth(introspect: bool = False) -> AsyncIterator[Served]:
+async def served_with_oauth(introspect: bool = False, **settings: Any) -> AsyncIterator[Served]:
     """The authorization server, and toolshell serving `/mcp` as its resource server, in this loop.
-    `introspect`: the issuer hands out opaque tokens, which toolshell asks its `/introspect` about."""
+    `introspect`: the issuer hands out opaque tokens, which toolshell asks its `/introspect` about;
+    `settings`: more `[serve.oauth]` keys."""
     async with serve_oauth() as issuer:
         port = free_port()
         url = f"http://127.0.0.1:{port}/mcp"
@@ -78,7 +80,7 @@ async def served_with_oauth(introspect: bool = False) -> AsyncIterator[Served]:
             oauth["client_secret_env"] = "ROBOT_SECRET"
         else:
             issuer.provider.issue_jwts(url)
-        config = ServeOAuthConfig(issuer=issuer.base, audience=url, **oauth)
+        config = ServeOAuthConfig(issuer=issuer.base, audience=url, **oauth, **settings)
         gate = oauth_gate(config, "127.0.0.1", port, {"ROBOT_SECRET": MACHINE_SECRET})
         store = Store()
         host_cm = Host.open(servers={"github": make_github()}, sink=SqliteSink(store))
@@ -268,7 +270,7 @@ async def _ping(http: httpx2.AsyncClient, url: str, token: str) -> httpx2.Respon
 
 
 async def test_an_opaque_token_is_checked_at_the_introspection_endpoint_and_refused_once_revoked() -> None:
-    async with served_with_oauth(introspect=True) as served:
+    async with served_with_oauth(introspect=True, introspection_cache_seconds=0) as served:
         token = await served.token()
         async with client(served.url, token) as robot:
             hello = await robot.call_tool("bash", {"script": "echo hi"})
@@ -310,3 +312,82 @@ def test_serve_with_oauth_introspection_and_its_secret_unset_names_the_variable(
     assert result.returncode == 1
     assert "$NO_SUCH_SECRET, which is not set; export NO_SUCH_SECRET=" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("key", ["issuer", "introspection_endpoint"])
+def test_a_plain_http_issuer_or_introspection_url_beyond_loopback_is_refused_at_start_naming_https(
+    tmp_path: Path, key: str
+) -> None:
+    urls = {"issuer": "https://login.example.com", "introspection_endpoint": "https://login.example.com/introspect"}
+    urls[key] = urls[key].replace("https://", "http://")
+    config = tmp_path / "toolshell.toml"
+    config.write_text(
+        f'[serve.oauth]\nissuer = "{urls["issuer"]}"\naudience = "http://127.0.0.1:8765/mcp"\n'
+        f'introspection_endpoint = "{urls["introspection_endpoint"]}"\nclient_id = "toolshell"\n'
+        'client_secret_env = "ROBOT_SECRET"\n'
+    )
+    argv = [toolshell_exe(), "serve", "--http", "--port", str(free_port()), "--config", str(config)]
+    result = subprocess.run(
+        [*argv, "--state-dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "ROBOT_SECRET": MACHINE_SECRET},
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"serve.oauth.{key}: {urls[key]!r} is plain http to an address that is not loopback" in result.stderr
+    assert "use https" in result.stderr and "Traceback" not in result.stderr
+    assert ServeOAuthConfig(issuer="http://127.0.0.1:9/", audience="a", introspection_endpoint=None).issuer
+
+
+async def test_a_jwks_uri_of_plain_http_beyond_loopback_is_never_fetched_and_its_tokens_are_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with served_with_oauth() as served, httpx2.AsyncClient() as http:
+        served.issuer.provider.jwks_uri = "http://keys.example.test/jwks"  # keys anyone on the way could swap
+        refused = await _ping(http, served.url, await served.token())
+    assert refused.status_code == 401
+    assert "the jwks_uri http://keys.example.test/jwks is plain http to an address that is not loopback" in caplog.text
+
+
+async def test_a_jwt_not_typed_at_jwt_is_refused_unless_require_at_jwt_is_off(caplog: pytest.LogCaptureFixture) -> None:
+    """An ID token of the same issuer (typ JWT, same key, same audience) is no access token."""
+    outcomes = []
+    for require in (True, False):
+        async with served_with_oauth(require_at_jwt=require) as served, httpx2.AsyncClient() as http:
+            provider = served.issuer.provider
+            id_token = provider.sign(provider.jwt_claims(MACHINE_ID, ["mcp"]), typ="JWT")
+            typed = await served.token()
+            outcomes.append(
+                (
+                    (await _ping(http, served.url, id_token)).status_code,
+                    (await _ping(http, served.url, typed)).status_code,
+                )
+            )
+    assert outcomes == [(401, 200), (200, 200)]
+    assert "refused a JWT typed 'JWT', not at+jwt" in caplog.text
+
+
+async def test_an_introspection_answer_is_reused_until_its_exp_and_a_refusal_for_a_few_seconds() -> None:
+    async with served_with_oauth(introspect=True) as served, httpx2.AsyncClient() as http:
+        provider = served.issuer.provider
+        token = await served.token()
+        good = [(await _ping(http, served.url, token)).status_code for _ in range(3)]
+        asked_for_good = provider.introspections
+        bad = [(await _ping(http, served.url, "access_" + "0" * 32)).status_code for _ in range(3)]
+        asked_for_bad = provider.introspections - asked_for_good
+    assert (good, asked_for_good) == ([200, 200, 200], 1)
+    assert (bad, asked_for_bad) == ([401, 401, 401], 1)
+
+
+async def test_a_refresh_token_the_issuer_calls_active_is_refused_by_its_token_type(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with served_with_oauth(introspect=True) as served, httpx2.AsyncClient() as http:
+        issued = served.issuer.provider._tokens(MACHINE_ID, ["mcp"])
+        assert issued.refresh_token is not None
+        access = await _ping(http, served.url, issued.access_token)
+        refresh = await _ping(http, served.url, issued.refresh_token)
+    assert (access.status_code, refresh.status_code) == (200, 401)
+    assert "its token_type is 'refresh_token', not an access token" in caplog.text

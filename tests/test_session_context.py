@@ -4,12 +4,15 @@ and `runtime mcp enable tool=…` showing one tool that the server's `tools` fil
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp_types import ToolAnnotations
 
+from _connections_support import serve_http
 from toolshell.config import Config
 from toolshell.host import Host
 
@@ -77,3 +80,46 @@ async def test_tools_help_counts_the_tools_the_filter_leaves() -> None:
     async with Host.open(_config(["whoami"]), servers={"octofs": _octofs()}) as host:
         result = await host.run("tools --help | grep octofs")
     assert result.stdout == "  octofs        1 tool\n"
+
+
+def _reporter() -> MCPServer:
+    """An HTTP server whose `where` reports the working directory the session context named."""
+    server = MCPServer("reporter", log_level="WARNING")
+
+    async def where(ctx: Context) -> str:
+        session = (ctx.request_context.meta or {}).get("io.toolshell/session", {})
+        return json.dumps({"workdir": session.get("workdir"), "project": session.get("project")})
+
+    server.add_tool(where, name="where", description="Report the workdir.", annotations=READ)
+    return server
+
+
+async def test_the_hosts_working_directory_goes_only_to_local_servers_unless_a_server_is_configured_to_get_it(
+    tmp_path: Path,
+) -> None:
+    """`0.0.0.0` reaches the test's server on this machine but is not a loopback address: it stands
+    for a server elsewhere (what the URL names is judged, not where it happens to lead)."""
+    # The server itself takes requests for the address it is reached at (Host `0.0.0.0:<port>`).
+    security = TransportSecuritySettings(allowed_hosts=["127.0.0.1:*", "0.0.0.0:*"])
+    async with serve_http(_reporter().streamable_http_app(transport_security=security)) as url:
+        elsewhere = url.replace("127.0.0.1", "0.0.0.0")
+        servers = [
+            {"name": "local", "type": "http", "url": url},
+            {"name": "remote", "type": "http", "url": elsewhere},
+            {"name": "told", "type": "http", "url": elsewhere, "send_workdir": True},
+            {"name": "withheld", "type": "http", "url": url, "send_workdir": False},
+        ]
+        config = Config.model_validate({"mcp": {"servers": servers}})
+        async with Host.open(config, state_dir=tmp_path / "state") as host:
+            session = host.session(workdir=str(tmp_path))
+            seen = {
+                name: json.loads((await session.run(f"tools {name} where")).stdout)
+                for name in ("local", "remote", "told", "withheld")
+            }
+    assert {name: s["workdir"] for name, s in seen.items()} == {
+        "local": str(tmp_path),
+        "remote": "",
+        "told": str(tmp_path),
+        "withheld": "",
+    }
+    assert len({s["project"] for s in seen.values()}) == 1, "the project id (a hash) still goes to every server"

@@ -257,3 +257,64 @@ def test_with_tracing_off_a_run_never_imports_the_opentelemetry_sdk_and_the_otel
     assert off.stdout.split() == ["ran", "True", "False"], off.stderr
     assert on.stdout.split() == ["ran", "False", "True"], on.stderr
     assert shell.service == "agents-toolshell" and shell.attributes["toolshell.calls"] == 0
+
+
+_FAILING = (
+    "import os, sys\nprint('auth failed with token ' + os.environ['SERVER_TOKEN'], file=sys.stderr)\nsys.exit(1)\n"
+)
+
+
+async def test_a_server_that_fails_to_start_printing_its_token_leaves_it_in_no_attribute_event_or_status(
+    tmp_path: Path,
+) -> None:
+    """`record_io` off: the SDK's own exception recording (`exception.message`, `.stacktrace`, the
+    status description) would carry the server's stderr; the span says only what failed, masked."""
+    (tmp_path / "leaky.py").write_text(_FAILING)
+    with otlp_receiver() as receiver:
+        text = textwrap.dedent(
+            f"""
+            [telemetry]
+            enabled = true
+            endpoint = "{receiver.url}"
+
+            [[mcp.servers]]
+            name = "leaky"
+            command = {json.dumps(sys.executable)}
+            args = [{json.dumps(str(tmp_path / "leaky.py"))}]
+            load = "on_demand"
+            env = {{ SERVER_TOKEN = "${{MY_TOKEN}}" }}
+            """
+        )
+        config = load_text(text, env={"MY_TOKEN": TOKEN})
+        async with Host.open(config, state_dir=tmp_path / "state") as host:
+            result = await host.run("tools leaky whoami")
+        starts = receiver.named("toolshell.server.start")
+        spans = receiver.spans
+    leaky = [s for s in starts if s.attributes["toolshell.server"] == "leaky"]
+    assert json.loads(result.stderr)["error"]["code"] == "unavailable" and "token ***" in result.stderr
+    assert leaky and all(s.status == ERROR_STATUS and s.events == [] for s in leaky)
+    failed = leaky[0].attributes
+    assert failed["error.type"] == "unavailable" and failed["toolshell.error_code"] == "unavailable"
+    assert "token ***" in failed["toolshell.error.message"] and "token ***" in leaky[0].status_message
+    everything = json.dumps([[s.name, s.attributes, s.events, s.status_message] for s in spans])
+    assert TOKEN not in everything and TOKEN[:12] not in everything
+
+
+async def test_a_secret_straddling_the_recorded_cut_is_masked_whole_before_the_text_is_cut(tmp_path: Path) -> None:
+    """`record_io` keeps 1,000 characters: the token starts at 990 of the result (992 of the
+    arguments), so cutting before masking would leave its first 8-10 characters on the span."""
+    pad = "x" * 985
+    with otlp_receiver() as receiver:
+        config = load_text(
+            f'[telemetry]\nenabled = true\nendpoint = "{receiver.url}"\nrecord_io = true\n\n'
+            '[[mcp.servers]]\nname = "octo"\ntype = "builtin"\n\n[[mcp.servers]]\nname = "remote"\ntype = "http"\n'
+            'url = "http://127.0.0.1:9/mcp"\nload = "on_demand"\nheaders = { Authorization = "Bearer ${MY_TOKEN}" }\n',
+            env={"MY_TOKEN": TOKEN},
+        )
+        async with Host.open(config, servers={"octo": _octo([])}, state_dir=tmp_path) as host:
+            result = await host.run(f"tools octo echo n={pad}{TOKEN}{pad}")
+        call = receiver.one("tools/call echo").attributes
+    assert result.stdout == f"echo {pad}***{pad}\n"
+    assert call["gen_ai.tool.call.result"] == f"echo {pad}***{pad}"[:1000]
+    assert call["gen_ai.tool.call.arguments"] == json.dumps({"n": f"{pad}***{pad}"})[:1000]
+    assert TOKEN[:6] not in json.dumps(call)

@@ -21,6 +21,7 @@ import pytest
 
 from toolshell.config import load_text
 from toolshell.host import Host
+from toolshell.safe_text import escape
 
 pytestmark = pytest.mark.anyio
 SECRET = 'pa"ss\\wörd/ s3cr3t+42'
@@ -54,6 +55,9 @@ SERVER = textwrap.dedent(
             "url": quote(secret), "url-plus": quote_plus(secret), "url-every": "".join(f"%{b:02x}" for b in raw),
             "json-ascii": json.dumps(secret)[1:-1], "json": json.dumps(secret, ensure_ascii=False)[1:-1],
             "none": "nothing to hide",
+            "spaced": " ".join(secret), "zero-width": "\u200b".join(secret),
+            "mixed": "".join(c + ("\u2060" if i % 3 else "\t") for i, c in enumerate(secret)),
+            "hex-spaced": " ".join(f"{b:02x}" for b in raw), "nbsp": secret[:9] + "\u00a0\u200d" + secret[9:],
         }[name]
 
     @server.tool(annotations=read)
@@ -172,6 +176,24 @@ async def test_a_secret_sent_in_a_common_encoding_never_reaches_the_script(tmp_p
     assert result.stdout.startswith("data: ") and result.stdout.endswith(" end\n")
     assert "***" in result.stdout
     assert _revealed(result.stdout) == []
+
+
+INTERLEAVED = ["spaced", "zero-width", "mixed", "hex-spaced", "nbsp"]
+
+
+@pytest.mark.parametrize("form", INTERLEAVED)
+async def test_a_secret_with_blank_or_invisible_characters_between_its_characters_never_reaches_the_script(
+    tmp_path: Path, form: str
+) -> None:
+    """Spaces, tabs, a zero-width space or joiner, a word joiner, a no-break space: taken out by the
+    reader, the secret would be back."""
+    async with _host(tmp_path) as host:
+        result = await host.run(f"tools leaky leak kind={form}")
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.startswith("data: ") and result.stdout.endswith(" end\n") and "***" in result.stdout
+    flat = "".join(c for c in result.stdout if not c.isspace() and escape(c) == c)
+    assert _revealed(flat) == [] and _revealed(flat.replace("***", "")) == []
+    assert SECRET.replace(" ", "") not in flat
 
 
 async def test_ordinary_output_is_left_as_it_came(tmp_path: Path) -> None:

@@ -190,3 +190,20 @@ async def test_the_web_pages_server_list_never_shows_a_secret_from_a_401_reason_
                 )
     assert listed.status_code == 200
     _assert_masked(listed.json(), listed.text)
+
+
+async def test_config_validate_warns_of_a_missing_command_without_showing_the_secret_expanded_into_it(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "toolshell.toml"
+    config.write_text(
+        '[[mcp.servers]]\nname = "pathed"\ncommand = "/nonexistent/${MY_TOKEN}"\n\n'
+        '[[mcp.servers]]\nname = "bare"\ncommand = "run-${MY_TOKEN}"\n'
+    )
+    env = {**os.environ, "MY_TOKEN": TOKEN, "TOOLSHELL_STATE_DIR": str(tmp_path / "state")}
+    done = await anyio.run_process([str(TOOLSHELL), "config", "validate", str(config)], env=env, check=False)
+    out = done.stdout.decode() + done.stderr.decode()
+    assert done.returncode == 0, out
+    assert 'mcp.servers[pathed].command: "/nonexistent/***" does not exist' in out
+    assert 'mcp.servers[bare].command: "run-***" is not found on PATH' in out
+    assert TOKEN not in out and TOKEN[:8] not in out

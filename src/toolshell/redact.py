@@ -23,11 +23,13 @@ import base64
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import quote, quote_plus
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
+
+from toolshell.safe_text import HIDDEN
 
 MASK = "***"
 MIN_LENGTH = 6
@@ -98,15 +100,22 @@ def _base64_forms(raw: bytes) -> Iterator[bytes]:
             yield stream[-(-8 * k // 6) : 8 * (k + len(raw)) // 6]
 
 
+def _alternation(forms: set[bytes]) -> Any:
+    """One RE2 pattern of literals. Longest first: at one place the first alternative that matches
+    wins (leftmost-first; RE2's leftmost-longest mode outgrows its DFA with a few hundred forms and
+    then runs 300× slower)."""
+    ordered = sorted(forms, key=lambda f: (-len(f), f))
+    return re2.compile(b"|".join(map(re2.escape, ordered)), _OPTIONS) if ordered else None
+
+
 class Redactor:
     """Masks known secrets, in every form of `forms_of`, with `***` (longest match first)."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         forms = {f for s in secrets if s for f in forms_of(s)}
-        # Longest first: at one place the first alternative that matches wins (leftmost-first; RE2's
-        # leftmost-longest mode outgrows its DFA with a few hundred forms and then runs 300× slower).
-        ordered = sorted(forms, key=lambda f: (-len(f), f))
-        self._pattern: Any = re2.compile(b"|".join(map(re2.escape, ordered)), _OPTIONS) if ordered else None
+        self._pattern: Any = _alternation(forms)
+        self._flat: Any = _alternation({g for f in forms if len(g := _flattened(f)[0]) >= MIN_LENGTH})
+        """The forms with blank and invisible characters taken out, matched on text flattened the same way."""
 
     def __bool__(self) -> bool:
         return self._pattern is not None
@@ -141,42 +150,80 @@ class Redactor:
         return out
 
     def _spans(self, data: bytes) -> list[tuple[int, int]]:
-        """Where the secrets' forms are in `data`, sorted and disjoint; a form broken across lines
-        (base64 or hex wrapped at a fixed width, a secret cut by a line break) counts too."""
+        """Where the secrets' forms are in `data`, sorted and disjoint. A form with invisible or
+        blank characters put between its characters (base64 or hex wrapped at a fixed width, a
+        secret cut by a line break, spaced out, a zero-width space inside) counts too: the text is
+        matched once more with those characters taken out."""
         if self._pattern is None:
             return []
         spans = [m.span() for m in self._pattern.finditer(data)]
-        if b"\n" in data or b"\r" in data:
-            flat = data.translate(None, b"\r\n")
-            if self._pattern.search(flat) is not None:  # rare: only when a secret is there at all
-                spans += _unflattened(data, [m.span() for m in self._pattern.finditer(flat)])
+        flat, wide = _flattened(data)
+        if len(flat) < len(data) and self._flat is not None and self._flat.search(flat) is not None:
+            found = [m.span() for m in self._flat.finditer(flat)]  # rare: only when a secret is there at all
+            spans += [wide(start, end) for start, end in found if end > start]
         return _merged(spans)
 
 
-def _unflattened(data: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Spans (sorted) found in `data` with its line breaks taken out, as offsets of `data` itself."""
-    out, at = [], (0, 0)  # (offset in data, offset in the flat text) of one kept byte
-    for start, end in spans:
-        if end > start:
-            at = _placed(data, at, start)
-            first = at[0]
-            at = _placed(data, at, end - 1)
-            out.append((first, at[0] + 1))
-    return out
+_ASCII_IGNORED = bytes([*range(0x21), 0x7F])
+"""C0 controls, space and DEL: taken out before matching the flat text (bytes.translate, in C)."""
+_WIDE_IGNORED = [(a, b) for a, b in HIDDEN if b >= 0x80 and not (a >= 0xD800 and b <= 0xDFFF)]
+_WIDE_IGNORED[0] = (0x80, _WIDE_IGNORED[0][1])  # the C1 controls (DEL, 0x7F, is ASCII)
+_WIDE_SPACE = [(0xA0, 0xA0), (0x1680, 0x1680), (0x2000, 0x200A), (0x202F, 0x202F), (0x205F, 0x205F), (0x3000, 0x3000)]
+_WIDE_OPTIONS = re2.Options()
+_WIDE_OPTIONS.never_capture = True
+_WIDE_OPTIONS.log_errors = False
+_WIDE = re2.compile(
+    "[" + "".join(f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in [*_WIDE_IGNORED, *_WIDE_SPACE]) + "]+", _WIDE_OPTIONS
+)
+"""Runs of the other characters taken out: `safe_text.HIDDEN` above ASCII and Unicode spaces (UTF-8)."""
 
 
-def _placed(data: bytes, at: tuple[int, int], target: int) -> tuple[int, int]:
-    """Where the kept byte at offset `target` of the flat text is in `data`, counting from `at`
+def _flattened(data: bytes) -> tuple[bytes, Callable[[int, int], tuple[int, int]]]:
+    """`data` without blank and invisible characters, and the function that turns a span of it
+    back into the span of `data` it came from (invisible characters inside included)."""
+    wide = [m.span() for m in _WIDE.finditer(data)] if max(data, default=0) >= 0x80 else []
+    narrow = b"".join(data[a:b] for a, b in _kept(wide, len(data))) if wide else data
+    flat = narrow.translate(None, _ASCII_IGNORED)
+
+    def back(start: int, end: int) -> tuple[int, int]:
+        first, last = _placed(narrow, start), _placed(narrow, end - 1)
+        return _widened(wide, first), _widened(wide, last) + 1
+
+    return flat, back
+
+
+def _kept(removed: list[tuple[int, int]], size: int) -> Iterator[tuple[int, int]]:
+    at = 0
+    for start, end in removed:
+        yield at, start
+        at = end
+    yield at, size
+
+
+def _widened(removed: list[tuple[int, int]], offset: int) -> int:
+    """The offset in the text before `removed` (sorted spans) were taken out, of a kept byte."""
+    for start, end in removed:
+        if start > offset:
+            break
+        offset += end - start
+    return offset
+
+
+def _placed(data: bytes, target: int) -> int:
+    """Where the kept byte at offset `target` of `data.translate(None, _ASCII_IGNORED)` is in `data`
     (bytes.count in C, so a text of many short lines costs a few passes, not a loop per line)."""
-    here, flat = at
+    here, flat = 0, 0
     while True:
         step = target - flat
-        breaks = data.count(b"\n", here, here + step) + data.count(b"\r", here, here + step)
-        here, flat = here + step, flat + step - breaks
-        if not breaks:
-            while data[here : here + 1] in (b"\n", b"\r"):
+        gone = sum(data.count(b, here, here + step) for b in _ASCII_SINGLE) if step else 0
+        here, flat = here + step, flat + step - gone
+        if not gone:
+            while data[here : here + 1] and data[here] in _ASCII_IGNORED:
                 here += 1
-            return here, flat
+            return here
+
+
+_ASCII_SINGLE = [bytes([b]) for b in _ASCII_IGNORED]
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:

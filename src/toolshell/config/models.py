@@ -131,6 +131,9 @@ class ServerConfig(_Model):
     oauth: OAuthConfig | None = None
     """For `http`: OAuth settings; absent means OAuth with defaults unless `headers` has Authorization."""
     max_concurrent_calls: int = Field(default=8, ge=1)
+    send_workdir: bool | None = None
+    """Send the host's working directory in the session context: default only to local servers
+    (built-in, stdio, an HTTP server at a loopback address)."""
     """Calls in flight to this server at once, from every session together; more wait their turn."""
     max_tools: int = Field(default=10_000, ge=1, le=1_000_000)
     """The most tools kept from this server's listing; the rest (and the pages after them) are dropped, with a note."""

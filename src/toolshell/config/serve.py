@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
@@ -34,12 +36,27 @@ class ServeOAuthConfig(_Model):
     """Introspection: the client id toolshell authenticates as (HTTP Basic)."""
     client_secret_env: str | None = None
     """Introspection: the environment variable holding that client's secret (never the secret itself)."""
+    require_at_jwt: bool = True
+    """Accept only JWTs whose header says `typ: at+jwt` (RFC 9068), so an ID token or another JWT of
+    the issuer is not taken for an access token. Off for an issuer that does not type its tokens."""
+    introspection_cache_seconds: float = Field(default=300.0, ge=0, le=86_400)
+    """How long an active introspection answer is reused (never past the token's `exp`); 0: ask every time."""
 
     @field_validator("issuer", "introspection_endpoint", "resource_url")
     @classmethod
     def _an_http_url(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"https?://[^/\s]+", v):
             raise ValueError(f"{v!r} is not an http(s) URL, e.g. https://login.example.com")
+        return v
+
+    @field_validator("issuer", "introspection_endpoint")
+    @classmethod
+    def _https(cls, v: str | None) -> str | None:
+        if v is not None and not secure_url(v):
+            raise ValueError(
+                f"{v!r} is plain http to an address that is not loopback: keys, tokens and the introspection "
+                "secret would travel readable and forgeable; use https"
+            )
         return v
 
     @field_validator("algorithms")
@@ -73,6 +90,25 @@ class ServeTasksConfig(_Model):
     """The `pollIntervalMs` a task starts with (five times it once the task waits for a person or is old)."""
     keep_seconds: float = Field(default=3600.0, ge=10, le=_YEAR)
     """How long a finished task's result stays for `tasks/get` (its `ttlMs` counts to then)."""
+
+
+def secure_url(url: str) -> bool:
+    """Whether `url` is https, or plain http to a loopback address (127.0.0.0/8, ::1, localhost)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+    except ValueError:
+        return False
+    if parts.scheme == "https":
+        return True
+    if parts.scheme != "http":
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ServeConfig(_Model):

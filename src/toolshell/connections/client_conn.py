@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from toolshell.config import ServerConfig
 from toolshell.connections.backoff import Backoff, Clock
 from toolshell.connections.base import CallOptions, ConnState, ServerStatus, SessionContext
+from toolshell.connections.context_sent import context_for
 from toolshell.connections.elicitation import ElicitationRouter, InFlightCall
 from toolshell.connections.http import describe_challenge
 from toolshell.connections.runner import Runner
@@ -219,7 +220,7 @@ class ClientConnection:
             client_info=_CLIENT_INFO,
             cache=None,  # we keep the tool list ourselves, per the seed's rules
         )
-        client.connect_session = self._connect_session.to_json()
+        client.connect_session = context_for(self.server, self._connect_session)
         return client
 
     def _settle(self, runner: Runner) -> None:
@@ -364,9 +365,8 @@ class ClientConnection:
 
         with self.router.track(call):
             with timer.scope:
-                result = await client.call_tool(
-                    name, arguments, progress_callback=on_progress, meta=request_meta(options.session.to_json())
-                )
+                meta = request_meta(context_for(self.server, options.session))
+                result = await client.call_tool(name, arguments, progress_callback=on_progress, meta=meta)
             if timer.scope.cancelled_caught:
                 raise self._timed_out(name, timer)
         return result
@@ -391,7 +391,7 @@ class ClientConnection:
         dropped = 0
         cursor: str | None = None
         ttl_ms: int | None = None
-        meta = request_meta(session.to_json())
+        meta = request_meta(context_for(self.server, session))
         for _ in range(MAX_PAGES):
             page = await client.list_tools(cursor=cursor, meta=meta)
             ttl_ms = page.ttl_ms if ttl_ms is None and "ttl_ms" in page.model_fields_set else ttl_ms

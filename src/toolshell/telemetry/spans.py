@@ -28,6 +28,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from toolshell.config.models import TelemetryConfig
+from toolshell.errors import ToolshellError
 from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
 from toolshell.telemetry.context import OUTGOING, PARENT, UPSTREAM, SpanParent
@@ -67,12 +68,14 @@ class Telemetry:
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[None]:
         """A span with no shell call above it (a server started when the host opens)."""
-        return _span(self.tracer, name, attributes, None)
+        return _span(self, name, attributes, None)
 
     def io(self, value: Any) -> str:
-        """An input or result as a span shows it: JSON, redacted, cut to `IO_LIMIT` characters."""
+        """An input or result as a span shows it: JSON, redacted, cut to `IO_LIMIT` characters.
+        The whole text is masked first: cut first, a secret straddling the cut would keep the
+        part before it (too short for the redactor to know)."""
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        return self.redact(text[:IO_LIMIT])
+        return self.redact(text)[:IO_LIMIT]
 
     def flush(self) -> None:
         if self._provider is not None:
@@ -84,10 +87,28 @@ class Telemetry:
 
 
 @contextmanager
-def _span(tracer: trace.Tracer, name: str, attributes: Mapping[str, Any], parent: Span | None) -> Iterator[None]:
+def _span(telemetry: Telemetry, name: str, attributes: Mapping[str, Any], parent: Span | None) -> Iterator[None]:
+    """A current span around a block. The SDK never records an exception itself: its `exception`
+    event and status description hold the whole message and traceback (a server's stderr, with
+    whatever secret it printed); `failed` puts only the type, code and masked message on it."""
     context = None if parent is None else trace.set_span_in_context(parent)
-    with tracer.start_as_current_span(name, context=context, attributes=dict(attributes)):
-        yield
+    with telemetry.tracer.start_as_current_span(
+        name, context=context, attributes=dict(attributes), record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            yield
+        except Exception as e:
+            failed(telemetry, span, e)
+            raise
+
+
+def failed(telemetry: Telemetry, span: Span, error: Exception) -> None:
+    """Mark a span failed by `error`: `error.type` and `toolshell.error_code` (the error's code, else
+    its class), and its message masked and cut like any recorded text."""
+    code = str(error.code) if isinstance(error, ToolshellError) else type(error).__qualname__
+    message = telemetry.io(error.message if isinstance(error, ToolshellError) else str(error))
+    span.set_attributes({"error.type": code, "toolshell.error_code": code, "toolshell.error.message": message})
+    span.set_status(Status(StatusCode.ERROR, message))
 
 
 class _OpenCall:
@@ -99,7 +120,7 @@ class _OpenCall:
         self.undo: list[Callable[[], object]] = []
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[None]:
-        return _span(self.trace.telemetry.tracer, name, attributes, self.span)
+        return _span(self.trace.telemetry, name, attributes, self.span)
 
 
 _CALL: ContextVar[_OpenCall | None] = ContextVar("toolshell_open_call", default=None)
@@ -117,7 +138,7 @@ class ShellTrace:
         self._parent: Token[SpanParent | None] | None = None
 
     def child(self, name: str, attributes: Mapping[str, Any]) -> AbstractContextManager[None]:
-        return _span(self.telemetry.tracer, name, attributes, self.span)
+        return _span(self.telemetry, name, attributes, self.span)
 
     # --- the shell call ------------------------------------------------------------------------
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
+from toolshell.frontends.cli.listed import remember, terminal, was_listed
 from toolshell.frontends.cli.options import UTF8, group_paths, guard, load_config, paths
 from toolshell.safe_text import escape
 
@@ -40,6 +42,15 @@ def _approvals(ctx: click.Context) -> Any:
     return guard(lambda: Approvals(store, expire_seconds=loaded.approval.wait_seconds))
 
 
+def _state_dir(ctx: click.Context) -> Path:
+    """The local state dir (where this terminal's listings are recorded, whatever the store)."""
+    # lazy: a command imports what it needs, so `toolshell --help` starts fast
+    from toolshell import config as cfg
+
+    config_path, state_dir = paths(ctx)
+    return cfg.state_dir(guard(lambda: load_config(config_path)), state_dir)
+
+
 def _configured_programs(ctx: click.Context) -> dict[str, Any]:
     """The program each configured server runs now, by name: a grant applies to its own program only."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
@@ -62,6 +73,7 @@ def approvals_list(ctx: click.Context, as_json: bool = False, expired: bool = Fa
 
     store = _approvals(ctx)
     listed = store.list_expired() if expired else store.list_pending()
+    remember(_state_dir(ctx), [r.id for r in listed])  # `grant` asks about a request never listed here
     if as_json:
         click.echo(json.dumps([approval_json(r) for r in listed], indent=2, ensure_ascii=False))
         return
@@ -76,11 +88,30 @@ def approvals_list(ctx: click.Context, as_json: bool = False, expired: bool = Fa
 @group_paths
 @click.argument("request_id", type=UTF8)
 @click.option("--always", is_flag=True, help="Allow this tool from now on (until it changes).")
+@click.option("--yes", is_flag=True, help="Grant without asking, even a request this terminal never listed.")
 @click.pass_context
-def approvals_grant(ctx: click.Context, request_id: str, always: bool) -> None:
-    """Grant a request once (that exact call) or --always (the tool)."""
-    guard(lambda: _approvals(ctx).grant(request_id, always=always, by=BY_CLI.format("grant")))
-    click.echo(f"granted {request_id}" + (" (always)" if always else " (once)"))
+def approvals_grant(ctx: click.Context, request_id: str, always: bool, yes: bool) -> None:
+    """Grant a request once (that exact call) or --always (the tool); prints what it grants.
+
+    On a terminal that never listed the request (`toolshell approvals list`), it is shown and you
+    are asked first: an id handed to you may name another call than you think."""
+    store = _approvals(ctx)
+    request = guard(lambda: store.get(request_id))
+    what = _granted(request, always)
+    if not yes and terminal() is not None and not was_listed(_state_dir(ctx), request_id):
+        click.echo(escape(f"{request_id} was never listed on this terminal; it asks for {what}"))
+        if not click.confirm("Grant it?", default=False):
+            click.echo(f"not granted: {request_id} stays pending", err=True)
+            sys.exit(1)
+    guard(lambda: store.grant(request_id, always=always, by=BY_CLI.format("grant")))
+    click.echo(escape(f"granted {request_id} " + ("(always)" if always else "(once)") + f": {what}"))
+
+
+def _granted(request: Any, always: bool) -> str:
+    """What a grant of `request` allows, as one line."""
+    if always:
+        return f"{request.command} with any input, while its server stays the same"
+    return f"{request.command} {json.dumps(request.input, ensure_ascii=False)} ({request.why})"
 
 
 @approvals.command("grants")

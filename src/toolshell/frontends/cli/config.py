@@ -36,6 +36,7 @@ def config_validate(path: str | None, config_path: str | None) -> None:
     path = path or config_path
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
+    from toolshell.redact import Redactor
     from toolshell.registry.filters import config_warnings
 
     found = cfg.find_config_path(path)
@@ -45,8 +46,9 @@ def config_validate(path: str | None, config_path: str | None) -> None:
     loaded = guard(lambda: cfg.load_file(found))
     names = ", ".join(s.name for s in loaded.mcp.servers) or "none"
     click.echo(f"{found}: ok ({len(loaded.mcp.servers)} servers: {names})")
+    redact = Redactor(loaded.secrets)  # a warning quotes config values as expanded: the secrets in them masked
     for place, message in [*config_warnings(loaded), *_missing_commands(loaded)]:
-        click.echo(f"  warning: {place}: {message}", err=True)
+        click.echo(redact(f"  warning: {place}: {message}"), err=True)
 
 
 def _missing_commands(loaded: Config) -> list[tuple[str, str]]:

@@ -4,8 +4,10 @@ Every request to `/mcp` carries `Authorization: Bearer <token>`; anything else g
 JSON error saying how to authenticate. The token is one of:
 
 - the serve token: `$TOOLSHELL_SERVE_TOKEN`, else `<state-dir>/serve-token` (generated on first
-  start, 0600). The caller's identity is `token:<first 16 hex digits of sha256(token)>`, never the
-  token itself;
+  start, 0600). An environment token estimated under 128 bits is refused at start. The caller's
+  identity is `token:<first 16 hex digits of HMAC-SHA256(token)>`, keyed with a key derived from
+  the state key ring, never the token itself: a bare hash of a short token is reversed by trying
+  candidates, a keyed one only by whoever holds the ring;
 - with `[serve.oauth]`, an access token of that issuer for that audience (`serve_oauth`); the
   identity is `oauth:<issuer>#<subject>`.
 
@@ -21,8 +23,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import math
 import os
 import secrets
+import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +40,13 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Send
 
 from toolshell.errors import ErrorCode, ToolshellError, error_body
+from toolshell.store.keys import for_purpose
 from toolshell.store.private_file import private_secret
 
 TOKEN_ENV = "TOOLSHELL_SERVE_TOKEN"
 TOKEN_FILE = "serve-token"
+MIN_BITS = 128
+_MAKE_ONE = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
 class CallerToken(AccessToken):
@@ -48,9 +55,11 @@ class CallerToken(AccessToken):
     caller: str
 
 
-def token_identity(token: str) -> str:
-    """`token:<16 hex>`: names the token's holder without revealing the token."""
-    return "token:" + hashlib.sha256(token.encode()).hexdigest()[:16]
+def token_identity(token: str, ring: list[bytes]) -> str:
+    """`token:<16 hex>`: names the token's holder without revealing the token, keyed with the ring's
+    newest key (for the "caller-id" purpose), so whoever reads the id cannot test guesses against it."""
+    key = for_purpose(ring, "caller-id")[0]
+    return "token:" + hmac.new(key, token.encode(), hashlib.sha256).hexdigest()[:16]
 
 
 def caller_of(scope: Mapping[str, Any]) -> str | None:
@@ -80,7 +89,7 @@ def serve_token(state_dir: Path, env: Mapping[str, str] | None = None) -> ServeT
     """
     env = os.environ if env is None else env
     if env.get(TOKEN_ENV):
-        return ServeToken(env[TOKEN_ENV], f"${TOKEN_ENV}")
+        return ServeToken(_strong(env[TOKEN_ENV]), f"${TOKEN_ENV}")
     path = state_dir / TOKEN_FILE
     token = private_secret(path, "the serve token", "anyone who read it can call this server", _new_token)
     return ServeToken(token, str(path))
@@ -90,6 +99,32 @@ def _new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+_CLASSES = (string.ascii_lowercase, string.ascii_uppercase, string.digits)
+
+
+def token_bits(token: str) -> float:
+    """An upper bound of a token's strength: its length times log2 of the alphabet its character
+    classes span (lower, upper, digits; 33 for the rest; 16 for hex). A random token of that
+    alphabet has this many bits; a word or a pattern has fewer, which no count can see."""
+    if token and all(ch in "0123456789abcdef" for ch in token.lower()):
+        return len(token) * 4.0
+    pool = sum(len(c) for c in _CLASSES if any(ch in c for ch in token))
+    pool += 33 if any(not any(ch in c for c in _CLASSES) for ch in token) else 0
+    return len(token) * math.log2(pool) if pool > 1 else 0.0
+
+
+def _strong(token: str) -> str:
+    """The environment's token, refused when it is too weak to stand against guessing."""
+    bits = token_bits(token)
+    if bits < MIN_BITS:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"${TOKEN_ENV} is too weak to guard this server (at most {bits:.0f} bits; it needs {MIN_BITS}): "
+            f"make one with {_MAKE_ONE}, or unset it to use the token generated in <state-dir>/{TOKEN_FILE}",
+        )
+    return token
+
+
 def _unavailable(message: str) -> ToolshellError:
     return ToolshellError(ErrorCode.UNAVAILABLE, message)
 
@@ -97,9 +132,9 @@ def _unavailable(message: str) -> ToolshellError:
 class StaticTokenVerifier(TokenVerifier):
     """Accepts exactly one token, compared in constant time."""
 
-    def __init__(self, token: str) -> None:
+    def __init__(self, token: str, ring: list[bytes]) -> None:
         self._expected = token.encode()
-        self.identity = token_identity(token)
+        self.identity = token_identity(token, ring)
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if not hmac.compare_digest(token.encode(), self._expected):
@@ -134,9 +169,10 @@ class Gate:
 NO_AUTH = Gate(None, "no authentication: --no-auth")
 
 
-def token_gate(token: ServeToken) -> Gate:
+def token_gate(token: ServeToken, ring: list[bytes]) -> Gate:
+    """The serve token's gate; `ring` (the state key ring) keys the caller id."""
     where = f"the token is in {token.where}" if not token.where.startswith("$") else f"the token is {token.where}"
-    return Gate(StaticTokenVerifier(token.value), f"send 'Authorization: Bearer <token>'; {where}")
+    return Gate(StaticTokenVerifier(token.value, ring), f"send 'Authorization: Bearer <token>'; {where}")
 
 
 class _Required(RequireAuthMiddleware):

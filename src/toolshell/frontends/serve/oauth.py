@@ -5,16 +5,22 @@ The SDK's resource-server side takes any `TokenVerifier`; this module holds the 
 - `JwtVerifier`: a JWT access token (RFC 9068) signed by one of the issuer's keys. The keys come
   from the `jwks_uri` of the issuer's metadata (RFC 8414, or OpenID discovery), cached for a while
   and fetched again, at most once a minute, when a token names a key not in the cache (rotation).
-  Checked: the signature with an allowed asymmetric algorithm, `iss`, `aud` (the configured
-  audience), `exp` (and `nbf`/`iat` when present), and a `sub`.
+  Checked: the header's `typ` is `at+jwt` (unless `require_at_jwt = false`: an ID token is no
+  access token), the signature with an allowed asymmetric algorithm, `iss`, `aud` (the configured
+  audience), `exp` (and `nbf`/`iat` when present), and a `sub`. A `jwks_uri` of plain http to an
+  address that is not loopback is refused (keys fetched that way can be swapped on the way).
 - `IntrospectionVerifier`: an opaque token asked about at the issuer's RFC 7662 endpoint,
-  authenticating as the configured client; `active`, `iss`, `aud` and `exp` are checked the same.
+  authenticating as the configured client; `active`, `iss`, `aud`, `exp` and, when the answer has
+  one, `token_type` (an access token, not a refresh token) are checked the same. An active answer
+  is reused until its `exp` (at most `introspection_cache_seconds`), a refusal for
+  `NEGATIVE_CACHE_SECONDS`, so a flood of requests is not a flood of introspections.
 
 A token that fails any check is None (the caller gets 401); the reason is logged, never the token.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -28,7 +34,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from pydantic import AnyHttpUrl
 
-from toolshell.config.serve import ServeOAuthConfig
+from toolshell.config.serve import ServeOAuthConfig, secure_url
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.serve.auth import CallerToken, Gate
 
@@ -46,6 +52,12 @@ RETRY_SECONDS = 5.0
 LEEWAY_SECONDS = 30
 """Clock skew allowed on `exp`/`nbf`/`iat`."""
 HTTP_TIMEOUT = httpx2.Timeout(10.0)
+NEGATIVE_CACHE_SECONDS = 10.0
+"""How long an introspection's "not active" (or otherwise refused) answer is reused."""
+MAX_CACHED = 10_000
+"""Introspection answers kept at most; past it the oldest goes."""
+ACCESS_TOKEN_TYPES = frozenset({"bearer", "access_token", "urn:ietf:params:oauth:token-type:access_token"})
+"""`token_type` values of an introspection answer that name an access token (case-insensitive)."""
 
 
 def oauth_identity(issuer: str, subject: str) -> str:
@@ -131,6 +143,16 @@ class JwtVerifier(TokenVerifier):
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             header = jwt.get_unverified_header(token)
+            if self.config.require_at_jwt and str(header.get("typ", "")).lower() not in (
+                "at+jwt",
+                "application/at+jwt",
+            ):
+                log.warning(
+                    "serve: refused a JWT typed %r, not at+jwt (an ID token or another JWT is no access token; "
+                    "for an issuer that does not type its access tokens set [serve.oauth] require_at_jwt = false)",
+                    header.get("typ"),
+                )
+                return None
             if header.get("alg") not in self.config.algorithms:
                 log.warning("serve: refused a token signed with %r", header.get("alg"))
                 return None
@@ -173,6 +195,10 @@ class JwtVerifier(TokenVerifier):
         uri = (await self._issuer.metadata()).get("jwks_uri")
         if not isinstance(uri, str):
             raise LookupError(f"the metadata of {self.config.issuer} has no jwks_uri")
+        if not secure_url(uri):
+            raise LookupError(
+                f"the jwks_uri {uri} is plain http to an address that is not loopback; keys come only over https"
+            )
         async with self._http() as http:
             response = await http.get(uri)
         response.raise_for_status()
@@ -200,8 +226,14 @@ class IntrospectionVerifier(TokenVerifier):
         self._endpoint = config.introspection_endpoint
         self._auth = httpx2.BasicAuth(config.client_id, client_secret)
         self._http = http or (lambda: httpx2.AsyncClient(timeout=HTTP_TIMEOUT))
+        self._answers: dict[bytes, tuple[float, AccessToken | None]] = {}
+        """Answers by the token's SHA-256 (the token itself is not kept): until when, and what."""
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        key = hashlib.sha256(token.encode()).digest()
+        cached = self._answers.get(key)
+        if cached is not None and time.time() < cached[0]:
+            return cached[1]
         try:
             async with self._http() as http:
                 response = await http.post(self._endpoint, data={"token": token}, auth=self._auth)
@@ -209,12 +241,29 @@ class IntrospectionVerifier(TokenVerifier):
             claims = response.json()
         except (httpx2.HTTPError, ValueError) as e:
             log.warning("serve: cannot introspect at %s: %s", self._endpoint, e)
-            return None
+            return None  # not cached: the issuer's trouble says nothing about the token
         reason = self._refusal(claims)
         if reason:
             log.warning("serve: refused a token: %s", reason)
+            self._keep(key, time.time() + NEGATIVE_CACHE_SECONDS, None)
             return None
-        return _caller_token(claims, self.config.issuer, self.config.audience)
+        found = _caller_token(claims, self.config.issuer, self.config.audience)
+        self._keep(key, self._until(claims), found)
+        return found
+
+    def _until(self, claims: dict[str, Any]) -> float:
+        """An active answer holds until the token's `exp`, at most `introspection_cache_seconds`."""
+        until = time.time() + self.config.introspection_cache_seconds
+        exp = claims.get("exp")
+        return min(until, float(exp)) if isinstance(exp, int | float) else until
+
+    def _keep(self, key: bytes, until: float, answer: AccessToken | None) -> None:
+        if until <= time.time():
+            return
+        self._answers.pop(key, None)
+        self._answers[key] = (until, answer)
+        while len(self._answers) > MAX_CACHED:
+            del self._answers[next(iter(self._answers))]  # the oldest answer (dicts keep insertion order)
 
     def _refusal(self, claims: Any) -> str | None:
         if not isinstance(claims, dict) or claims.get("active") is not True:
@@ -228,6 +277,9 @@ class IntrospectionVerifier(TokenVerifier):
         exp = claims.get("exp")
         if isinstance(exp, int | float) and exp + LEEWAY_SECONDS < time.time():
             return "expired"
+        kind = claims.get("token_type")
+        if kind is not None and str(kind).lower() not in ACCESS_TOKEN_TYPES:
+            return f"its token_type is {str(kind)[:40]!r}, not an access token"
         return None
 
 

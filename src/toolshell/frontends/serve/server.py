@@ -332,7 +332,7 @@ def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:
         from toolshell.frontends.serve.oauth import oauth_gate  # lazy: JWT and JWKS only for OAuth
 
         return oauth_gate(config.serve.oauth, bind, port, os.environ)
-    return token_gate(serve_token(host.state_dir))
+    return token_gate(serve_token(host.state_dir), state_ring(host))
 
 
 async def _serve_http(
