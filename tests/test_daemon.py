@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from _serve_auth_support import Outsider, outsider  # noqa: F401  (a fixture)
-from toolshell.frontends.daemon import control
+from toolshell.frontends.daemon import control, wire
 from toolshell.frontends.daemon.address import address_for
+from toolshell.frontends.daemon.client import compared_env
 from toolshell.version import __version__
 
 ENTRY = [sys.executable, "-c", "from toolshell.frontends.entry import main; main()"]
@@ -251,10 +252,7 @@ def test_a_connection_from_another_user_is_refused(tmp_path: Path, outsider: Out
             )
         )
         intruder.chmod(0o644)
-        request = {
-            "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
-            "script": "tools counted ping", "role": None, "json": False,
-        }  # fmt: skip
+        request = {"v": wire.PROTOCOL, "version": __version__, "op": "run", "address": address.to_json()}
         done = outsider.run("/usr/bin/python3", str(intruder), address.socket, json.dumps(request))
         assert done.stdout and json.loads(done.stdout) == {"refused": "this daemon serves its own user only"}, (
             done.stderr
@@ -301,7 +299,7 @@ def test_a_client_of_another_version_runs_cold_and_a_newer_one_retires_the_daemo
     def ask(version: str) -> dict[str, object]:
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(address.socket)
-            message = {"v": 1, "version": version, "op": "status", "address": address.to_json()}
+            message = {"v": wire.PROTOCOL, "version": version, "op": "status", "address": address.to_json()}
             s.sendall(json.dumps(message).encode() + b"\n")
             with s.makefile("rb") as replies:
                 return dict(json.loads(replies.readline()))
@@ -329,16 +327,16 @@ def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_
     assert place.toolshell("daemon", "start").returncode == 0
     address = address_for(str(place.config), str(place.state), str(place.cwd))
     assert address is not None
-    request = {
-        "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
-        "script": "echo start; sleep 60; echo end", "role": None, "json": False, "env": dict(os.environ),
-    }  # fmt: skip
+    request = {"v": wire.PROTOCOL, "version": __version__, "op": "run", "address": address.to_json()}
+    script = {"script": "echo start; sleep 60; echo end", "role": None, "json": False}
     seen = []
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(30)  # half the script's sleep: "start" must come while it sleeps, not at its end
         s.connect(address.socket)
         s.sendall(json.dumps(request).encode() + b"\n")
         with s.makefile("rb") as replies:  # the socket closes only once this is closed too
+            compared = json.loads(replies.readline())["compare"]
+            s.sendall(json.dumps({**script, "env": compared_env(os.environ, compared)}).encode() + b"\n")
             while "start\n" not in seen:
                 seen.append(json.loads(replies.readline()).get("out"))
     # the client went away (a Ctrl-C): the daemon goes on serving, and the run's row says it ended
