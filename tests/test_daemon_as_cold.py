@@ -80,7 +80,8 @@ def test_a_deny_rule_saved_while_the_daemon_reloads_is_applied_warm_as_cold(plac
     editor = place.root / "editor.py"
     editor.write_text(EDITS_ON_START)
     server = f'[[mcp.servers]]\nname = "editor"\ncommand = {json.dumps(sys.executable)}\n'
-    place.write_config(["counted"], extra=server + f"args = [{json.dumps(str(editor))}, {json.dumps(str(place.config))}]\n")
+    server += f"args = [{json.dumps(str(editor))}, {json.dumps(str(place.config))}]\n"
+    place.write_config(["counted"], extra=server)
     reloaded = _toolshell(place, "run", *options, "-c", "tools counted ping", env={})
     assert reloaded.stdout == "pong from counted\n", "served from the bytes read before the edit landed"
     assert "deny" in place.config.read_text(), "the edit landed while the daemon opened its servers"
