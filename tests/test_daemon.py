@@ -20,114 +20,18 @@ from pathlib import Path
 
 import pytest
 
+from _daemon_support import ENTRY, Place, placed, stop_all, wait_for
 from _serve_auth_support import Outsider, outsider  # noqa: F401  (a fixture)
-from toolshell.frontends.daemon import control
+from toolshell.frontends.daemon import control, wire
 from toolshell.frontends.daemon.address import address_for
+from toolshell.frontends.daemon.client import compared_env
 from toolshell.version import __version__
-
-ENTRY = [sys.executable, "-c", "from toolshell.frontends.entry import main; main()"]
-COUNTED = textwrap.dedent(
-    """
-    import sys
-    from mcp.server.mcpserver import MCPServer
-    from mcp_types import ToolAnnotations
-    with open(sys.argv[1], "a") as log:  # each start is observable
-        log.write("started\\n")
-    server = MCPServer(sys.argv[2], log_level="WARNING")
-
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
-    def ping() -> str:
-        return "pong from " + sys.argv[2]
-
-    server.run()
-    """
-)
-
-
-class Place:
-    """A working directory with a config of counted servers, and its state dir."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.cwd = root / "work"
-        self.cwd.mkdir()
-        self.state = root / "state"
-        self.program = root / "counted.py"
-        self.program.write_text(COUNTED)
-        self.config = self.cwd / "tools.toml"
-        self.write_config(["counted"])
-
-    def write_config(self, names: list[str], extra: str = "", path: Path | None = None) -> None:
-        text = "".join(
-            f'[[mcp.servers]]\nname = "{name}"\ncommand = {json.dumps(sys.executable)}\n'
-            f"args = [{json.dumps(str(self.program))}, {json.dumps(str(self.starts(name)))}, {json.dumps(name)}]\n"
-            for name in names
-        )
-        (path or self.config).write_text(text + extra)
-
-    def starts(self, name: str = "counted") -> Path:
-        return self.root / f"{name}.starts"
-
-    def started(self, name: str = "counted") -> int:
-        found = self.starts(name)
-        return len(found.read_text().splitlines()) if found.exists() else 0
-
-    def toolshell(
-        self, *args: str, stdin: str | None = None, config: bool = True, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        paths = ["--config", str(self.config)] if config else []
-        return subprocess.run(
-            [*ENTRY, *args[:1], *paths, "--state-dir", str(self.state), *args[1:]],
-            cwd=self.cwd,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env={**os.environ, **(env or {})},
-        )
-
-    def status(self, config: bool = True) -> dict[str, object] | None:
-        address = address_for(str(self.config) if config else None, str(self.state), str(self.cwd))
-        assert address is not None
-        return control.status(address)
-
-
-def _stop_all(place: Place) -> None:
-    folder = place.state / "daemons"
-    for lock in folder.glob("*.lock") if folder.exists() else []:
-        pid = lock.read_text().strip()
-        if pid.isdigit():
-            try:
-                os.kill(int(pid), signal.SIGTERM)
-            except ProcessLookupError:
-                continue
-            _wait_for(lambda p=int(pid): not _alive(p), "the daemon to exit")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}").exists() and "zombie" not in Path(f"/proc/{pid}/status").read_text().lower()
-
-
-def _wait_for(condition: object, what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
 
 
 @pytest.fixture
 def place(tmp_path: Path) -> Iterator[Place]:
-    made = Place(tmp_path)
-    try:
+    with placed(tmp_path) as made:
         yield made
-    finally:
-        _stop_all(made)
 
 
 def test_a_started_daemon_serves_run_plan_servers_and_scripts_without_starting_the_server_again(place: Place) -> None:
@@ -251,10 +155,7 @@ def test_a_connection_from_another_user_is_refused(tmp_path: Path, outsider: Out
             )
         )
         intruder.chmod(0o644)
-        request = {
-            "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
-            "script": "tools counted ping", "role": None, "json": False,
-        }  # fmt: skip
+        request = {"v": wire.PROTOCOL, "version": __version__, "op": "run", "address": address.to_json()}
         done = outsider.run("/usr/bin/python3", str(intruder), address.socket, json.dumps(request))
         assert done.stdout and json.loads(done.stdout) == {"refused": "this daemon serves its own user only"}, (
             done.stderr
@@ -263,7 +164,7 @@ def test_a_connection_from_another_user_is_refused(tmp_path: Path, outsider: Out
         assert status is not None and status["requests"] == 0
         assert "refused a connection from uid" in Path(address.log).read_text()
     finally:
-        _stop_all(place)
+        stop_all(place)
 
 
 def test_an_idle_daemon_exits_by_itself(place: Place) -> None:
@@ -271,7 +172,7 @@ def test_an_idle_daemon_exits_by_itself(place: Place) -> None:
     assert place.toolshell("run", "-c", "echo hi").stdout == "hi\n"
     address = address_for(str(place.config), str(place.state), str(place.cwd))
     assert address is not None
-    _wait_for(lambda: not Path(address.socket).exists(), "the idle daemon to exit")
+    wait_for(lambda: not Path(address.socket).exists(), "the idle daemon to exit")
     assert place.status() is None
     assert "no request for 1 s" in Path(address.log).read_text()
     assert place.toolshell("run", "-c", "echo cold").stdout == "cold\n"
@@ -301,7 +202,7 @@ def test_a_client_of_another_version_runs_cold_and_a_newer_one_retires_the_daemo
     def ask(version: str) -> dict[str, object]:
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(address.socket)
-            message = {"v": 1, "version": version, "op": "status", "address": address.to_json()}
+            message = {"v": wire.PROTOCOL, "version": version, "op": "status", "address": address.to_json()}
             s.sendall(json.dumps(message).encode() + b"\n")
             with s.makefile("rb") as replies:
                 return dict(json.loads(replies.readline()))
@@ -309,14 +210,14 @@ def test_a_client_of_another_version_runs_cold_and_a_newer_one_retires_the_daemo
     assert "fallback" in ask("0.0.1")
     assert place.status() is not None, "an older client runs cold; the daemon stays"
     assert "fallback" in ask("99.0.0")
-    _wait_for(lambda: place.status() is None, "the stale daemon to exit")
+    wait_for(lambda: place.status() is None, "the stale daemon to exit")
 
 
 def test_keep_warm_starts_a_daemon_on_first_use(place: Place) -> None:
     place.write_config(["counted"], extra="[cli]\nkeep_warm = true\nidle_seconds = 120\n")
     first = place.toolshell("run", "-c", "tools counted ping")
     assert first.stdout == "pong from counted\n", first.stderr
-    _wait_for(lambda: place.status() is not None, "keep_warm's daemon to serve")
+    wait_for(lambda: place.status() is not None, "keep_warm's daemon to serve")
     second = place.toolshell("run", "-c", "tools counted ping")
     assert second.stdout == "pong from counted\n"
     status = place.status()
@@ -329,16 +230,16 @@ def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_
     assert place.toolshell("daemon", "start").returncode == 0
     address = address_for(str(place.config), str(place.state), str(place.cwd))
     assert address is not None
-    request = {
-        "v": 1, "version": __version__, "op": "run", "address": address.to_json(),
-        "script": "echo start; sleep 60; echo end", "role": None, "json": False, "env": dict(os.environ),
-    }  # fmt: skip
+    request = {"v": wire.PROTOCOL, "version": __version__, "op": "run", "address": address.to_json()}
+    script = {"script": "echo start; sleep 60; echo end", "role": None, "json": False}
     seen = []
     with socket.socket(socket.AF_UNIX) as s:
         s.settimeout(30)  # half the script's sleep: "start" must come while it sleeps, not at its end
         s.connect(address.socket)
         s.sendall(json.dumps(request).encode() + b"\n")
         with s.makefile("rb") as replies:  # the socket closes only once this is closed too
+            compared = json.loads(replies.readline())["compare"]
+            s.sendall(json.dumps({**script, "env": compared_env(os.environ, compared)}).encode() + b"\n")
             while "start\n" not in seen:
                 seen.append(json.loads(replies.readline()).get("out"))
     # the client went away (a Ctrl-C): the daemon goes on serving, and the run's row says it ended
@@ -349,7 +250,7 @@ def test_output_streams_as_written_and_a_client_that_goes_away_cancels_only_its_
         rows = json.loads(place.toolshell("timeline", "--json").stdout)
         return {row["script_preview"]: row["exit_code"] for row in rows}["echo start; sleep 60; echo end"]
 
-    _wait_for(lambda: ended() is not None, "the cancelled run's row to end")
+    wait_for(lambda: ended() is not None, "the cancelled run's row to end")
     assert ended() == 130
 
 
@@ -389,7 +290,7 @@ def test_a_socket_another_user_listens_on_gets_nothing_and_the_command_runs_cold
         start_new_session=True,
     )
     try:
-        _wait_for(lambda: Path(str(heard) + ".ready").exists(), "the other user's socket")
+        wait_for(lambda: Path(str(heard) + ".ready").exists(), "the other user's socket")
         done = subprocess.run(
             [*ENTRY, "run", "--config", str(place.config), "--state-dir", str(shared), "-c", "echo my script"],
             cwd=place.cwd, capture_output=True, text=True, timeout=120, check=False,

@@ -42,3 +42,10 @@ def state_dir(explicit: str | None = None, configured: str | None = None) -> str
     """`--state-dir`, `$TOOLSHELL_STATE_DIR`, the config's `[state] dir`, then the user data dir."""
     chosen = explicit or os.environ.get("TOOLSHELL_STATE_DIR") or configured
     return os.path.expanduser(chosen) if chosen else user_data_dir()
+
+
+def trust_dir(data_dir: str | None = None) -> str:
+    """Where the records of trusted checkout configs are kept (`config.trust`): `$TOOLSHELL_STATE_DIR`,
+    else the user data dir. Never `--state-dir` nor a config's `[state] dir`: an untrusted file must
+    not choose where its trust is looked up."""
+    return os.path.expanduser(os.environ.get("TOOLSHELL_STATE_DIR") or data_dir or user_data_dir())

@@ -7,12 +7,14 @@ half-loads.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import os
 import re
 import sys
 import tomllib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -228,12 +230,19 @@ def _load_text(text: str, *, source: str, env: Mapping[str, str] | None, expand:
 def load_file(path: str | Path, *, env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except OSError as e:
         raise ConfigError([("", f"cannot read the file: {e.strerror or e}")], str(p)) from None
+    return load_bytes(data, source=str(p), env=env, expand=expand)
+
+
+def load_bytes(data: bytes, *, source: str = "", env: Mapping[str, str] | None = None, expand: bool = True) -> Config:
+    """Parse a config file's bytes (UTF-8: JSON or TOML)."""
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError([("", f"not UTF-8 text (byte {e.start}); save the file as UTF-8")], str(p)) from None
-    return load_text(text, source=str(p), env=env, expand=expand)
+        raise ConfigError([("", f"not UTF-8 text (byte {e.start}); save the file as UTF-8")], source) from None
+    return load_text(text, source=source, env=env, expand=expand)
 
 
 def user_config_dir() -> Path:
@@ -244,39 +253,77 @@ def user_data_dir() -> Path:
     return Path(places.user_data_dir())
 
 
+@dataclass(frozen=True)
+class Source:
+    """The config file a command uses, read once: the bytes its trust was checked on are the bytes
+    it parses, and the digest a daemon keeps is of them too (an edit saved meanwhile is a change)."""
+
+    path: Path | None
+    """None: the embedded default."""
+    data: bytes | None
+    """The file's bytes as read (None: the embedded default, or it could not be read: `error`)."""
+    trusted_for: Path | None = None
+    """For a trusted checkout config, the directory it was trusted for."""
+    note: str | None = None
+    """What a command says first when it skips an untrusted `./toolshell.toml`."""
+    error: str | None = None
+    """Why the file could not be read."""
+
+    @property
+    def digest(self) -> str | None:
+        """The SHA-256 of the bytes (None: no file; "unreadable": it could not be read)."""
+        if self.path is None:
+            return None
+        return "unreadable" if self.data is None else hashlib.sha256(self.data).hexdigest()
+
+
 def find_config_path(explicit: str | None = None) -> Path | None:
     """`--config PATH`, then `$TOOLSHELL_CONFIG`, `./toolshell.toml` once trusted (`config.trust`),
     the user config dir; else None. An untrusted `./toolshell.toml` is skipped with a note on stderr."""
-    return _find(explicit)[0]
+    return _find(explicit).path
 
 
 def config_in_use(explicit: str | None = None) -> tuple[Path | None, str | None]:
     """The config file `load` would read (None: the embedded default), and the note it prints
     when it skips an untrusted `./toolshell.toml` (None when it skips nothing); prints nothing."""
-    path, _, note = _located(explicit)
-    return path, note
+    source = config_source(explicit)
+    return source.path, source.note
 
 
-def _find(explicit: str | None) -> tuple[Path | None, Path | None]:
-    """The config path, and for a trusted checkout config the directory it was trusted for."""
-    path, trusted_for, note = _located(explicit)
-    if note is not None:
-        print(note, file=sys.stderr)
-    return path, trusted_for
+def _find(explicit: str | None) -> Source:
+    source = config_source(explicit)
+    if source.note is not None:
+        print(source.note, file=sys.stderr)
+    return source
 
 
-def _located(explicit: str | None) -> tuple[Path | None, Path | None, str | None]:
+def _read(path: Path, **known: Any) -> Source:
+    try:
+        return Source(path, path.read_bytes(), **known)
+    except OSError as e:
+        return Source(path, None, error=e.strerror or str(e), **known)
+
+
+def config_source(explicit: str | None = None) -> Source:
+    """The config a command run here uses, read once (prints nothing)."""
     found = places.config_candidate(explicit)
     candidate = None if found is None else Path(found)
+    if candidate is None:
+        return Source(None, None)
     if explicit or os.environ.get("TOOLSHELL_CONFIG") or found != LOCAL_CONFIG:
-        return candidate, None, None
+        return _read(candidate)
     local, user = Path(LOCAL_CONFIG), user_config_dir() / LOCAL_CONFIG
     if user.is_file() and as_found(local) == as_found(user):
-        return local, None, None  # the working directory is the user config dir
-    checked = trust_state(local, trust_database(user_data_dir()))
-    if checked.state == "trusted":
-        return local, checked.directory, None
-    return (user if user.is_file() else None), None, ignored_note(local, checked.state)
+        return _read(local)  # the working directory is the user config dir
+    read = _read(local)
+    if read.data is not None:
+        checked = trust_state(local, trust_database(user_data_dir()), data=read.data)
+        if checked.state == "trusted":
+            return Source(local, read.data, trusted_for=checked.directory)
+        note = ignored_note(local, checked.state)
+    else:
+        note = ignored_note(local, "untrusted")
+    return _read(user, note=note) if user.is_file() else Source(None, None, note=note)
 
 
 def rebase(config: Config, directory: Path) -> Config:
@@ -294,14 +341,20 @@ def rebase(config: Config, directory: Path) -> Config:
 
 def load(explicit: str | None = None) -> Config:
     """Load the config the CLI would use; the embedded default when there is no file."""
-    path, trusted_for = _find(explicit)
-    if path is None:
+    return load_source(_find(explicit))
+
+
+def load_source(source: Source) -> Config:
+    """The config `source` holds, parsed from the bytes it was read as."""
+    if source.path is None:
         return Config()
-    config = load_file(path)
-    folder = trusted_for or as_found(path).parent  # every file `_find` returns is trusted
+    if source.data is None:
+        raise ConfigError([("", f"cannot read the file: {source.error}")], str(source.path))
+    config = load_bytes(source.data, source=str(source.path))
+    folder = source.trusted_for or as_found(source.path).parent  # every file a `Source` names is trusted
     for server in config.mcp.servers:
         server.declared_in(folder)  # a built-in's `module` is looked for next to its config too
-    return rebase(config, trusted_for) if trusted_for is not None else config
+    return rebase(config, source.trusted_for) if source.trusted_for is not None else config
 
 
 def state_dir(config: Config, explicit: str | None = None) -> Path:

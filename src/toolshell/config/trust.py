@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from toolshell import places
 from toolshell.config.models import Config
 from toolshell.redact import MASK, is_secret
 from toolshell.safe_text import escape
@@ -64,8 +65,9 @@ class TrustState:
 
 
 def trust_database(data_dir: Path) -> Path:
-    """The database holding trust records: `$TOOLSHELL_STATE_DIR`, else `data_dir`."""
-    return Path(os.environ.get("TOOLSHELL_STATE_DIR") or data_dir).expanduser() / "toolshell.db"
+    """The database holding trust records: `$TOOLSHELL_STATE_DIR`, else `data_dir` (a daemon's
+    address names it: `places.trust_dir`)."""
+    return Path(places.trust_dir(str(data_dir))) / "toolshell.db"
 
 
 def as_found(path: Path) -> Path:
@@ -120,8 +122,10 @@ def trust(path: Path, database: Path, servers: list[str] | None = None, *, data:
     return digest
 
 
-def trust_state(path: Path, database: Path) -> TrustState:
-    """The trust of `path` exactly as found (a symlink is not its target). Reading creates nothing."""
+def trust_state(path: Path, database: Path, *, data: bytes | None = None) -> TrustState:
+    """The trust of `path` exactly as found (a symlink is not its target). Reading creates nothing.
+    `data` is the file's bytes as the caller read them (to parse next): their digest is compared,
+    so an edit saved between the check and the parse is never used as trusted."""
     found = as_found(path)
     if not database.is_file():
         return TrustState("untrusted", found.parent)
@@ -134,7 +138,8 @@ def trust_state(path: Path, database: Path) -> TrustState:
         return TrustState("untrusted", found.parent)
     if (rows[0]["directory"] or _key(found.parent)) != _key(found.parent):  # older records: no directory
         return TrustState("untrusted", found.parent)
-    state = "trusted" if rows[0]["sha256"] == _digest(found) else "changed"
+    digest = hashlib.sha256(data).hexdigest() if data is not None else _digest(found)
+    state = "trusted" if rows[0]["sha256"] == digest else "changed"
     return TrustState(state, found.parent, _servers(rows[0]["servers"]))
 
 

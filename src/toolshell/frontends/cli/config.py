@@ -118,7 +118,7 @@ def config_trust(path: str, yes: bool) -> None:
         raise click.ClickException(f"cannot read {path}: {e.strerror}") from None
     servers = trust.describe(guard(lambda: cfg_check(data, path)))
     database = trust.trust_database(user_data_dir())
-    before = guard(lambda: trust.trust_state(file, database))
+    before = guard(lambda: trust.trust_state(file, database, data=data))
     found = trust.as_found(file)
     if before.state == "trusted" and before.servers is not None:
         click.echo(f"{found} is trusted already, as it is now")

@@ -1,10 +1,12 @@
 """Which daemon serves a command: one per config, working directory and state, found by its socket.
 
 A daemon serves what a cold command run in the same place would use (checked on every request,
-`server`): the same config file, the same working directory (stdio servers started without a
+`server`): the same config file, named the same way (given with `--config` or `$TOOLSHELL_CONFIG`,
+which is used as it is, or found, which a checkout's `toolshell.toml` is only once trusted), the
+same trust records for a found one, the same working directory (stdio servers started without a
 `cwd` run there, and sessions are told about it) and the same state. Its socket, lock and log
-live in `<state-dir>/daemons/` (0700), named by a hash of the three. Standard library only: the
-thin client computes this before deciding whether to import anything heavy.
+live in `<state-dir>/daemons/` (0700), named by a hash of them. Standard library only: the thin
+client computes this before deciding whether to import anything heavy.
 """
 
 from __future__ import annotations
@@ -27,15 +29,29 @@ class Address:
 
     Attributes:
         config: the config file as a command would find it (resolved), or None (the embedded default).
+        explicit: whether it was named (`--config`, `$TOOLSHELL_CONFIG`): then it is used as it
+            is; a found `./toolshell.toml` is used only while trusted.
+        trust: the folder of the trust records a found config is checked against
+            (`places.trust_dir`); None for a named one, which needs none.
         cwd: the working directory (resolved).
         state_dir: the state directory the daemon's files live in.
         state_url: `$TOOLSHELL_STATE_URL` when set (it overrides the config's `[state] url`).
     """
 
-    __slots__ = ("config", "cwd", "state_dir", "state_url")
+    __slots__ = ("config", "cwd", "explicit", "state_dir", "state_url", "trust")
 
-    def __init__(self, config: str | None, cwd: str, state_dir: str, state_url: str | None) -> None:
+    def __init__(
+        self,
+        config: str | None,
+        cwd: str,
+        state_dir: str,
+        state_url: str | None,
+        *,
+        explicit: bool = False,
+        trust: str | None = None,
+    ) -> None:
         self.config, self.cwd, self.state_dir, self.state_url = config, cwd, state_dir, state_url
+        self.explicit, self.trust = explicit, trust
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Address) and self.to_json() == other.to_json()
@@ -45,7 +61,7 @@ class Address:
 
     @property
     def key(self) -> str:
-        what = json.dumps([self.config, self.cwd, self.state_url], ensure_ascii=False)
+        what = json.dumps([self.config, self.cwd, self.state_url, self.explicit, self.trust], ensure_ascii=False)
         return str(_sha256()(what.encode("utf-8", "surrogateescape")).hexdigest()[:20])
 
     @property
@@ -74,14 +90,21 @@ class Address:
             "give a shorter --state-dir (or TOOLSHELL_STATE_DIR)"
         )
 
-    def to_json(self) -> dict[str, str | None]:
+    def to_json(self) -> dict[str, str | bool | None]:
         """Every field: what a request says it is for (only over the private socket)."""
-        return {"config": self.config, "cwd": self.cwd, "state_dir": self.state_dir, "state_url": self.state_url}
+        return {**self.shown(), "state_url": self.state_url}
 
-    def shown(self) -> dict[str, str | None]:
+    def shown(self) -> dict[str, str | bool | None]:
         """What may be printed: the state URL can hold a password, so only whether one is set."""
         url = "set by TOOLSHELL_STATE_URL" if self.state_url else None
-        return {"config": self.config, "cwd": self.cwd, "state_dir": self.state_dir, "state_url": url}
+        return {
+            "config": self.config,
+            "explicit": self.explicit,
+            "trust": self.trust,
+            "cwd": self.cwd,
+            "state_dir": self.state_dir,
+            "state_url": url,
+        }
 
 
 def _sha256() -> Any:
@@ -103,7 +126,8 @@ def address_for(config: str | None, state_dir: str | None, cwd: str | None = Non
     candidate = places.config_candidate(config, where)
     # A checkout's own file may be untrusted (telling needs the trust records): it never chooses
     # where the socket is. Its daemon listens in the state dir the options or the defaults give.
-    checkout = candidate == places.LOCAL_CONFIG and not config and not os.environ.get("TOOLSHELL_CONFIG")
+    explicit = bool(config or os.environ.get("TOOLSHELL_CONFIG"))
+    checkout = candidate == places.LOCAL_CONFIG and not explicit
     found = None if candidate is None else os.path.realpath(os.path.join(where, candidate))
     configured: str | None = None
     if found is not None and not checkout and not state_dir and not os.environ.get("TOOLSHELL_STATE_DIR"):
@@ -118,6 +142,8 @@ def address_for(config: str | None, state_dir: str | None, cwd: str | None = Non
         cwd=where,
         state_dir=os.path.realpath(os.path.join(where, places.state_dir(state_dir, configured))),
         state_url=os.environ.get("TOOLSHELL_STATE_URL") or None,
+        explicit=explicit,
+        trust=None if explicit else os.path.realpath(os.path.join(where, places.trust_dir())),
     )
 
 

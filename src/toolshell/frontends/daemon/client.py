@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat  # loaded by `os` already: free
 import sys
 
 from toolshell.frontends.daemon import wire
@@ -78,17 +79,31 @@ class _Invocation:
         except UnicodeDecodeError:
             raise _Cold from None
 
-    def request(self, address: Address) -> dict[str, Any]:
-        message: dict[str, Any] = {
-            "v": wire.PROTOCOL,
-            "version": __version__,
-            "address": address.to_json(),
-            "env": dict(os.environ),  # the daemon serves only a caller whose environment means the same
-        }
+    def head(self, address: Address) -> dict[str, Any]:
+        """The first line: what it asks of which daemon (nothing of the environment yet)."""
+        op = self.op if self.op in ("servers", "plan") else "run"
+        return {"v": wire.PROTOCOL, "version": __version__, "op": op, "address": address.to_json()}
+
+    def detail(self, compared: object) -> dict[str, Any]:
+        """The second line, once the daemon said what of the environment it compares: only that
+        part of it (a daemon needs no other secret), and the script. Raises _Cold for a script
+        that cannot be read, or a daemon that asks in a form this client does not know."""
+        message: dict[str, Any] = {"env": compared_env(os.environ, compared), "json": self.as_json}
         if self.op == "servers":
-            return {**message, "op": "servers", "json": self.as_json}
-        op = "plan" if self.op == "plan" else "run"
-        return {**message, "op": op, "script": self.script(), "role": self.role, "json": self.as_json}
+            return message
+        return {**message, "script": self.script(), "role": self.role}
+
+
+def compared_env(env: Any, compared: object) -> dict[str, str]:
+    """The variables of `env` a daemon's `{"names": [...], "prefixes": [...]}` names."""
+    if not isinstance(compared, dict):
+        raise _Cold
+    names, prefixes = compared.get("names"), compared.get("prefixes")
+    if not isinstance(names, list) or not isinstance(prefixes, list):
+        raise _Cold
+    wanted = {n for n in names if isinstance(n, str)}
+    starts = tuple(p for p in prefixes if isinstance(p, str) and p)
+    return {k: v for k, v in env.items() if k in wanted or (bool(starts) and k.startswith(starts))}
 
 
 def try_warm(args: list[str]) -> int | None:
@@ -109,7 +124,7 @@ def _warm(invocation: _Invocation) -> int | None:
     if address is None:
         return None
     try:
-        return exchange(address, invocation.request, write_chunk)
+        return exchange(address, invocation, write_chunk)
     except _Cold:
         return None
     except KeyboardInterrupt:  # the daemon cancels the run when the connection closes
@@ -122,20 +137,21 @@ def _warm(invocation: _Invocation) -> int | None:
         return 1
 
 
-def exchange(
-    address: Address,
-    request: Callable[[Address], dict[str, Any]],
-    on_chunk: Callable[[str, str], None],
-) -> int | None:
+def exchange(address: Address, invocation: _Invocation, on_chunk: Callable[[str, str], None]) -> int | None:
     """Send one request to the daemon at `address` and print its outcome; its exit code, or None
-    when no daemon answers there or it declined (nothing ran). `request` is built only once the
-    daemon is reached (it may read stdin). Raises _Cold when `request` says so."""
+    when no daemon answers there or it declined (nothing ran: also when it closes before it says
+    it accepted). The script is read only once the daemon is reached (it may read stdin). Raises
+    _Cold when the invocation says so."""
     conn = _connected(address)
     if conn is None:
         return None
     accepted = False  # the daemon says so before it runs anything: until then, nothing ran
     try:
-        conn.send(request(address))
+        conn.send(invocation.head(address))
+        asked = wire.decode(conn.readline())
+        if "compare" not in asked:  # fallback, refused, or not a daemon
+            return None
+        conn.send(invocation.detail(asked["compare"]))
         while line := conn.readline():
             message = wire.decode(line)
             if "fallback" in message or "refused" in message:
@@ -150,10 +166,10 @@ def exchange(
     except (ConnectionError, TimeoutError, ValueError) as e:
         if isinstance(e, BrokenPipeError) and accepted:
             raise  # our own stdout (`| head`), not the daemon
-        if not accepted:
-            return None  # it was stopping, is stuck, or is not a daemon: nothing ran
     finally:
         conn.close()
+    if not accepted:
+        return None  # it ended before taking the request (stopping, stuck, not a daemon): nothing ran
     write_chunk("", "toolshell: the daemon stopped before the command finished; run it again, or with --no-daemon\n")
     return 1
 
@@ -163,8 +179,12 @@ ACCEPT_TIMEOUT = 10.0
 
 
 def _connected(address: Address) -> wire.Connection | None:
-    """A connection to the daemon at `address`, or None when none runs there or the process there
-    is not this user's (a socket planted in a shared state dir gets nothing, not even the request)."""
+    """A connection to the daemon at `address`, or None when none runs there, or its folder or
+    socket could be another account's doing: a state dir or `daemons/` that is not this user's
+    own, or that others can write, and a socket that is a link or not this user's, get nothing,
+    not even the request (the command runs cold, which says what is wrong with the state dir)."""
+    if not _private(address):
+        return None
     conn = wire.Connection(ACCEPT_TIMEOUT)
     try:
         if conn.connect(address.socket) == os.geteuid():
@@ -173,6 +193,21 @@ def _connected(address: Address) -> wire.Connection | None:
         pass
     conn.close()
     return None
+
+
+def _private(address: Address) -> bool:
+    """Whether the state dir and `daemons/` are this user's folders that nobody else can write,
+    and the socket this user's socket itself (never followed through a link)."""
+    me = os.geteuid()
+    try:
+        for folder in (address.state_dir, address.folder):
+            info = os.lstat(folder)
+            if not stat.S_ISDIR(info.st_mode) or info.st_uid != me or info.st_mode & 0o022:
+                return False
+        info = os.lstat(address.socket)
+    except OSError:  # no folder or no socket: no daemon
+        return False
+    return stat.S_ISSOCK(info.st_mode) and info.st_uid == me
 
 
 def ask(address: Address, op: str) -> dict[str, Any] | None:

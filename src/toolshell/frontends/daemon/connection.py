@@ -70,18 +70,18 @@ async def _cancel_when_gone(stream: anyio.abc.SocketStream, scope: anyio.CancelS
     scope.cancel()
 
 
-async def read_request(stream: anyio.abc.SocketStream) -> dict[str, Any] | None:
-    buffered = BufferedByteReceiveStream(stream)
+def reader(stream: anyio.abc.SocketStream) -> BufferedByteReceiveStream:
+    """The connection's lines, read through one buffer (a client may send its next line early)."""
+    return BufferedByteReceiveStream(stream)
+
+
+async def read_line(stream: anyio.abc.SocketStream, lines: BufferedByteReceiveStream) -> dict[str, Any] | None:
+    """One JSON line; None (and `fallback` said) when it cannot be read."""
     try:
-        line = await buffered.receive_until(b"\n", wire.MAX_LINE)
-        request = wire.decode(line)
+        return wire.decode(await lines.receive_until(b"\n", wire.MAX_LINE))
     except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError):  # too long, or not JSON: run it cold
         await send(stream, {"fallback": "a request the daemon cannot read"})
         return None
-    if request.get("v") != wire.PROTOCOL:
-        await send(stream, {"fallback": "another protocol version"})
-        return None
-    return request
 
 
 async def discard(stream: anyio.abc.SocketStream) -> None:

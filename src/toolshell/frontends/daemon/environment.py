@@ -11,7 +11,7 @@ ALWAYS_ENV = (
 )
 """Read by every command (paths, locale, certificates, proxies). What only a terminal cares about
 (`TERM`, `LC_TERMINAL`, `SHLVL`, `PWD`…) never keeps a command from its daemon."""
-_ENV_PREFIXES = ("TOOLSHELL_", "OTEL_")
+ENV_PREFIXES = ("TOOLSHELL_", "OTEL_")
 _IN_THE_ADDRESS = ("TOOLSHELL_CONFIG", "TOOLSHELL_STATE_DIR", "TOOLSHELL_STATE_URL")
 """Already part of what a daemon serves (`address.Address`): a client may give them as options."""
 
@@ -20,7 +20,7 @@ def environment(env: Any, names: set[str]) -> dict[str, str | None]:
     """The part of an environment the answers depend on: `names`, and every `TOOLSHELL_*` and
     `OTEL_*` variable."""
     view: dict[str, str | None] = {name: _str(env.get(name)) for name in names}
-    view.update({k: _str(v) for k, v in env.items() if isinstance(k, str) and k.startswith(_ENV_PREFIXES)})
+    view.update({k: _str(v) for k, v in env.items() if isinstance(k, str) and k.startswith(ENV_PREFIXES)})
     for name in _IN_THE_ADDRESS:
         view.pop(name, None)
     return view

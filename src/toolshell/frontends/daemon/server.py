@@ -18,7 +18,6 @@ and when a client of another toolshell version asks (it is stale).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import logging
 import os
 import signal
@@ -34,14 +33,24 @@ import anyio.abc
 import anyio.from_thread
 import anyio.lowlevel
 from anyio.abc import SocketAttribute
+from anyio.streams.buffered import BufferedByteReceiveStream
 
 from toolshell import config as cfg
 from toolshell.calls.approval import name_process_options
 from toolshell.errors import ConfigError, ToolshellError, error_line
 from toolshell.frontends.daemon import wire
 from toolshell.frontends.daemon.address import Address, address_for
-from toolshell.frontends.daemon.connection import discard, gone, read_request, role, run_script, send, text
-from toolshell.frontends.daemon.environment import ALWAYS_ENV, environment, named_env, newer
+from toolshell.frontends.daemon.connection import (
+    discard,
+    gone,
+    read_line,
+    reader,
+    role,
+    run_script,
+    send,
+    text,
+)
+from toolshell.frontends.daemon.environment import ALWAYS_ENV, ENV_PREFIXES, environment, named_env, newer
 from toolshell.frontends.daemon.folder import AlreadyRunning, DaemonError, hold_lock, prepare_folder
 from toolshell.frontends.daemon.outcome import plan_output
 from toolshell.host import Host
@@ -108,46 +117,42 @@ class Daemon:
 
     # --- the config ----------------------------------------------------------------------------
 
-    def _in_use(self) -> tuple[str | None, str | None]:
-        """The config file a cold command would use here now (resolved; None: the embedded
-        default), and the note it would print about a skipped, untrusted `./toolshell.toml`."""
-        found, note = cfg.config_in_use(self.config_path)
-        return (None if found is None else str(found.resolve())), note
+    def _in_use(self) -> tuple[cfg.Source, str | None]:
+        """The config a cold command would use here now, read once, and its file (resolved; None:
+        the embedded default)."""
+        source = cfg.config_source(self.config_path)
+        return source, (None if source.path is None else str(source.path.resolve()))
 
-    def _env_names(self, config: cfg.Config, path: str | None) -> set[str]:
+    def _env_names(self, config: cfg.Config, source: cfg.Source) -> set[str]:
         """The variables the answers depend on: those the config file names (`${VAR}`, `[shell]
         env`, `*_env`), and those every command reads (`TOOLSHELL_*`, `OTEL_*`, what a stdio
         server inherits)."""
-        text = ""
-        if path is not None:
-            try:
-                text = Path(path).read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                text = ""
+        text = (source.data or b"").decode("utf-8", errors="replace")
         return {*cfg.referenced_vars(text), *config.shell.env, *named_env(config.model_dump()), *ALWAYS_ENV}
 
     async def _current(self) -> _Generation | str:
         """The host to serve a request on: the open one while the config a cold command would use
-        is the same file with the same bytes, else one opened afresh; or why the request must run
-        cold (the new config does not load)."""
+        is the same file with the same bytes, else one opened afresh from the bytes just read (so
+        an edit saved while it opens is a change the next request sees); or why the request must
+        run cold (the new config does not load)."""
         async with self._reload_lock:
             now = self._generation
             assert now is not None  # set before the socket is bound
-            path, note = self._in_use()
-            now.note = note
-            if path == now.path and _fingerprint(path) == now.fingerprint:
+            source, path = self._in_use()
+            now.note = source.note
+            if path == now.path and source.digest == now.fingerprint:
                 now.active += 1  # counted under the lock: a reload cannot retire it before it is used
                 return now
-            if (path, _fingerprint(path)) == self._unusable:  # tried already: runs cold at once
+            if (path, source.digest) == self._unusable:  # tried already: runs cold at once
                 return "the config changed and cannot be used"
             try:
-                config = cfg.load(self.config_path)
-                opened = await self._open(config, path, note)
+                config = cfg.load_source(source)
+                opened = await self._open(config, source, path)
             except Exception as e:  # it does not load or open: a cold command says why, this says nothing
                 logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
-                self._unusable = (path, _fingerprint(path))
+                self._unusable = (path, source.digest)
                 return "the config changed and cannot be used"
-            self._env = environment(os.environ, self._env_names(config, path))
+            self._env = environment(os.environ, self._env_names(config, source))
             now.retired = True
             if now.active == 0:
                 now.drained.set()
@@ -156,8 +161,9 @@ class Daemon:
             opened.active += 1
             return opened
 
-    async def _open(self, config: cfg.Config, path: str | None, note: str | None) -> _Generation:
-        """Open a host in a task of its own (it must close in the task that opened it)."""
+    async def _open(self, config: cfg.Config, source: cfg.Source, path: str | None) -> _Generation:
+        """Open a host in a task of its own (it must close in the task that opened it). Its
+        fingerprint is of the bytes `config` was parsed from, never of the file as it is later."""
         assert self._tg is not None
         opened: list[_Generation] = []
         ready = anyio.Event()
@@ -169,7 +175,7 @@ class Daemon:
                     # The grant hint names options that reach this host's state from anywhere.
                     name_process_options(path, _absolute(host.state_dir))
                     await host.catalog()  # warm: each server's tools listed once, their counts known
-                    generation = _Generation(host, path, _fingerprint(path), note)
+                    generation = _Generation(host, path, source.digest, source.note)
                     opened.append(generation)
                     ready.set()
                     await generation.drained.wait()
@@ -188,14 +194,12 @@ class Daemon:
 
     async def serve(self, ready: Ready) -> None:
         """Open the host, listen, say `ready`, and serve until idle, stopped or stale."""
-        path, note = self._in_use()
-        config = cfg.load(self.config_path)
-        # lazy: the grant hint names the process's options (`toolshell approvals grant … --config …`)
-
-        self._env = environment(os.environ, self._env_names(config, path))
+        source, path = self._in_use()
+        config = cfg.load_source(source)
+        self._env = environment(os.environ, self._env_names(config, source))
         async with anyio.create_task_group() as tg:
             self._tg = tg
-            await self._open(config, path, note)
+            await self._open(config, source, path)
             socket_path = self.address.socket
             listener = await anyio.create_unix_listener(socket_path)
             os.chmod(socket_path, 0o600)  # already so by the umask; said again for clarity
@@ -251,9 +255,10 @@ class Daemon:
                     await send(stream, {"refused": "this daemon serves its own user only"})
                     await discard(stream)
                     return
-                request = await read_request(stream)
+                lines = reader(stream)
+                request = await read_line(stream, lines)
                 if request is not None:
-                    await self._answer(stream, request)
+                    await self._answer(stream, lines, request)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the client went away (Ctrl-C): its run was cancelled with it
         except Exception as e:  # one connection's failure never stops the daemon
@@ -262,12 +267,17 @@ class Daemon:
             if self._stop_when_answered is not None:  # after the answer went out and the stream closed
                 self.stop(self._stop_when_answered)
 
-    async def _answer(self, stream: anyio.abc.SocketStream, request: dict[str, Any]) -> None:
+    async def _answer(
+        self, stream: anyio.abc.SocketStream, lines: BufferedByteReceiveStream, request: dict[str, Any]
+    ) -> None:
         op = request.get("op")
         if request.get("version") != __version__:
             await send(stream, {"fallback": f"the daemon runs toolshell {__version__}"})
             if newer(request.get("version"), __version__):  # an upgrade: this daemon is stale
                 self._stop_when_answered = f"a client of toolshell {request.get('version')} asked: this daemon is stale"
+            return
+        if request.get("v") != wire.PROTOCOL:
+            await send(stream, {"fallback": "another protocol version"})
             return
         if request.get("address") != self.address.to_json():
             await send(stream, {"fallback": "this daemon serves another config, directory or state"})
@@ -282,6 +292,12 @@ class Daemon:
         if self._stopping.is_set():  # it is stopping: this one runs cold, nothing of it here
             await send(stream, {"fallback": "the daemon is stopping"})
             return
+        # What of the caller's environment counts, by name: it sends that, and no other variable.
+        await send(stream, {"compare": {"names": sorted(self._env), "prefixes": list(ENV_PREFIXES)}})
+        detail = await read_line(stream, lines)
+        if detail is None:
+            return
+        request = {**detail, "op": op}
         env = request.get("env")
         if not isinstance(env, dict) or environment(env, set(self._env)) != self._env:
             await send(stream, {"fallback": "the environment differs from the daemon's"})
@@ -356,16 +372,6 @@ def _absolute(path: Path | str) -> str:
     """A path as an absolute one (a config's relative `[state] dir` is relative to the daemon's
     working directory, which is its address's)."""
     return os.path.abspath(path)
-
-
-def _fingerprint(path: str | None) -> str | None:
-    """The config file's bytes, hashed (None: no file, or it cannot be read now)."""
-    if path is None:
-        return None
-    try:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    except OSError:
-        return "unreadable"
 
 
 def _one_line(e: BaseException) -> str:

@@ -1,12 +1,17 @@
 """What the thin client and the daemon say to each other: one JSON object per line.
 
-The client sends one request and reads lines until the last: an empty chunk once the daemon
-begins (before it, nothing ran: a connection reset then means a daemon that was stopping, and the
-command runs cold), output chunks of a run as the script writes them, then the outcome; or
-`fallback` (nothing ran: run the command cold). Standard library only.
+The client sends what it asks of which daemon; for a command, the daemon answers with the names
+of the variables its answers depend on, and the client sends those of its environment (no other:
+the rest of it may hold secrets no daemon needs) with the script. It then reads lines until the
+last: an empty chunk once the daemon begins (before it, nothing ran: a connection reset or an end
+then means a daemon that was stopping, and the command runs cold), output chunks of a run as the
+script writes them, then the outcome; or `fallback` (nothing ran: run the command cold). Standard
+library only.
 
-    request   {"v": 1, "version": "…", "op": "run"|"plan"|"servers"|"status"|"stop",
-               "address": {...}, ...the op's fields}
+    request   {"v": 2, "version": "…", "op": "run"|"plan"|"servers"|"status"|"stop",
+               "address": {...}}
+    compare   {"compare": {"names": [...], "prefixes": [...]}}   (run, plan, servers)
+    detail    {"env": {...only those...}, "json": false, ...the op's fields: "script", "role"}
     accepted  {"out": "", "err": ""}                         (first: from here on it runs)
     chunk     {"out": "…", "err": "…"}
     outcome   {"exit": 0, "stdout": "…", "stderr": "…"}   (printed as they are, then the exit code)
@@ -24,7 +29,7 @@ TYPE_CHECKING = False  # `typing` is not imported here: every millisecond of sta
 if TYPE_CHECKING:
     from typing import Any
 
-PROTOCOL = 1
+PROTOCOL = 2
 MAX_LINE = 256 * 1024 * 1024
 """The longest line either side reads: a script, its stdin, or one output chunk."""
 
