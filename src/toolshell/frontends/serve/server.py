@@ -13,7 +13,6 @@ goes on each session, so on every shell call and approval request.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import sys
 import uuid
@@ -34,6 +33,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
+from toolshell.frontends.serve.bash_tool import bash_result as _bash_result
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
@@ -49,7 +49,6 @@ from toolshell.frontends.serve.upstream import (
 )
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
-from toolshell.result import RunResult
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
@@ -58,14 +57,6 @@ from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
 _BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
-
-
-def _bash_result(result: RunResult) -> types.CallToolResult:
-    body = result.to_json()
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))]
-    if result.shell is not None:  # for models that read only text: the handle to pass back
-        content.append(types.TextContent(type="text", text=f"shell: {result.shell} (pass it as `shell` to keep it)"))
-    return types.CallToolResult(content=content, structured_content=body, is_error=not result.success)
 
 
 def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
