@@ -256,7 +256,7 @@ async def serve(
     `[serve.oauth]` when configured, else the serve token; `no_auth` only on loopback."""
     if http and no_auth and not is_loopback(host):
         raise ToolshellError(ErrorCode.INVALID_INPUT, f"--no-auth serves loopback addresses only, not {host}")
-    name_process_options(config_path, state_dir)  # the grant hint names them
+    name_process_options(config_path, state_dir, config)  # the grant hint names them
     # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
     # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
     config = config.model_copy(update={"startup_wait_seconds": 0.0})
