@@ -131,7 +131,8 @@ def test_what_a_script_wrote_comes_back_as_a_bounded_preview() -> None:
 
 def test_a_long_result_keeps_its_shape_with_each_cut_said() -> None:
     report = ScriptReport()
-    report.record("tools fs write", {"path": "a"}, "changes", True, {"files": [f"file-{n}" for n in range(100)], "n": 100})
+    listed = {"files": [f"file-{n}" for n in range(100)], "n": 100}
+    report.record("tools fs write", {"path": "a"}, "changes", True, listed)
     assert report.done[0]["result"] == {"files": [f"file-{n}" for n in range(8)] + ["[92 more items]"], "n": 100}
 
 

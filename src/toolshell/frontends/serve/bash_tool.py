@@ -21,10 +21,10 @@ BASH_TITLE = "Sandboxed bash with every tool"
 BASH_USAGE = """Run a bash script in a sandboxed shell (no host files, network or environment).
 Inside it, `tools` calls every tool of every configured MCP server:
   tools --help                      list servers and tools
-  tools <server> --help             one server's tools
+  tools <server> --help             one server's tools with their arguments
   tools <server> <tool> --help      a tool's input schema
   tools search <words>              find tools
-  tools <server> <tool> k=v --flag '{"json": 1}'   call (stdin JSON works too)
+  tools <server> <tool> k=v k=@file --flag '{"json": 1}'   call (stdin JSON works too)
   tools plan <<'EOF' … EOF          what a script would call, with risk
 Filter with jq; print only what you need. Errors are one JSON line on stderr, exit 1.
 Fan out: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
@@ -97,9 +97,14 @@ def bash_description(servers: Sequence[ServerInfo] = ()) -> str:
 
 
 def _server_line(server: ServerInfo) -> str:
+    """`name (N tools) – summary`. The count shows as soon as it is known: from the server, or from
+    its remembered list while it is not loaded or still connecting (a model needs the count, not
+    the state); a server without one says its state until `list_changed` brings the count."""
     tools = f"{server.tool_count} tool{'' if server.tool_count == 1 else 's'}"
     if not server.loaded:
         count = f"(not loaded, {tools})" if server.remembered else "(not loaded)"
+    elif server.state == "connecting" and server.remembered:
+        count = f"({tools})"
     elif server.state != "ready":
         count = f"({tools}, {server.state})" if server.remembered else f"({server.state})"
     else:
