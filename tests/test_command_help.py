@@ -16,9 +16,15 @@ Usage:
   tools <server> --help | tools [<server>] <tool> --help | tools search <words> | tools plan < script
   tools [<server>] <tool> key=value --key value '{"key":"json"}'  (or a JSON object on stdin, or -)
   Values are JSON unless the key is a string (number=7 is 7, repo=42 stays "42"); --flag alone is true.
+  key=@file sends a shell file exactly ("$(…)" drops trailing newlines); 'key=\\@x' is the text @x.
   Prints text as is, else JSON. On failure: exit 1, stderr {"error":{"code":"…","message":"…","retryable":…}}
   Calls run at once with & and wait: tools a x > a.json & tools b y > b.json & wait
 """
+
+EXACT = (
+    'Exact text: key=@file sends a file of the shell byte for byte; key="$(cat file)" drops its trailing '
+    "newlines. 'key=\\@x' is the text @x."
+)
 
 
 def test_top_help_lists_servers_other_tools_usage_and_notes() -> None:
@@ -46,15 +52,30 @@ def test_top_help_leaves_out_empty_sections() -> None:
     )
 
 
-def test_server_help_lists_each_tool_with_markers_and_first_sentence() -> None:
+def test_server_help_lists_each_tool_with_its_arguments_markers_and_first_sentence() -> None:
     assert server_help(catalog(), "github") == (
         "tools github <tool>: 3 tools\n"
         "GitHub repositories, issues and pull requests.\n"
-        "  list-pulls     [read-only] List pull requests in a repository.\n"
-        "  delete-branch  [destructive] Delete a branch!\n"
-        "  add-labels     Add labels to an issue or pull request\n"
-        "Input of one tool: tools github <tool> --help\n"
+        "  list-pulls     repo=<string> [state=<open|closed|all>] [per_page=<integer>]  [read-only] List pull "
+        "requests in a repository.\n"
+        "  delete-branch  repo=<string> branch=<string>  [destructive] Delete a branch!\n"
+        "  add-labels     repo=<string> number=<integer> labels=<array of string>  Add labels to an issue or pull "
+        "request\n"
+        "key=<type> is required, [key=<type>] optional; key=@file sends a file's exact bytes. "
+        "More on one tool: tools github <tool> --help\n"
     )
+
+
+def test_a_servers_help_line_is_bounded_however_many_arguments_a_tool_takes() -> None:
+    props = {f"argument_with_a_rather_long_name_{n:02d}": {"type": "string"} for n in range(30)}
+    props["nested"] = {"type": "object", "properties": {f"f{n}": {"type": "string"} for n in range(12)}}
+    wide = ToolEntry("wide", "many", "Takes many.", {"type": "object", "properties": props, "required": ["nested"]})
+    text = server_help(FakeCatalog([ServerInfo("wide", loaded=True, tool_count=1)], {"wide": [wide]}), "wide")
+    line = text.splitlines()[1]
+    assert line.startswith(
+        "  many  nested=<{f0?,f1?,f2?,f3?,f4?,f5?,f6?,f7?,+4 more}> [argument_with_a_rather_long_nam…=<string>] "
+    )
+    assert line.endswith(" +23 more  Takes many.") and len(line) < 400
 
 
 def test_server_help_matches_hyphen_and_underscore_spellings_and_shows_state() -> None:
@@ -76,6 +97,7 @@ def test_tool_help_shows_description_schema_and_example() -> None:
         "  repo      string   (required)  Owner and name, e.g. acme/api.\n"
         '  state     string   (one of: "open", "closed", "all"; default: "open")\n'
         "  per_page  integer  Page size, at most 100. (default: 30)\n"
+        f"{EXACT}\n"
         "Example: tools github list-pulls repo=<string>\n"
     )
 
@@ -88,6 +110,7 @@ def test_tool_help_example_passes_every_required_property() -> None:
         "  repo    string           (required)\n"
         "  number  integer          (required)\n"
         "  labels  array of string  (required)\n"
+        f"{EXACT}\n"
         "Example: tools github add-labels repo=<string> number=<integer> labels='[…]'\n"
     )
     assert tool_help(DELETE_BRANCH).endswith("Example: tools github delete-branch repo=<string> branch=<string>\n")
@@ -100,8 +123,15 @@ def test_tool_help_for_a_top_level_tool_keeps_the_whole_description() -> None:
         "Follows redirects.\n"
         "Input:\n"
         "  url  string  (required)\n"
+        f"{EXACT}\n"
         "Example: tools web-fetch url=<string>\n"
     )
+
+
+def test_tool_help_says_how_to_send_a_file_exactly_only_when_the_tool_takes_text() -> None:
+    number = ToolEntry("calc", "square", "", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    assert "Exact text" not in tool_help(number)
+    assert EXACT in tool_help(DELETE_BRANCH)
 
 
 def test_tool_help_for_a_tool_without_input() -> None:
@@ -153,6 +183,7 @@ def test_tool_help_renders_nested_refs_unions_and_arrays_of_objects() -> None:
         "  verbose  boolean          (required)\n"
         "  mode     string           (required)\n"
         "  extra    any\n"
+        f"{EXACT}\n"
         "Example: tools logs search-logs query=<string> filter='{…}' --verbose mode=fast events='[…]'\n"
     )
 

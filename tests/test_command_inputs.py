@@ -249,3 +249,47 @@ def test_nan_inside_json_is_rejected() -> None:
         "the JSON argument is not valid JSON (NaN is not valid JSON); "
         'write one object in single quotes, e.g. \'{"repo": "a/b"}\''
     )
+
+
+def _files(files: dict[str, str]) -> Any:
+    def read(path: str) -> str:
+        if path not in files:
+            raise ValueError("it cannot be read (file not found)")
+        return files[path]
+
+    return read
+
+
+def test_a_value_at_a_path_is_that_files_content_exactly_in_every_pair_form() -> None:
+    read = _files({"note.txt": "two lines\n\n", "n.json": "7\n", "labels.json": '["a", "b"]'})
+    args = ["repo=@note.txt", "--title=@note.txt", "--kind", "@note.txt", "number=@n.json", "labels=@labels.json"]
+    assert build_input(args, None, SCHEMA, read) == {
+        "repo": "two lines\n\n",  # a string key: the text as is, trailing newlines kept
+        "title": "two lines\n\n",
+        "kind": "two lines\n\n",
+        "number": 7,  # else JSON, as a pair's value always is
+        "labels": ["a", "b"],
+    }
+
+
+def test_a_backslash_before_a_leading_at_sign_sends_the_text_and_only_one_is_dropped() -> None:
+    read = _files({})
+    assert build_input(["repo=\\@acme/api", "title=\\\\@x", "kind=a@b"], None, SCHEMA, read) == {
+        "repo": "@acme/api",
+        "title": "\\@x",
+        "kind": "a@b",
+    }
+
+
+def test_a_file_that_cannot_be_read_is_invalid_input_naming_the_escape() -> None:
+    with pytest.raises(ToolshellError) as err:
+        build_input(["repo=@missing.txt"], None, SCHEMA, _files({}))
+    assert err.value.message == (
+        "repo=@missing.txt reads a file of the shell, but it cannot be read (file not found); "
+        "to send text that starts with @, write 'repo=\\@missing.txt'"
+    )
+
+
+def test_without_a_reader_a_file_value_is_left_to_run_time() -> None:
+    assert invalid(["repo=@note.txt"]) == "key=@file is read while the script runs"
+    assert invalid(["repo=@"]).startswith("repo=@ names no file")

@@ -318,7 +318,7 @@ async def test_an_unlabeled_add_of_two_integers_runs_without_asking_while_a_real
     async with Host.open(Config(), servers={"math": server}) as host:
         added = await host.run("tools math add a=2 b=3")
         noted = await host.run("tools math add-note text=hi")
-    assert (added.exit_code, added.stdout, added.tools.get("stopped")) == (0, "5\n", None)
+    assert (added.exit_code, added.stdout, added.tools) == (0, "5\n", None)
     assert noted.tools["stopped"]["reason"] == "needs_approval"
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from toolshell.policy import NOT_REACHED, ScriptReport
+from toolshell.policy.report import PREVIEW_CHARS, preview_value
 
 
 def _seed_run() -> ScriptReport:
@@ -16,7 +19,7 @@ def _seed_run() -> ScriptReport:
 def test_a_run_time_stop_reports_exactly_like_the_seed() -> None:
     report = _seed_run()
     report.stop("needs_approval", {"tool": "tools github delete-branch", "input": {"branch": "fix-x"}}, "requested")
-    assert report.to_json() == {
+    assert report.to_json(exit_code=1) == {
         "done": [
             {
                 "tool": "tools linear create-issue",
@@ -39,7 +42,7 @@ def test_a_run_time_stop_reports_exactly_like_the_seed() -> None:
 def test_a_call_limit_stop_has_no_approval() -> None:
     report = _seed_run()
     report.stop("call_limit", {"tool": "tools github get-pull", "input": {"number": 51}})
-    out = report.to_json()
+    out = report.to_json(exit_code=1)
     assert out is not None
     assert out["stopped"] == {
         "reason": "call_limit",
@@ -57,7 +60,7 @@ def test_a_call_held_before_start_reports_an_empty_done() -> None:
         "requested",
         before_start=True,
     )
-    assert report.to_json() == {
+    assert report.to_json(exit_code=1) == {
         "done": [],
         "read_only_calls": 0,
         "stopped": {
@@ -85,7 +88,7 @@ def test_a_script_that_only_read_has_no_report() -> None:
     report = ScriptReport()
     report.record("tools github list-pulls", {}, "read_only", True, [])
     report.record("tools github get-pull", {"number": 1}, "read_only", False, "not found")
-    assert report.to_json() is None
+    assert report.to_json(exit_code=1) is None
     assert not report.failed_after_changes()
 
 
@@ -93,7 +96,7 @@ def test_failed_calls_that_may_have_changed_something_are_listed_as_not_ok() -> 
     report = ScriptReport()
     report.record("tools linear create-issue", {"title": "x"}, "changes", False, "rate limited")
     assert report.failed_after_changes()
-    assert report.to_json() == {
+    assert report.to_json(exit_code=1) == {
         "done": [{"tool": "tools linear create-issue", "input": {"title": "x"}, "ok": False, "result": "rate limited"}],
         "read_only_calls": 0,
     }
@@ -105,9 +108,36 @@ def test_a_stopped_script_is_not_a_failure_after_changes() -> None:
     assert not report.failed_after_changes()
 
 
-def test_a_long_result_is_cut_with_a_marker() -> None:
+def test_a_script_that_succeeded_has_no_report_even_after_changes() -> None:
+    report = _seed_run()
+    assert report.to_json(exit_code=0) is None
+    assert report.to_json(exit_code=2) is not None  # the same calls, but the script failed
+
+
+def test_a_stopped_script_reports_whatever_its_exit_code() -> None:
     report = ScriptReport()
-    report.record("tools fs write", {"path": "a"}, "changes", True, "x" * 5000)
-    result = report.done[0]["result"]
-    assert result.endswith("… [3002 more characters not shown]")
-    assert len(result) < 2100
+    report.stop("call_limit", {"tool": "tools a b", "input": {}})
+    assert report.to_json(exit_code=0) is not None
+
+
+def test_what_a_script_wrote_comes_back_as_a_bounded_preview() -> None:
+    report = ScriptReport()
+    content = "".join(f"line {n} of the file the script wrote\n" for n in range(500))
+    report.record("tools fs write-file", {"path": "/w/a.txt", "content": content}, "changes", True, "ok")
+    entry = report.done[0]
+    assert entry["input"] == {"path": "/w/a.txt", "content": content[:80] + f"… [{len(content):,} characters]"}
+    assert len(json.dumps(entry["input"])) <= PREVIEW_CHARS
+
+
+def test_a_long_result_keeps_its_shape_with_each_cut_said() -> None:
+    report = ScriptReport()
+    listed = {"files": [f"file-{n}" for n in range(100)], "n": 100}
+    report.record("tools fs write", {"path": "a"}, "changes", True, listed)
+    assert report.done[0]["result"] == {"files": [f"file-{n}" for n in range(8)] + ["[92 more items]"], "n": 100}
+
+
+def test_a_preview_too_long_even_when_cut_is_its_json_cut_with_a_marker() -> None:
+    value = {f"key{n}": "x" * 70 for n in range(8)}
+    shown = preview_value(value)
+    assert isinstance(shown, str) and len(shown) < PREVIEW_CHARS + 40
+    assert shown.startswith('{"key0": "xxx') and shown.endswith(" more characters]")

@@ -34,7 +34,8 @@ async def test_the_agent_sees_one_bash_tool_whose_result_is_the_run_json() -> No
         "shell": body["shell"],
     }
     assert body["shell"].startswith("sh_") and result.structured_content == body
-    assert result.content[1].text == f"shell: {body['shell']} (pass it as `shell` to keep it)"
+    # The handle is said once, in the object; the text is that object's compact JSON, nothing more.
+    assert [c.text for c in result.content] == [json.dumps(body, ensure_ascii=False, separators=(",", ":"))]
 
 
 async def test_keep_visible_tools_stay_direct_and_callable_from_the_shell_too() -> None:

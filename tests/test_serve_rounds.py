@@ -167,6 +167,16 @@ async def test_the_bash_description_names_the_servers_with_their_tool_counts() -
     assert "text-metrics (1 tool)" in (bash.description or "")
 
 
+def test_a_remembered_count_shows_while_the_server_connects_and_a_state_only_without_one() -> None:
+    servers = [
+        ServerInfo("fs", loaded=True, tool_count=14, state="connecting", remembered=True),
+        ServerInfo("git", loaded=True, tool_count=0, state="connecting"),
+        ServerInfo("docs", loaded=True, tool_count=3, state="failed", remembered=True),
+    ]
+    text = bash_description(servers)
+    assert "\n  fs (14 tools)\n  git (connecting)\n  docs (3 tools, failed)" in text
+
+
 def test_the_whole_bash_definition_stays_under_600_tokens_with_many_servers() -> None:
     from bpe_openai import get_encoding  # the dev extra's tokenizer
 

@@ -43,10 +43,8 @@ async def test_a_literal_call_that_needs_approval_holds_the_script_then_a_one_of
         host.policy.approvals.grant(pending.id, always=False)
 
         second = await host.run(script)
-        assert (second.exit_code, second.stdout, second.tools) == (0, "start\ndeleted fix-x\n", second.tools)
-        assert second.tools["done"] == [
-            {"tool": "tools github delete-branch", "input": {"branch": "fix-x"}, "ok": True, "result": "deleted fix-x"}
-        ]
+        # It succeeded: its output says what it did, and no report repeats it (seed 000).
+        assert (second.exit_code, second.stdout, second.tools) == (0, "start\ndeleted fix-x\n", None)
         third = await host.run(script)
         assert third.tools["stopped"]["before_start"] is True, "a one-off grant is used up by one call"
     assert calls == [("delete-branch", {"branch": "fix-x"})]

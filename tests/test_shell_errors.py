@@ -96,6 +96,16 @@ async def test_the_call_limit_is_configurable() -> None:
     assert len(calls) == 3
 
 
+async def test_the_call_limit_error_says_how_the_calls_were_spent_and_how_to_batch_them() -> None:
+    config = Config.model_validate({"tools_in_shell": {"call_limit": 3}})
+    result, _ = await _run("for i in 1 2 3 4; do tools github list-pulls repo=a/b >/dev/null; done", config)
+    message = _error(result.stderr)["message"]
+    assert message.startswith("more than 3 tool calls in one shell call (3 of them tools github list-pulls); ")
+    assert "one call that takes many items (an array argument" in message
+    assert "`tools github --help` shows each tool's arguments" in message
+    assert "one listing or search filtered with jq" in message and "[tools_in_shell] call_limit" in message
+
+
 async def test_a_changing_call_that_times_out_is_reported_as_done_and_not_ok() -> None:
     import anyio
     from mcp.server.mcpserver import MCPServer

@@ -50,7 +50,7 @@ async def test_the_seed_saved_script_is_saved_listed_and_run_with_its_input() ->
         ("list-pulls", {"repo": "a/b", "state": "open"}),
         *[("add-labels", {"repo": "a/b", "number": n, "labels": ["triage"]}) for n in (7, 8, 9)],
     ]
-    assert [d["tool"] for d in ran.tools["done"]] == ["tools github add-labels"] * 3
+    assert ran.tools is None  # a run that succeeded carries no report (seed 000)
 
 
 async def test_saving_needs_manage_scripts() -> None:

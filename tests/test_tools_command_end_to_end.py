@@ -55,7 +55,7 @@ async def test_help_of_an_on_demand_server_loads_it_in_the_same_shell_call() -> 
     assert "(not loaded)" in before.stdout
     assert helped.exit_code == 0, helped.stderr
     assert helped.stdout.startswith("tools github <tool>: 6 tools\n")
-    assert "  delete-branch  [destructive] Delete a branch.\n" in helped.stdout
+    assert "  delete-branch  branch=<string>  [destructive] Delete a branch.\n" in helped.stdout
     assert "6 tools" in after.stdout
 
 

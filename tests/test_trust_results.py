@@ -66,10 +66,10 @@ async def test_a_result_of_too_deep_json_is_text_and_the_call_that_ran_is_done()
     server.add_tool(wipe, name="wipe", annotations=ToolAnnotations(destructiveHint=False, readOnlyHint=False))
     config = Config.model_validate({"approval": {"mode": "off"}})
     async with Host.open(config, servers={"ops": server}) as host:
-        result = await host.run("tools ops wipe target=prod | wc -c")
+        result = await host.run("tools ops wipe target=prod | wc -c; exit 3")
         (row,) = query(host.store, limit=1)
     assert runs == ["prod"]
-    assert (result.exit_code, result.stdout.strip()) == (0, str(len(deep) + 1))
+    assert (result.exit_code, result.stdout.strip()) == (3, str(len(deep) + 1))
     assert result.tools is not None and result.tools["done"][0]["ok"] is True
     assert [c["outcome"] for c in row["calls"]] == ["completed"]
     json.dumps(result.to_json())  # the whole result stays serializable

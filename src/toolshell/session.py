@@ -422,7 +422,7 @@ class Session:
             exit_code,
             redact(stdout),
             redact(stderr),
-            tools=redact_json(ledger.report.to_json(), redact),
+            tools=redact_json(ledger.report.to_json(exit_code), redact),
             hints=[redact(h) for h in self.hints.drain()],
         )
 

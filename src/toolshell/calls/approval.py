@@ -19,6 +19,7 @@ again on a new request. A person's own "deny" always stops the call they were as
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from collections.abc import Awaitable, Callable
@@ -27,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from toolshell import places
 from toolshell.calls.prepare import PreparedCall
-from toolshell.config import ApprovalConfig
+from toolshell.config import ApprovalConfig, Config
+from toolshell.config.loading import config_in_use
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.approvals import (
     DENIED,
@@ -78,24 +81,48 @@ class Asked:
 
 @dataclass
 class ProcessOptions:
-    """The `--config` / `--state-dir` this process was started with, so the grant hint in a stop
-    report names them (another process must open the same state to answer)."""
+    """The config file and state dir this process uses, as absolute paths, so the grant hint in a
+    stop report names them (another process must open the same state to answer), however they
+    were given: flags, `TOOLSHELL_CONFIG` / `TOOLSHELL_STATE_DIR`, a trusted `./toolshell.toml`."""
 
     config: str | None = None
     state_dir: str | None = None
+    state_url_from_env: bool = False
+    """The state is `$TOOLSHELL_STATE_URL`: the grant needs the same variable (never shown: it may
+    hold a password)."""
 
     def cli_args(self) -> str:
         words = [w for flag, v in (("--config", self.config), ("--state-dir", self.state_dir)) if v for w in (flag, v)]
         return "".join(f" {shlex.quote(w)}" for w in words)
 
+    def grant_command(self, request_id: str) -> str:
+        command = f"toolshell approvals grant {request_id}{self.cli_args()}"
+        return f"TOOLSHELL_STATE_URL=<as set here> {command}" if self.state_url_from_env else command
+
 
 PROCESS = ProcessOptions()
 """Set once by the CLI command that started this process (`toolshell serve`, …)."""
 
+UNATTENDED = (
+    'to run writes unattended in a checkout you trust, set [approval] mode = "off" in its config '
+    "(docs/configuration.md, Unattended runs)"
+)
+"""The setting named by the grant hint: the default mode stays `normal`; the docs say the risk."""
 
-def name_process_options(config: str | None, state_dir: str | None) -> None:
-    """Record the options the grant hint must name (called by a CLI command at start-up)."""
-    PROCESS.config, PROCESS.state_dir = config, state_dir
+
+def name_process_options(config: str | None, state_dir: str | None, loaded: Config | None = None) -> None:
+    """Record the config and state dir the grant hint must name (called by a CLI command at
+    start-up): as given, else from the environment or where the config was found, made absolute.
+    With `loaded`, a state dir its `[state] dir` chose is named too; without it only one given by
+    flag or variable is (the grant, given the same `--config`, reads the same `[state] dir`)."""
+    found = config_in_use(config)[0]
+    PROCESS.config = os.path.abspath(found) if found is not None else None
+    chosen = state_dir or os.environ.get("TOOLSHELL_STATE_DIR")
+    if chosen or loaded is not None:
+        PROCESS.state_dir = os.path.abspath(places.state_dir(chosen, None if loaded is None else loaded.state.dir))
+    else:
+        PROCESS.state_dir = None
+    PROCESS.state_url_from_env = bool(os.environ.get("TOOLSHELL_STATE_URL"))
 
 
 class ApprovalGate:
@@ -222,6 +249,8 @@ def denied_error(entry: ToolEntry, asked: Asked) -> ToolshellError:
 
 
 def approval_message(entry: ToolEntry, risk: Risk, request_id: str) -> str:
+    """The `needs_approval` message, one line: why, the exact grant command (then run the script
+    again), and the setting for unattended writes."""
     why = risk.message or f"{entry.command} needs a person's approval ({risk.why})"
-    grant = f"toolshell approvals grant {request_id}{PROCESS.cli_args()}"
-    return f"{why} (approval request {request_id}; a person runs `{grant}`)"
+    grant = PROCESS.grant_command(request_id)
+    return f"{why} (approval request {request_id}; a person runs `{grant}`, then run the script again; {UNATTENDED})"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from toolshell.builtin.hints import hints_from_result
@@ -66,6 +67,7 @@ class Ledger:
         self.sink = sink
         self.redact = redact or Redactor()
         self.calls = 0
+        self.by_command: Counter[str] = Counter()
         self.report = ScriptReport()
         self.hints: list[str] = []
         self.stopped = False
@@ -79,13 +81,23 @@ class Ledger:
         """Count one call against the budget; the call past it stops the script with `call_limit`."""
         self.calls += 1
         if self.calls > self.call_limit:
-            err = ToolshellError(
-                ErrorCode.CALL_LIMIT,
-                f"more than {self.call_limit} tool calls in one shell call; write a new script for the rest",
-            )
-            raise StopScript(err, prepared.call)
+            raise StopScript(ToolshellError(ErrorCode.CALL_LIMIT, self._over_budget(prepared)), prepared.call)
+        self.by_command[prepared.entry.command] += 1
         if self.trace is not None:
             self.trace.call_started(prepared.entry, prepared.input)
+
+    def _over_budget(self, prepared: PreparedCall) -> str:
+        """The `call_limit` message: how the calls were spent, and the shape that needs fewer."""
+        command, most = self.by_command.most_common(1)[0] if self.by_command else (prepared.entry.command, 0)
+        spent = f" ({most} of them {command})" if most > 1 else ""
+        server = f"tools {prepared.entry.server.replace('_', '-')} --help" if prepared.entry.server else "tools --help"
+        return (
+            f"more than {self.call_limit} tool calls in one shell call{spent}; make fewer, bigger calls: "
+            f"one call that takes many items (an array argument, e.g. read-multiple-files paths='[…]'; "
+            f"`{server}` shows each tool's arguments), or one listing or search filtered with jq, "
+            f"instead of one call per item; or raise [tools_in_shell] call_limit. "
+            "Write a new script for the rest"
+        )
 
     def completed(self, prepared: PreparedCall, risk_level: str, result: Any, started: float) -> None:
         """Record a call whose result came back (ok or a tool's error result)."""

@@ -7,9 +7,9 @@ Works against a duck-typed catalog (`servers`, `server_entries(name)`, `top_leve
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
-from toolshell.command.schema_text import example_call, schema_lines
+from toolshell.command.schema_text import example_call, schema_lines, signature
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ServerInfo, ToolEntry
 from toolshell.safe_text import escape_lines
@@ -19,8 +19,18 @@ Usage:
   tools <server> --help | tools [<server>] <tool> --help | tools search <words> | tools plan < script
   tools [<server>] <tool> key=value --key value '{"key":"json"}'  (or a JSON object on stdin, or -)
   Values are JSON unless the key is a string (number=7 is 7, repo=42 stays "42"); --flag alone is true.
+  key=@file sends a shell file exactly ("$(…)" drops trailing newlines); 'key=\\@x' is the text @x.
   Prints text as is, else JSON. On failure: exit 1, stderr {"error":{"code":"…","message":"…","retryable":…}}
   Calls run at once with & and wait: tools a x > a.json & tools b y > b.json & wait"""
+
+EXACT_TEXT = (
+    'Exact text: key=@file sends a file of the shell byte for byte; key="$(cat file)" drops its trailing '
+    "newlines. 'key=\\@x' is the text @x."
+)
+"""Said under a tool's input when it takes a string: where a copy loses bytes, and the exact form."""
+
+ARGUMENTS_NOTE = "key=<type> is required, [key=<type>] optional; key=@file sends a file's exact bytes."
+"""The legend under a server's tool lines."""
 
 VERB_HELP = {
     "search": (
@@ -94,7 +104,9 @@ def top_help(catalog: Catalog) -> str:
 
 
 def server_help(catalog: Catalog, server_name: str) -> str:
-    """`tools <server> --help`: one line per tool, with read-only/destructive markers.
+    """`tools <server> --help`: one line per tool: its arguments (required, then `[optional]`, with
+    types; bounded, `schema_text.signature`), read-only/destructive marker and first sentence, so
+    one help is enough to write the calls.
 
     Args:
         catalog: The shell call's catalog.
@@ -116,9 +128,9 @@ def server_help(catalog: Catalog, server_name: str) -> str:
     lines = [head]
     if info.description:
         lines.append(_first_sentence(info.description))
-    lines += _columns([(_dash(e.name), _summary(e)) for e in entries])
+    lines += _columns([(_dash(e.name), _with_arguments(e)) for e in entries])
     if entries:
-        lines.append(f"Input of one tool: tools {_dash(info.name)} <tool> --help")
+        lines.append(f"{ARGUMENTS_NOTE} More on one tool: tools {_dash(info.name)} <tool> --help")
     return escape_lines("\n".join(lines)) + "\n"
 
 
@@ -138,8 +150,17 @@ def tool_help(entry: ToolEntry) -> str:
     props = schema_lines(entry.input_schema)
     lines.append("Input:" if props else "Input: none")
     lines += props
+    if _takes_text(entry.input_schema):
+        lines.append(EXACT_TEXT)
     lines.append(f"Example: {example_call(entry.command, entry.input_schema)}")
     return escape_lines("\n".join(lines)) + "\n"
+
+
+def _takes_text(schema: dict[str, Any]) -> bool:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return isinstance(props, dict) and any(
+        isinstance(p, dict) and (p.get("type") == "string" or "string" in (p.get("type") or [])) for p in props.values()
+    )
 
 
 def search_text(hits: Sequence[Hit]) -> str:
@@ -187,6 +208,11 @@ def _server_summary(info: ServerInfo) -> str:
         if info.state not in ("", "ready"):
             text += f" ({info.state})"
     return f"{text}  {_first_sentence(info.description)}" if info.description else text
+
+
+def _with_arguments(entry: ToolEntry) -> str:
+    args = signature(entry.input_schema)
+    return f"{args}  {_summary(entry)}".strip() if args else _summary(entry)
 
 
 def _summary(entry: ToolEntry) -> str:

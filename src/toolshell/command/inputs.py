@@ -4,11 +4,18 @@ Precedence, low to high: stdin JSON, a JSON argument, then `key=value` pairs and
 flags in the order written. stdin is read only when the arguments contain `-` or there are no
 input arguments at all: with only pairs and flags it is left alone, so a call inside
 `… | while read n; do …; done` does not eat the loop's remaining lines.
+
+A pair's value `@path` (`key=@path`, `--key=@path`, `--key @path`) is the file's content, read
+exactly, as HTTPie's `key=@file` is: `key="$(cat path)"` would drop its trailing newlines. The
+value then follows the pair rules (text for a string key, else JSON). A literal value that starts
+with `@` is written `key=\@text` (one backslash before a leading `@` is dropped; in a shell,
+quote it: `'key=\@text'`). Reading is the caller's (`FileReader`): this module stays pure.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +32,12 @@ def _is_key(word: str) -> bool:
     return word[:1] not in ("-", ".") and word.replace("-", "_").replace(".", "_").isidentifier()
 
 
+FileReader = Callable[[str], str]
+"""Reads a file of the shell for `key=@path` (the path as written); raises `ValueError` saying why not."""
+
+FROM_FILE_AT_RUN_TIME = "key=@file is read while the script runs"
+"""Why an input with `@file` cannot be built without a reader (the static checks leave it to run time)."""
+
 STDIN_EMPTY = (
     "`-` reads the input from stdin, but stdin is empty; pipe a JSON object in, "
     "e.g. `jq -n '{repo: \"a/b\"}' | tools github list-pulls -`"
@@ -38,7 +51,9 @@ class _Args:
     wants_stdin: bool = False
 
 
-def build_input(args: list[str], stdin: str | None, schema: dict[str, Any]) -> dict[str, Any]:
+def build_input(
+    args: list[str], stdin: str | None, schema: dict[str, Any], read_file: FileReader | None = None
+) -> dict[str, Any]:
     """Merge stdin, JSON arguments and key/value arguments into the tool's input object.
 
     Args:
@@ -46,13 +61,15 @@ def build_input(args: list[str], stdin: str | None, schema: dict[str, Any]) -> d
         stdin: The command's stdin, or None when there is none.
         schema: The tool's input schema; its `properties` decide which values stay text and
             how key spellings (`--repo-name`, `repo_name=`) map to property names.
+        read_file: reads the file of a `key=@path` value; None: such a value is `invalid_input`
+            (`FROM_FILE_AT_RUN_TIME`: the static checks judge that call when it runs).
 
     Returns:
         The merged input object (not yet validated against the schema).
 
     Raises:
-        ToolshellError: `invalid_input` for a stray word, bad or non-object JSON, or `-` with
-            empty stdin; the message shows the form to write instead.
+        ToolshellError: `invalid_input` for a stray word, bad or non-object JSON, `-` with
+            empty stdin, or a `@path` that cannot be read; the message shows the form to write instead.
     """
     parsed = _parse_args(args)
     merged: dict[str, Any] = {}
@@ -64,8 +81,33 @@ def build_input(args: list[str], stdin: str | None, schema: dict[str, Any]) -> d
     props = props if isinstance(props, dict) else {}
     for key, raw in parsed.pairs:
         name = resolve_key(key, schema)
+        if not isinstance(raw, bool):
+            raw = _from_file(key, raw, read_file)
         merged[name] = raw if isinstance(raw, bool) else _value(raw, props.get(name))
     return merged
+
+
+def _from_file(key: str, raw: str, read_file: FileReader | None) -> str:
+    """A pair's text: the file's content for `@path`, `@…` for `\\@…`, else the text as written."""
+    if raw[:1] == "\\" and raw.lstrip("\\")[:1] == "@":
+        return raw[1:]
+    if raw[:1] != "@":
+        return raw
+    path = raw[1:]
+    if not path:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT, f"{key}=@ names no file; write {key}=@path, or {key}='\\@' for '@'"
+        )
+    if read_file is None:
+        raise ToolshellError(ErrorCode.INVALID_INPUT, FROM_FILE_AT_RUN_TIME)
+    try:
+        return read_file(path)
+    except ValueError as err:
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"{key}=@{path} reads a file of the shell, but {err}; to send text that starts with @, "
+            f"write '{key}=\\@{path}'",
+        ) from None
 
 
 def given_input(args: list[str]) -> dict[str, Any]:

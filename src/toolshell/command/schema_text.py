@@ -154,6 +154,58 @@ def _deref(prop: Any, root: dict[str, Any]) -> Any:
     return {**node, **merged}
 
 
+SIGNATURE_ARGS = 8
+"""Arguments a signature names; past it, `+N more` (a server's help line stays short)."""
+_NAME_CHARS = 32
+_CHOICE_CHARS = 40
+
+
+def signature(schema: dict[str, Any]) -> str:
+    """A tool's arguments on one line, required first: `path=<string> [head=<number>]`.
+
+    Bounded: at most `SIGNATURE_ARGS` arguments (then `+N more`), names cut at 32 characters,
+    an object's fields named but not described, a few short enum values spelled out.
+    """
+    found = schema.get("properties") if isinstance(schema, dict) else None
+    props: dict[str, Any] = found if isinstance(found, dict) else {}
+    required = [n for n in (schema.get("required") or []) if n in props] if props else []
+    order = list(dict.fromkeys([*required, *props]))
+    root = _refs_root(schema)
+    words = []
+    for name in order[:SIGNATURE_ARGS]:
+        word = f"{_short(str(name), _NAME_CHARS)}=<{_short_type(_deref(props[name], root), root)}>"
+        words.append(word if name in required else f"[{word}]")
+    if len(order) > SIGNATURE_ARGS:
+        words.append(f"+{len(order) - SIGNATURE_ARGS} more")
+    return " ".join(words)
+
+
+def _short_type(prop: Any, root: dict[str, Any]) -> str:
+    """`type_name`, with short enums spelled out and an object's (or items') field names."""
+    if isinstance(prop, dict):
+        choices = [v for v in _choices(prop) if isinstance(v, str)]
+        if choices and len("|".join(choices)) <= _CHOICE_CHARS:
+            return "|".join(choices)
+        child = _child_object(prop, root)
+        if child is not None:
+            fields = _field_names(child)
+            kind = type_name(prop, root)
+            return f"{'array of ' if kind.startswith('array') else ''}{{{fields}}}"
+    return _short(type_name(prop, root), _CHOICE_CHARS)
+
+
+def _field_names(node: dict[str, Any]) -> str:
+    props = node.get("properties") or {}
+    required = set(node.get("required") or [])
+    names = [f"{_short(str(n), _NAME_CHARS)}{'' if n in required else '?'}" for n in list(props)[:SIGNATURE_ARGS]]
+    more = len(props) - SIGNATURE_ARGS
+    return ",".join(names) + (f",+{more} more" if more > 0 else "")
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def example_call(command: str, schema: dict[str, Any]) -> str:
     """An example call that passes every required property, e.g. `tools github get-pull repo=<string>`.
 

@@ -13,12 +13,11 @@ The model sees `bash` plus the `keep_visible` tools; everything else is behind `
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
 from toolshell.command.render import render_result
 from toolshell.errors import ErrorCode, ToolshellError, error_line
-from toolshell.frontends.serve.bash_tool import BASH_SCHEMA, bash_description
+from toolshell.frontends.serve.bash_tool import BASH_SCHEMA, bash_description, bash_text
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session
@@ -61,7 +60,7 @@ async def run_tool_call(
             result = await target.run(caller, shell, script)
         else:
             result = await target.run(script)
-        return json.dumps(result.to_json(), ensure_ascii=False)
+        return bash_text(result)
     session = target if isinstance(target, Session) else target.host.session(caller=caller)
     try:
         return await _direct(session, name, arguments)

@@ -1,13 +1,19 @@
 """The stop report: what a script did through `tools`, for the `tools` key of the `bash` result.
 
 The shell records every call a script makes. The report appears when the script stopped (a call
-needed approval, the call limit, a call held before the script started) and whenever something may
-have changed; a script that only read leaves no report:
+needed approval, the call limit, a call held before the script started), or when it exited with an
+error after something may have changed (seed 000, "Approvals"). A script that succeeded, or that
+only read, leaves no report: its own output says what it did.
 
     {"done": [{"tool", "input", "ok", "result"}, …],   # every call that may have changed something
      "read_only_calls": 3,                              # read-only calls are only counted
      "stopped": {"reason", "approval", "call", "request_id"?, "before_start"?},
      "not_reached": "the stopped call and everything after it; write a new script for the rest"}
+
+A `done` entry's input and result are bounded previews (`preview_value`): long strings are cut
+with their length said, long lists and objects keep their first items, so what a script wrote
+(a file's whole content, say) never comes back to the model whole. The timeline keeps each
+call's input preview for people (`toolshell timeline`).
 """
 
 from __future__ import annotations
@@ -18,15 +24,48 @@ from typing import Any
 from toolshell.policy.risk import READ_ONLY
 
 NOT_REACHED = "the stopped call and everything after it; write a new script for the rest"
-RESULT_PREVIEW_CHARS = 2000
-"""A `done` result longer than this (as JSON) is cut: the report must stay small for the model."""
+PREVIEW_CHARS = 300
+"""The longest `done` input or result, as JSON: the report must stay small for the model."""
+STRING_CHARS = 80
+"""A string in a preview keeps this many characters, then says how many more there were."""
+ITEMS = 8
+"""A list or object in a preview keeps this many items, then says how many more there were."""
 
 
-def _preview(result: Any) -> Any:
-    text = json.dumps(result, ensure_ascii=False, default=str)
-    if len(text) <= RESULT_PREVIEW_CHARS:
-        return result
-    return text[:RESULT_PREVIEW_CHARS] + f"… [{len(text) - RESULT_PREVIEW_CHARS} more characters not shown]"
+def preview_value(value: Any, limit: int = PREVIEW_CHARS) -> Any:
+    """`value` as a bounded preview: itself when its JSON fits in `limit` characters; else the same
+    shape with strings, lists and objects cut (each cut says what it left out); else, when even
+    that is too long, the first `limit` characters of its JSON as one string."""
+    if _length(value) <= limit:
+        return value
+    shaped = _shaped(value, 0)
+    if _length(shaped) <= limit:
+        return shaped
+    text = json.dumps(shaped, ensure_ascii=False, default=str)
+    return text[:limit] + f"… [{len(text) - limit:,} more characters]"
+
+
+def _length(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str))
+
+
+def _shaped(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        if len(value) <= STRING_CHARS:
+            return value
+        return value[:STRING_CHARS] + f"… [{len(value):,} characters]"
+    if depth >= 3 and isinstance(value, dict | list) and value:
+        return f"[{'an object' if isinstance(value, dict) else 'a list'} of {len(value):,} items]"
+    if isinstance(value, list):
+        kept = [_shaped(v, depth + 1) for v in value[:ITEMS]]
+        return kept + ([f"[{len(value) - ITEMS:,} more items]"] if len(value) > ITEMS else [])
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {str(k): _shaped(v, depth + 1) for k, v in items[:ITEMS]}
+        if len(items) > ITEMS:
+            out["…"] = f"[{len(items) - ITEMS:,} more keys]"
+        return out
+    return value
 
 
 class ScriptReport:
@@ -50,7 +89,7 @@ class ScriptReport:
         if risk_level == READ_ONLY:
             self.read_only_calls += 1
             return
-        self.done.append({"tool": command, "input": input, "ok": ok, "result": _preview(result)})
+        self.done.append({"tool": command, "input": preview_value(input), "ok": ok, "result": preview_value(result)})
 
     def stop(
         self,
@@ -87,9 +126,10 @@ class ScriptReport:
         and did not stop (a stopped script always carries it)."""
         return self.stopped is None and self.changed
 
-    def to_json(self) -> dict[str, Any] | None:
-        """The report, or None when nothing stopped and nothing changed."""
-        if self.stopped is None and not self.done:
+    def to_json(self, exit_code: int) -> dict[str, Any] | None:
+        """The report of a script that ended with `exit_code`: None when nothing stopped it and it
+        either succeeded (exit 0) or changed nothing."""
+        if self.stopped is None and (exit_code == 0 or not self.done):
             return None
         out: dict[str, Any] = {"done": list(self.done), "read_only_calls": self.read_only_calls}
         if self.stopped is not None:

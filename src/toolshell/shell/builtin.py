@@ -28,6 +28,7 @@ from toolshell.command.inputs import build_input, given_input
 from toolshell.command.render import Image, render_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line, unexpected
 from toolshell.registry.entry import ToolEntry
+from toolshell.shell.input_files import shell_reader
 from toolshell.shell.output import too_big
 from toolshell.shell.saved import run_scripts_verb
 from toolshell.shell.state import ShellCallState
@@ -71,7 +72,8 @@ class ToolsBuiltin:
             # `prepare` in its two steps, so the timeline row of a call with bad input names its tool.
             entry, rest = resolve(state.view.catalog, request.argv)
             given = given_input(rest)
-            given = build_input(rest, ctx.stdin, entry.input_schema)
+            read_file = shell_reader(ctx.fs, ctx.cwd, state.max_result_bytes)
+            given = build_input(rest, ctx.stdin, entry.input_schema, read_file)
             prepared = prepare_input(entry, given)
             warned = "".join(f"{w}\n" for w in prepared.warnings)
             sent = await state.pipeline.send(prepared)

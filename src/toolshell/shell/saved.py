@@ -17,6 +17,7 @@ from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.plan import syntax_error
 from toolshell.scripts.verbs import USAGE, check_can_save, check_depth, list_text, parse_scripts_args, script_help
 from toolshell.shell.bash import Builtin, both_streams, new_shell
+from toolshell.shell.input_files import shell_reader
 from toolshell.shell.state import ShellCallState
 
 INPUT_PATH = "/tmp/.toolshell-script-input.json"
@@ -53,7 +54,8 @@ async def run_scripts_verb(
         return BuiltinResult(stdout=f"deleted script {request.name}\n")
     assert request.name is not None
     script = store.require(request.name)
-    arguments = build_input(request.input_args, ctx.stdin, script.input_schema)
+    read_file = shell_reader(ctx.fs, ctx.cwd, state.max_result_bytes)
+    arguments = build_input(request.input_args, ctx.stdin, script.input_schema, read_file)
     store.check_input(script, arguments)
     return await run_saved(state, script.body, arguments, depth + 1, tools_at)
 

@@ -13,7 +13,6 @@ goes on each session, so on every shell call and approval request.
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
+from toolshell.frontends.serve.bash_tool import bash_result as _bash_result
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
@@ -52,7 +52,6 @@ from toolshell.frontends.serve.upstream import (
 )
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
-from toolshell.result import RunResult
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
@@ -61,14 +60,6 @@ from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
 _BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
-
-
-def _bash_result(result: RunResult) -> types.CallToolResult:
-    body = result.to_json()
-    content: list[types.ContentBlock] = [types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))]
-    if result.shell is not None:  # for models that read only text: the handle to pass back
-        content.append(types.TextContent(type="text", text=f"shell: {result.shell} (pass it as `shell` to keep it)"))
-    return types.CallToolResult(content=content, structured_content=body, is_error=not result.success)
 
 
 def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
@@ -286,7 +277,7 @@ async def serve(
     `[serve.oauth]` when configured, else the serve token; `no_auth` only on loopback."""
     if http and no_auth and not is_loopback(host):
         raise ToolshellError(ErrorCode.INVALID_INPUT, f"--no-auth serves loopback addresses only, not {host}")
-    name_process_options(config_path, state_dir)  # the grant hint names them
+    name_process_options(config_path, state_dir, config)  # the grant hint names them
     # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
     # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
     config = config.model_copy(update={"startup_wait_seconds": 0.0})
