@@ -30,11 +30,16 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from toolshell.calls.approval import name_process_options
 from toolshell.config import Config
+from toolshell.config.serve import ServeConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
+from toolshell.frontends.serve.drain import CLOSE_SECONDS, Drain, DrainingServer
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.serve.forwarded import ForwardedHeaders
+from toolshell.frontends.serve.health import Readiness, health_routes
+from toolshell.frontends.serve.hosts import host_checks
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.upstream import (
@@ -44,6 +49,7 @@ from toolshell.frontends.serve.upstream import (
     StreamAsker,
     UpstreamAnswerer,
     can_ask,
+    live_runs,
     speaks_rounds,
     upstream_approver,
 )
@@ -312,35 +318,42 @@ def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:
 async def _serve_http(
     server: Server[Any], host: str, port: int, gate: Gate, events: EventLog | None = None, ui: Host | None = None
 ) -> None:
-    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection),
-    `/mcp` behind `gate` (its metadata routes public). SSE events get ids kept in `events` (in
-    memory by default), so a dropped stream can be resumed. With `ui`, the web page of that host is
-    served under `/ui/` too, with its own token (its URL goes to stderr)."""
+    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection,
+    `frontends.serve.hosts`), `/mcp` behind `gate` (its metadata routes public), forwarded headers
+    believed from trusted proxies only (`frontends.serve.forwarded`), the probes `/healthz` and
+    `/readyz` (`frontends.serve.health`), and a drain on SIGTERM (`frontends.serve.drain`). SSE
+    events get ids kept in `events` (in memory by default), so a dropped stream can be resumed.
+    With `ui`, the web page of that host is served under `/ui/` too, with its own token (its URL
+    goes to stderr)."""
     # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"{host}:{port}"],
-        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://{host}:{port}"],
-    )
+    serve_config = ui.config.serve if ui is not None else ServeConfig()
+    drain = Drain(serve_config.drain_seconds)
+    server.lifespan = drain.watching(server.lifespan, live_runs)
+    security = host_checks(host, port, serve_config.allowed_hosts)
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
     )
-    routes: list[Any] = [Route("/mcp", endpoint=gate.wrap(StreamableHTTPASGIApp(manager))), *gate.public_routes]
+    mcp_app = drain.guard(gate.wrap(StreamableHTTPASGIApp(manager)))
+    routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
     page = ""
     if ui is not None:
         from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
 
+        routes += health_routes(Readiness(ui.store, serve_config, ui.state_dir, drain))
         mount, url = ui_mount(ui, host, port)
         routes.append(mount)
         page = f"; the web page is on {url}"
-    app = Starlette(routes=routes, lifespan=lambda _: manager.run())
+    app = ForwardedHeaders(Starlette(routes=routes, lifespan=lambda _: manager.run()), serve_config.trusted_proxies)
     if gate is NO_AUTH:
         print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
     print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    # uvicorn's own proxy headers are off: only `ForwardedHeaders` decides whom to believe.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", proxy_headers=False, timeout_graceful_shutdown=CLOSE_SECONDS
+    )
+    await DrainingServer(config, drain).serve()
