@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import os
 import sys
 import uuid
@@ -63,6 +64,7 @@ from toolshell.telemetry.context import upstream
 from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
+logger = logging.getLogger(__name__)
 _BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
 
 
@@ -297,13 +299,17 @@ async def serve(
 
 
 async def _keep_alive(workers: Workers, host: Host) -> None:
-    """Beat, and end what dead workers left open: their running shell calls are marked lost."""
+    """Beat, and end what dead workers left open: their running shell calls are marked lost. A
+    store that fails for a while costs beats, not the worker (`/readyz` says it is unreachable)."""
     while True:
-        for dead in workers.dead():
-            if dead != host.worker_id:
-                mark_lost(host.store, [dead])
-                workers.forget(dead)
-        workers.beat(host.worker_id)
+        try:
+            for dead in workers.dead():
+                if dead != host.worker_id:
+                    mark_lost(host.store, [dead])
+                    workers.forget(dead)
+            workers.beat(host.worker_id)
+        except ToolshellError as err:
+            logger.warning("could not beat in the state store: %s", err.message)
         await anyio.sleep(workers.heartbeat_seconds)
 
 
