@@ -153,4 +153,3 @@ async def test_a_run_still_parked_when_the_drain_time_is_up_is_stopped_and_its_a
     error = json.loads(stopped.content[0].text)["error"]
     assert (error["code"], error["retryable"]) == ("stopped", True)
     assert [p.input for p in pending] == [{"branch": "x"}], "the approval it waited for stays pending"
-

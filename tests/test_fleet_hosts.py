@@ -51,9 +51,7 @@ async def test_an_origin_of_another_site_gets_403_even_with_an_allowed_host(tmp_
     config = GITHUB_CONFIG + '[serve]\nallowed_hosts = ["mcp.example.com"]\n'
     with serving(tmp_path / "state", config=config, env=ENV) as worker:
         foreign = await raw_call(worker.url, "echo no", {"Host": "mcp.example.com", "Origin": "https://evil.example"})
-        own = await raw_call(
-            worker.url, "echo yes", {"Host": "mcp.example.com", "Origin": "https://mcp.example.com"}
-        )
+        own = await raw_call(worker.url, "echo yes", {"Host": "mcp.example.com", "Origin": "https://mcp.example.com"})
     assert (foreign.status_code, foreign.text) == (403, "Invalid Origin header")
     assert own.status_code == 200, own.text
 

@@ -132,8 +132,15 @@ async def test_mcporter_calls_bash_through_the_documented_proxy(front: Proxy, tm
     cert = front.log.parent / "mcp.crt"
     done = await anyio.to_thread.run_sync(
         lambda: _node_client(
-            str(CLIENTS / ".bin" / "mcporter"), "call", "--config", str(config), "toolshell.bash",
-            "script=echo through-mcporter", "--output", "json", cert=cert,
+            str(CLIENTS / ".bin" / "mcporter"),
+            "call",
+            "--config",
+            str(config),
+            "toolshell.bash",
+            "script=echo through-mcporter",
+            "--output",
+            "json",
+            cert=cert,
         )  # fmt: skip
     )
     assert done.returncode == 0, done.stderr
@@ -145,8 +152,20 @@ async def test_the_inspector_cli_calls_bash_through_the_documented_proxy(front: 
     cert = front.log.parent / "mcp.crt"
     done = await anyio.to_thread.run_sync(
         lambda: _node_client(
-            "node", str(cli), front.url, "--transport", "http", "--header", f"Authorization: Bearer {TOKEN}",
-            "--method", "tools/call", "--tool-name", "bash", "--tool-arg", "script=echo through-inspector", cert=cert,
+            "node",
+            str(cli),
+            front.url,
+            "--transport",
+            "http",
+            "--header",
+            f"Authorization: Bearer {TOKEN}",
+            "--method",
+            "tools/call",
+            "--tool-name",
+            "bash",
+            "--tool-arg",
+            "script=echo through-inspector",
+            cert=cert,
         )  # fmt: skip
     )
     assert done.returncode == 0, done.stderr

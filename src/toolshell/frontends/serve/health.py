@@ -26,6 +26,8 @@ from toolshell.frontends.serve.drain import Drain
 from toolshell.store.keys import KEY_FILE, key_ring
 from toolshell.store.protocol import StateStore
 
+LIVE_PATH = "/healthz"
+READY_PATH = "/readyz"
 STORE_SECONDS = 3.0
 """A store that does not answer `/readyz`'s query this fast counts as unreachable."""
 _NO_CACHE = {"cache-control": "no-store"}
@@ -93,4 +95,5 @@ def health_routes(readiness: Readiness) -> list[Route]:
             return PlainTextResponse("ready\n", headers=_NO_CACHE)
         return PlainTextResponse(f"not ready: {reason}\n", status_code=503, headers=_NO_CACHE)
 
-    return [Route("/healthz", healthz, methods=["GET", "HEAD"]), Route("/readyz", readyz, methods=["GET", "HEAD"])]
+    methods = ["GET", "HEAD"]
+    return [Route(LIVE_PATH, healthz, methods=methods), Route(READY_PATH, readyz, methods=methods)]
