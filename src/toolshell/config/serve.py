@@ -139,3 +139,41 @@ class ServeConfig(_Model):
     state_keys_env: str = "TOOLSHELL_STATE_KEYS"
     """The environment variable holding the state key ring (base64url keys, newest first) that seals
     shells and `requestState` for every worker; without it, a local store uses `<state-dir>/state-key`."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """Public host names (`name` or `name:port`) this worker answers to besides loopback ones and
+    its `--host`; a `Host` or `Origin` naming anything else is refused (DNS-rebinding protection)."""
+    trusted_proxies: list[str] = Field(default_factory=list)
+    """Addresses or CIDRs of the proxies whose `Forwarded` / `X-Forwarded-*` headers are believed;
+    from any other peer those headers are ignored."""
+    drain_seconds: float = Field(default=25.0, ge=0, le=3600)
+    """After SIGTERM, how long requests in flight and parked runs may take to finish before the
+    worker exits; give Kubernetes' `terminationGracePeriodSeconds` at least this plus 5."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not HOST_NAME.fullmatch(name):
+                raise ValueError(
+                    f"allowed_hosts takes host names as a browser sends them in Host (mcp.example.com, "
+                    f"mcp.example.com:8443, [2001:db8::1]), not {name!r}; a wildcard would turn the "
+                    "DNS-rebinding protection off, so list each name"
+                )
+        return [name.lower() for name in v]
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ValueError(
+                    f"trusted_proxies takes IP addresses or CIDRs (10.0.0.5, 10.0.0.0/8, fd00::/8), not {entry!r}"
+                ) from None
+        return v
+
+
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+HOST_NAME = re.compile(rf"(?:{_LABEL}(?:\.{_LABEL})*|\[[0-9A-Fa-f:.]+\])(?::[0-9]{{1,5}})?")
+"""A Host header's value: a DNS name or IPv4 address, or a bracketed IPv6 address; an optional port."""

@@ -20,6 +20,7 @@ protected-resource metadata routes.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import hmac
 import json
@@ -34,12 +35,14 @@ from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.routes import build_resource_metadata_url
 from pydantic import AnyHttpUrl
 from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
-from starlette.types import ASGIApp, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolshell.errors import ErrorCode, ToolshellError, error_body
+from toolshell.frontends.serve.forwarded import public_origin
 from toolshell.store.keys import for_purpose
 from toolshell.store.private_file import private_secret
 
@@ -157,12 +160,14 @@ class Gate:
     required_scopes: list[str] = field(default_factory=list)
     public_routes: list[Route] = field(default_factory=list)
     """Served without a token: the protected-resource metadata (RFC 9728)."""
+    follows_proxy: bool = False
+    """The metadata URL a 401 names is at the public origin a trusted proxy gives, when it gives one."""
 
     def wrap(self, app: ASGIApp) -> ASGIApp:
         """`app` behind the bearer check; unchanged with `--no-auth`."""
         if self.verifier is None:
             return app
-        required = _Required(app, self.required_scopes, self.resource_metadata_url, self.how)
+        required = _Required(app, self.required_scopes, self.resource_metadata_url, self.how, self.follows_proxy)
         return AuthenticationMiddleware(required, backend=BearerAuthBackend(self.verifier))
 
 
@@ -178,9 +183,21 @@ def token_gate(token: ServeToken, ring: list[bytes]) -> Gate:
 class _Required(RequireAuthMiddleware):
     """The SDK's check, answering with one JSON error in toolshell's shape that says what to do."""
 
-    def __init__(self, app: ASGIApp, scopes: list[str], metadata: AnyHttpUrl | None, how: str) -> None:
+    def __init__(
+        self, app: ASGIApp, scopes: list[str], metadata: AnyHttpUrl | None, how: str, follows_proxy: bool
+    ) -> None:
         super().__init__(app, scopes, metadata)
         self.how = how
+        self.follows_proxy = follows_proxy
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        origin = public_origin(scope) if self.follows_proxy else None
+        if origin is None:
+            await super().__call__(scope, receive, send)
+            return
+        public = copy.copy(self)  # this request's challenge names the metadata at the client's origin
+        public.resource_metadata_url = build_resource_metadata_url(AnyHttpUrl(f"{origin}/mcp"))
+        await RequireAuthMiddleware.__call__(public, scope, receive, send)
 
     async def _send_auth_error(self, send: Send, status_code: int, error: str, description: str) -> None:
         if status_code == 401:

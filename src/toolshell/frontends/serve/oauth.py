@@ -33,10 +33,13 @@ from mcp.client.auth.utils import build_oauth_authorization_server_metadata_disc
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from pydantic import AnyHttpUrl
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from toolshell.config.serve import ServeOAuthConfig, secure_url
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.serve.auth import CallerToken, Gate
+from toolshell.frontends.serve.forwarded import public_origin
 
 log = logging.getLogger("toolshell.serve")
 
@@ -306,11 +309,45 @@ def oauth_gate(config: ServeOAuthConfig, bind: str, port: int, env: Mapping[str,
     host = f"[{bind}]" if ":" in bind else bind
     resource = AnyHttpUrl(config.resource_url or f"http://{host}:{port}/mcp")
     metadata = build_resource_metadata_url(resource)
-    routes = create_protected_resource_routes(
-        resource, [AnyHttpUrl(config.issuer)], scopes_supported=config.required_scopes or None
-    )
+    routes = _metadata_routes(config, resource)
     how = (
         f"send 'Authorization: Bearer <access token>' with a token from {config.issuer} for {config.audience} "
         f"(how to get one: {metadata})"
     )
-    return Gate(verifier, how, metadata, list(config.required_scopes), routes)
+    return Gate(verifier, how, metadata, list(config.required_scopes), routes, follows_proxy=not config.resource_url)
+
+
+def _metadata_routes(config: ServeOAuthConfig, resource: AnyHttpUrl) -> list[Route]:
+    """The metadata route. Without `resource_url`, its `resource` is the `/mcp` URL a trusted
+    proxy says the client used (`frontends.serve.forwarded`), else the bound address's."""
+    issuers, scopes = [AnyHttpUrl(config.issuer)], config.required_scopes or None
+    [route] = create_protected_resource_routes(resource, issuers, scopes_supported=scopes)
+    if config.resource_url:
+        return [route]
+    at: dict[str, ASGIApp] = {}
+
+    async def metadata(scope: Scope, receive: Receive, send: Send) -> None:
+        origin = public_origin(scope)
+        app = route.app if origin is None else at.get(origin)
+        if app is None:
+            [other] = create_protected_resource_routes(AnyHttpUrl(f"{origin}/mcp"), issuers, scopes_supported=scopes)
+            app = other.app
+            if len(at) < MAX_ORIGINS:  # a proxy passes on what clients send: keep a few, build the rest
+                at[origin or ""] = app
+        await app(scope, receive, send)
+
+    return [Route(route.path, endpoint=_Asgi(metadata), methods=["GET", "OPTIONS"])]
+
+
+MAX_ORIGINS = 16
+"""Public origins whose metadata is kept built."""
+
+
+class _Asgi:
+    """A plain ASGI callable as a Starlette endpoint (a class, so Starlette passes scope, receive, send)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.app(scope, receive, send)

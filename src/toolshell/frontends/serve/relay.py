@@ -159,8 +159,10 @@ class Relay:
                 logger.warning("could not remove a delivered parked run from the store: %s", err)
 
     def stopped(self) -> None:
-        """This worker stops serving: retries of its live runs get the stop report at once."""
+        """This worker stops serving: the results of runs that finished are recorded (a retry on
+        another worker delivers them), and retries of runs still live get the stop report at once."""
         if self._owned:
+            self._publish_changes()
             self.store.execute(
                 "UPDATE parked_runs SET beat = 0 WHERE worker = ? AND result_json IS NULL", (self.worker,)
             )

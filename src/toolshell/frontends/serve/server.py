@@ -13,6 +13,7 @@ goes on each session, so on every shell call and approval request.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 import sys
 import time
@@ -30,12 +31,17 @@ from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from toolshell.calls.approval import name_process_options
 from toolshell.config import Config
+from toolshell.config.serve import ServeConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.serve.bash_tool import bash_result as _bash_result
+from toolshell.frontends.serve.drain import CLOSE_SECONDS, Drain, DrainingServer
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
+from toolshell.frontends.serve.forwarded import ForwardedHeaders
+from toolshell.frontends.serve.health import Readiness, health_routes
+from toolshell.frontends.serve.hosts import host_checks
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.tasks import install_tasks, stop_tasks
@@ -47,6 +53,7 @@ from toolshell.frontends.serve.upstream import (
     StreamAsker,
     UpstreamAnswerer,
     can_ask,
+    live_runs,
     speaks_rounds,
     upstream_approver,
 )
@@ -59,6 +66,7 @@ from toolshell.telemetry.context import upstream
 from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
+logger = logging.getLogger(__name__)
 _BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
 
 
@@ -294,8 +302,8 @@ async def serve(
             tg.start_soon(_keep_alive, workers, h)
             if http:
                 gate = NO_AUTH if no_auth else _gate(config, h, host, port)
-                page = h if config.serve.web else None  # `[serve] web = false`: no page
-                await _serve_http(server, host, port, gate, open_event_log(config.serve.event_store, h.store), ui=page)
+                events = open_event_log(config.serve.event_store, h.store)
+                await _serve_http(server, host, port, gate, events, ui=h, web=config.serve.web)
             else:
                 # lazy: only the transport in use is imported
                 from mcp.server.stdio import stdio_server
@@ -307,14 +315,18 @@ async def serve(
 
 
 async def _keep_alive(workers: Workers, host: Host) -> None:
-    """Beat, and end what dead workers left open: their running shell calls are marked lost."""
+    """Beat, and end what dead workers left open: their running shell calls are marked lost. A
+    store that fails for a while costs beats, not the worker (`/readyz` says it is unreachable)."""
     while True:
-        for dead in workers.dead():
-            if dead != host.worker_id:
-                mark_lost(host.store, [dead])
-                workers.forget(dead)
-        with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
-            workers.beat(host.worker_id)
+        try:
+            for dead in workers.dead():
+                if dead != host.worker_id:
+                    mark_lost(host.store, [dead])
+                    workers.forget(dead)
+            with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
+                workers.beat(host.worker_id)
+        except ToolshellError as err:
+            logger.warning("could not beat in the state store: %s", err.message)
         await anyio.sleep(workers.heartbeat_seconds)
 
 
@@ -327,37 +339,51 @@ def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:
 
 
 async def _serve_http(
-    server: Server[Any], host: str, port: int, gate: Gate, events: EventLog | None = None, ui: Host | None = None
+    server: Server[Any],
+    host: str,
+    port: int,
+    gate: Gate,
+    events: EventLog | None = None,
+    ui: Host | None = None,
+    web: bool = True,
 ) -> None:
-    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection),
-    `/mcp` behind `gate` (its metadata routes public). SSE events get ids kept in `events` (in
-    memory by default), so a dropped stream can be resumed. With `ui`, the web page of that host is
-    served under `/ui/` too, with the fleet's page token (`frontends.web.serve.ui_mount`)."""
+    """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection,
+    `frontends.serve.hosts`), `/mcp` behind `gate` (its metadata routes public), forwarded headers
+    believed from trusted proxies only (`frontends.serve.forwarded`), the probes `/healthz` and
+    `/readyz` (`frontends.serve.health`), and a drain on SIGTERM (`frontends.serve.drain`). SSE
+    events get ids kept in `events` (in memory by default), so a dropped stream can be resumed.
+    With `ui` (the serving host: its settings, probes), the web page of that host is served under
+    `/ui/` too, with the fleet's page token (`frontends.web.serve.ui_mount`), unless `web` is off."""
     # lazy: only the transport in use is imported
     import uvicorn
     from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-    from mcp.server.transport_security import TransportSecuritySettings
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}", f"{host}:{port}"],
-        allowed_origins=[f"http://127.0.0.1:{port}", f"http://localhost:{port}", f"http://{host}:{port}"],
-    )
+    serve_config = ui.config.serve if ui is not None else ServeConfig()
+    drain = Drain(serve_config.drain_seconds)
+    server.lifespan = drain.watching(server.lifespan, live_runs)
+    security = host_checks(host, port, serve_config.allowed_hosts)
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
     )
-    routes: list[Any] = [Route("/mcp", endpoint=gate.wrap(StreamableHTTPASGIApp(manager))), *gate.public_routes]
+    mcp_app = drain.guard(gate.wrap(StreamableHTTPASGIApp(manager)))
+    routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
     page = ""
     if ui is not None:
+        routes += health_routes(Readiness(ui.store, serve_config, ui.state_dir, drain))
+    if ui is not None and web:  # `[serve] web = false`: no page
         from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
 
         mount, url = ui_mount(ui, host, port, gate)
         routes.append(mount)
         page = f"; the web page is on {url}"
-    app = Starlette(routes=routes, lifespan=lambda _: manager.run())
+    app = ForwardedHeaders(Starlette(routes=routes, lifespan=lambda _: manager.run()), serve_config.trusted_proxies)
     if gate is NO_AUTH:
         print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
     print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)
-    await uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).serve()
+    # uvicorn's own proxy headers are off: only `ForwardedHeaders` decides whom to believe.
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", proxy_headers=False, timeout_graceful_shutdown=CLOSE_SECONDS
+    )
+    await DrainingServer(config, drain).serve()

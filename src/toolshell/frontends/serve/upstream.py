@@ -178,6 +178,11 @@ class Parking:
         self.runs.pop(run.token, None)
 
 
+def live_runs(parking: Parking) -> int:
+    """How many of `parking`'s runs have not finished (what a drain waits for)."""
+    return sum(run.result is None for run in parking.runs.values())
+
+
 def approval_form(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> types.ElicitRequestFormParams:
     """The question about one call: the tool, its exact input, its risk and why, and the choices."""
     why = f" ({escape(risk.why)})" if risk.why else ""
@@ -302,6 +307,7 @@ __all__ = [
     "UpstreamAnswerer",
     "approval_form",
     "can_ask",
+    "live_runs",
     "speaks_rounds",
     "upstream_approver",
 ]

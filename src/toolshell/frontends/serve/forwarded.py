@@ -1,0 +1,155 @@
+"""`Forwarded` and `X-Forwarded-For/-Proto/-Host`, believed only from `[serve] trusted_proxies`.
+
+Behind a proxy the peer of every request is the proxy, and the client's address, scheme and
+host arrive in these headers; anyone can write them, so they count only when the peer is a proxy
+named as trusted. Then the request's scope says what the client sent: `client` is its address,
+`scheme` its scheme, the `Host` header the host it asked for (so the Host check judges the public
+name, `frontends.serve.hosts`), and `public_origin(scope)` gives the origin to print in URLs.
+From any other peer the headers are dropped, so nothing after this sees them.
+
+The client is the rightmost address of the chain that is not a trusted proxy (a client can
+prepend anything, but not append). `Forwarded` (RFC 7239) wins over `X-Forwarded-*` when both
+come; its element for that client gives the scheme and host, while `X-Forwarded-Proto` and
+`-Host` are taken as the nearest proxy set them (their last value).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from toolshell.config.serve import HOST_NAME
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_HEADERS = {b"forwarded", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host"}
+_PAIR = re.compile(r'\s*([A-Za-z]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;,\s]*)\s*')
+_PUBLIC = "toolshell.public_origin"
+
+
+class ForwardedHeaders:
+    """ASGI middleware: the forwarded headers of trusted proxies applied to the scope, others dropped."""
+
+    def __init__(self, app: ASGIApp, trusted: Sequence[str]) -> None:
+        self.app = app
+        self.trusted: list[Network] = [ipaddress.ip_network(t, strict=False) for t in trusted]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            scope = self.applied(scope)
+        await self.app(scope, receive, send)
+
+    def applied(self, scope: Scope) -> Scope:
+        headers = [(k, v) for k, v in scope.get("headers", []) if k not in _HEADERS]
+        peer = (scope.get("client") or ("", 0))[0]
+        if not self._trusts(peer):
+            return {**scope, "headers": headers}
+        hops = _forwarded(scope.get("headers", []))
+        if hops is None:
+            return {**scope, "headers": headers}
+        client, port, proto, host = self._client(hops, peer)
+        out: dict[str, Any] = {**scope, "client": (client, port)}
+        if proto in ("http", "https"):
+            out["scheme"] = proto if scope["type"] == "http" else {"http": "ws", "https": "wss"}[proto]
+        if host and HOST_NAME.fullmatch(host):
+            headers = [(k, v) for k, v in headers if k != b"host"] + [(b"host", host.lower().encode())]
+        else:
+            host = _header(scope.get("headers", []), b"host")
+        out["headers"] = headers
+        secure = out.get("scheme") in ("https", "wss")
+        out[_PUBLIC] = f"{'https' if secure else 'http'}://{host}" if host else None
+        return out
+
+    def _trusts(self, address: str) -> bool:
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in net for net in self.trusted)
+
+    def _client(self, hops: list[_Hop], peer: str) -> tuple[str, int, str, str]:
+        """The rightmost hop whose address is not a trusted proxy (the leftmost when all are):
+        its address, port, scheme and host."""
+        for index in range(len(hops) - 1, -1, -1):
+            address, port = _node(hops[index].node)
+            if index == 0 or not self._trusts(address):
+                return address, port, hops[index].proto, hops[index].host
+        return peer, 0, "", ""
+
+
+def public_origin(scope: Scope) -> str | None:
+    """`https://mcp.example.com` as a trusted proxy said the client asked for it, else None."""
+    origin = scope.get(_PUBLIC)
+    return origin if isinstance(origin, str) else None
+
+
+def _header(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> str:
+    return next((v.decode("latin-1") for k, v in headers if k == name), "")
+
+
+def _values(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> list[str]:
+    """Every comma-separated value of every header `name`, in order."""
+    joined = ",".join(v.decode("latin-1") for k, v in headers if k == name)
+    return [part.strip() for part in joined.split(",") if part.strip()]
+
+
+@dataclass(frozen=True)
+class _Hop:
+    node: str
+    """Who sent the request to this hop's proxy (`for`)."""
+    proto: str = ""
+    host: str = ""
+
+
+def _forwarded(headers: Sequence[tuple[bytes, bytes]]) -> list[_Hop] | None:
+    """The hops the proxies recorded, oldest first, or None when no proxy header came. With
+    `X-Forwarded-*` every hop carries the scheme and host the nearest proxy set."""
+    if any(k == b"forwarded" for k, _ in headers):
+        elements = _elements(",".join(v.decode("latin-1") for k, v in headers if k == b"forwarded"))
+        return [_Hop(e.get("for", "unknown"), e.get("proto", "").lower(), e.get("host", "")) for e in elements] or None
+    nodes = _values(headers, b"x-forwarded-for")
+    protos, hosts = _values(headers, b"x-forwarded-proto"), _values(headers, b"x-forwarded-host")
+    if not (nodes or protos or hosts):
+        return None
+    proto, host = (protos[-1] if protos else "").lower(), hosts[-1] if hosts else ""
+    return [_Hop(node, proto, host) for node in nodes or ["unknown"]]
+
+
+def _elements(text: str) -> list[dict[str, str]]:
+    """RFC 7239 elements: `for=a;proto=https, for="[2001:db8::1]:4711"` → a dict per element."""
+    elements: list[dict[str, str]] = [{}]
+    position = 0
+    while position < len(text):
+        if text[position] == ",":
+            elements.append({})
+            position += 1
+            continue
+        if text[position] in "; \t":
+            position += 1
+            continue
+        pair = _PAIR.match(text, position)
+        if pair is None or pair.end() == position:
+            break  # malformed: keep what came before
+        value = pair.group(2)
+        if value.startswith('"'):
+            value = re.sub(r"\\(.)", r"\1", value[1:-1])
+        elements[-1].setdefault(pair.group(1).lower(), value)
+        position = pair.end()
+    return [e for e in elements if e]
+
+
+def _node(node: str) -> tuple[str, int]:
+    """`192.0.2.1:4711`, `[2001:db8::1]:4711` or `unknown` → (address, port)."""
+    if node.startswith("["):
+        address, _, rest = node[1:].partition("]")
+        port = rest[1:] if rest.startswith(":") else ""
+    elif node.count(":") == 1:
+        address, port = node.split(":")
+    else:
+        address, port = node, ""
+    return address, int(port) if port.isdigit() and int(port) < 65536 else 0
