@@ -22,6 +22,7 @@ LAYERS: list[list[str]] = [
         "toolshell.safe_text",
         "toolshell.utf8",
         "toolshell.places",
+        "toolshell.loopback",
     ],
     ["toolshell.store"],
     ["toolshell.config"],

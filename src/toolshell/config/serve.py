@@ -10,6 +10,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, field_validator, model_validator
 
 from toolshell.config.base import _YEAR, _Model
+from toolshell.loopback import is_loopback_host
 
 ASYMMETRIC_JWT_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """What `[serve.oauth] algorithms` may list: signatures checked with the issuer's public keys.
@@ -101,14 +102,7 @@ def secure_url(url: str) -> bool:
         return False
     if parts.scheme == "https":
         return True
-    if parts.scheme != "http":
-        return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return parts.scheme == "http" and is_loopback_host(host)
 
 
 class ServeConfig(_Model):

@@ -11,12 +11,12 @@ resolve to this machine counts as elsewhere, which sends less, never more).
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 from typing import Any
 from urllib.parse import urlsplit
 
 from toolshell.config import ServerConfig
 from toolshell.connections.base import SessionContext
+from toolshell.loopback import is_loopback_host
 
 
 def is_local(server: ServerConfig) -> bool:
@@ -27,12 +27,7 @@ def is_local(server: ServerConfig) -> bool:
         host = urlsplit(server.url or "").hostname or ""
     except ValueError:
         return False
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host)
 
 
 def sends_workdir(server: ServerConfig) -> bool:

@@ -12,7 +12,6 @@ goes on each session, so on every shell call and approval request.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import os
 import sys
@@ -58,6 +57,7 @@ from toolshell.frontends.serve.upstream import (
     upstream_approver,
 )
 from toolshell.host import Host
+from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
@@ -246,12 +246,7 @@ class _ToolshellServer(Server[Any]):
 
 def is_loopback(host: str) -> bool:
     """127.0.0.0/8, ::1 or localhost."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    return is_loopback_host(host)
 
 
 def _client_key(ctx: ServerRequestContext[Any], stdio_key: str) -> str | None:
