@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.cli.binding import PORT, listen_address
-from toolshell.frontends.cli.options import config_opt, load_config, run_async, state_opt
+from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
 
 
 def with_allowed_hosts(config: Config, names: tuple[str, ...]) -> Config:
@@ -79,7 +79,7 @@ def serve(
         bind = listen_address(bind, port, allow_remote=allow_remote, what="run scripts with your tools")
     if allowed_hosts and not use_http:
         raise click.UsageError("--allowed-host applies to --http only")
-    config = with_allowed_hosts(load_config(config_path), allowed_hosts)
+    config = with_allowed_hosts(guard(lambda: load_config(config_path)), allowed_hosts)  # a config error: one message
     run_async(
         lambda: serve_mcp(
             config,
