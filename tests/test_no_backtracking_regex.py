@@ -46,6 +46,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("timeline/events.py", "_SECRET_KEY"): "the keys of the input a script sends to a tool",
     ("host.py", "project_id"): "the user's own .git/config",
     ("redact.py", "_SECRET_NAME"): "the names of the config's environment variables",
+    ("config/lift.py", "_SCHEME"): "header values of the user's own agent-host file, read by `config import`",
+    ("config/lift.py", "_NOT_NAME"): "server names of the user's own agent-host file, read by `config import`",
+    ("frontends/cli/setup.py", "_NAME"): "the server name the user gives `toolshell setup --name`",
+    ("frontends/hosts/files.py", "_INDENT"): "the user's own agent-host file that `toolshell setup` rewrites",
 }
 """(module under src/toolshell, where in it) -> why that use never sees server data (or, for the
 few still being converted elsewhere, who converts it)."""
