@@ -3,24 +3,12 @@ still name only options and variables toolshell has."""
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
-
-from toolshell.frontends.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = (ROOT / "docs" / "scale-out.md").read_text(encoding="utf-8")
 SOURCE = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "src" / "toolshell").rglob("*.py"))
-
-
-def test_the_manifests_serve_arguments_are_options_of_toolshell_serve() -> None:
-    [args] = re.findall(r"args: (\[.*?\])", DOC)
-    words = json.loads(args)
-    serve = main.commands["serve"]  # type: ignore[attr-defined]
-    options = {opt for param in serve.params for opt in param.opts}
-    assert words[0] == "serve" and [w for w in words if w.startswith("--")]
-    assert {w for w in words if w.startswith("--")} <= options
 
 
 def test_every_variable_the_page_names_is_one_toolshell_reads() -> None:
