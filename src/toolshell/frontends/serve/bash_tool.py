@@ -27,10 +27,10 @@ Inside it, `tools` calls every tool of every configured MCP server:
   tools <server> <tool> k=v k=@file --flag '{"json": 1}'   call (stdin JSON works too)
   tools plan <<'EOF' … EOF          what a script would call, with risk
 Filter with jq; print only what you need. Errors are one JSON line on stderr, exit 1.
-Fan out: `tools a x > a.json & tools b y > b.json & wait` runs both calls at once.
-Pipes get whole results; output past the cap keeps head and tail and names a file with all of it.
+Fan out with `&` and `wait`: the calls run at once.
+Output past the cap keeps head and tail and names a file with all of it.
 Pass a result's `shell` back to keep its files, cd and variables.
-`running: true`: still running; your next call with its `shell` gets the rest first, as `earlier`."""
+`running: true`: call again with its `shell` to get the rest (as `earlier`)."""
 
 BASH_DESCRIPTION = BASH_USAGE
 """The description without the server list (no host at hand)."""
@@ -81,7 +81,7 @@ def bash_result(result: RunResult) -> types.CallToolResult:
     return types.CallToolResult(content=[text], structured_content=result.to_json(), is_error=not result.success)
 
 
-MAX_LISTED_SERVERS = 7
+MAX_LISTED_SERVERS = 6
 """Servers named in the description; past it, "and N more" (keeps `bash` under 600 tokens)."""
 SUMMARY_CHARS = 48
 
