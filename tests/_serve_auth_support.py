@@ -79,8 +79,12 @@ def serving(
         wait_for_port(port)
         yield Served(f"http://127.0.0.1:{port}/mcp", state, line, proc, rest)
     finally:
-        proc.terminate()
-        proc.wait(10)
+        proc.terminate()  # a drain: runs still parked for an answer keep it up to [serve] drain_seconds
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.terminate()  # a second SIGTERM stops at once
+            proc.wait(10)
 
 
 def wait_for_port(port: int, seconds: float = 20) -> None:
