@@ -33,7 +33,7 @@ def start(
     # lazy: the daemon's modules import the host
     from toolshell.frontends.daemon import control
     from toolshell.frontends.daemon.folder import DaemonError
-    from toolshell.frontends.daemon.server import run_daemon
+    from toolshell.frontends.daemon.process import run_daemon
 
     try:
         if foreground:

@@ -64,7 +64,7 @@ def start(
         return {**running, "already": True}
     if not wait and (_locked(address) or _failed_lately(address)):
         return {"starting": True, **address.shown()}  # one is starting; or starting failed lately: said once
-    command = [sys.executable, "-m", "toolshell.frontends.daemon.server"]
+    command = [sys.executable, "-m", "toolshell.frontends.daemon.process"]
     command += ["--config", config_path] if config_path else []
     command += ["--state-dir", state_dir] if state_dir else []
     command += ["--idle-seconds", repr(idle_seconds)] if idle_seconds is not None else []

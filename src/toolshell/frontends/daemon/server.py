@@ -1,8 +1,6 @@
 """The daemon: a host kept open (servers connected, catalog warm) behind a Unix socket.
 
-    python -m toolshell.frontends.daemon.server [--config PATH] [--state-dir DIR] [--idle-seconds N]
-
-`toolshell daemon start` runs this in the background (`control.start`). It serves the commands of
+`toolshell daemon start` runs it in the background (`process.py` is that process). It serves the commands of
 one address (`address.Address`: config, working directory, state) to processes of its own user
 only: the socket is 0600 in a 0700 folder, and every connection's peer uid is checked as well.
 Each request is one connection; requests run concurrently, each in its own session.
@@ -17,11 +15,9 @@ and when a client of another toolshell version asks (it is stale).
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import signal
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,9 +33,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 
 from toolshell import config as cfg
 from toolshell.calls.approval import name_process_options
-from toolshell.errors import ConfigError, ToolshellError, error_line
+from toolshell.errors import ToolshellError, error_line
 from toolshell.frontends.daemon import wire
-from toolshell.frontends.daemon.address import Address, address_for
+from toolshell.frontends.daemon.address import Address
 from toolshell.frontends.daemon.connection import (
     discard,
     gone,
@@ -51,7 +47,7 @@ from toolshell.frontends.daemon.connection import (
     text,
 )
 from toolshell.frontends.daemon.environment import ALWAYS_ENV, ENV_PREFIXES, environment, named_env, newer
-from toolshell.frontends.daemon.folder import AlreadyRunning, DaemonError, hold_lock, prepare_folder
+from toolshell.frontends.daemon.folder import DaemonError
 from toolshell.frontends.daemon.outcome import plan_output
 from toolshell.host import Host
 from toolshell.version import __version__
@@ -149,7 +145,7 @@ class Daemon:
                 config = cfg.load_source(source)
                 opened = await self._open(config, source, path)
             except Exception as e:  # it does not load or open: a cold command says why, this says nothing
-                logger.warning("not serving: the config changed and cannot be used (%s)", _one_line(e))
+                logger.warning("not serving: the config changed and cannot be used (%s)", one_line(e))
                 self._unusable = (path, source.digest)
                 return "the config changed and cannot be used"
             self._env = environment(os.environ, self._env_names(config, source))
@@ -262,7 +258,7 @@ class Daemon:
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the client went away (Ctrl-C): its run was cancelled with it
         except Exception as e:  # one connection's failure never stops the daemon
-            logger.warning("a connection failed: %s", _one_line(e))
+            logger.warning("a connection failed: %s", one_line(e))
         finally:
             if self._stop_when_answered is not None:  # after the answer went out and the stream closed
                 self.stop(self._stop_when_answered)
@@ -342,7 +338,7 @@ class Daemon:
             outcome = {"exit": 2 if getattr(e, "usage_error", False) else 1, "stderr": error_line(e)}
         except Exception as e:  # the daemon's boundary: one line, as the CLI's own last line of defence
             logger.debug("a %s request failed", op, exc_info=True)
-            said = f"toolshell: unexpected error: {_one_line(e)}; rerun with --no-daemon --debug\n"
+            said = f"toolshell: unexpected error: {one_line(e)}; rerun with --no-daemon --debug\n"
             outcome = {"exit": 1, "stderr": said}
         await send(stream, outcome)
 
@@ -374,103 +370,9 @@ def _absolute(path: Path | str) -> str:
     return os.path.abspath(path)
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """An error as one line, for a log or a client."""
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def run_daemon(config_path: str | None, state_dir: str | None, idle_seconds: float | None, ready: Ready) -> None:
-    """Serve here until idle or stopped: the daemon process's body (also `daemon start --foreground`).
-
-    Raises:
-        DaemonError, ConfigError: it cannot start; `ready` was not called.
-    """
-    os.umask(0o077)  # every file it makes (socket, lock, log) is this user's alone
-    address = address_for(config_path, state_dir)
-    if address is None:
-        raise DaemonError("the config's [state] dir uses ${VAR}; give --state-dir to run a daemon for it")
-    prepare_folder(address)
-    lock = hold_lock(address)
-    socket_path = Path(address.socket)
-    socket_path.unlink(missing_ok=True)  # a stale one: no daemon holds the lock
-    try:
-        config_idle = idle_seconds
-        if config_idle is None:
-            config_idle = cfg.load(config_path).cli.idle_seconds
-        daemon = Daemon(address, config_path, state_dir, config_idle)
-        anyio.run(daemon.serve, ready)
-    finally:
-        socket_path.unlink(missing_ok=True)  # before the lock goes: a new daemon's socket is never removed
-        os.close(lock)
-
-
-def _main() -> None:
-    parser = argparse.ArgumentParser(prog="toolshell-daemon")
-    parser.add_argument("--config")
-    parser.add_argument("--state-dir")
-    parser.add_argument("--idle-seconds", type=float)
-    parser.add_argument("--ready-fd", type=int)
-    args = parser.parse_args()
-    # lazy: the daemon logs the way every command does
-    from toolshell.frontends.logs import setup_logging
-
-    setup_logging(bool(os.environ.get("TOOLSHELL_DEBUG")))
-    said: list[bool] = []
-
-    def ready(message: dict[str, Any]) -> None:
-        said.append(True)
-        _say(args.ready_fd, message)
-
-    try:
-        run_daemon(args.config, args.state_dir, args.idle_seconds, ready)
-    except AlreadyRunning as e:
-        _say(args.ready_fd, {"error": str(e), "already": True})
-        sys.exit(1)
-    except Exception as e:  # the daemon's last line of defence: one line, in its log and to `daemon start`
-        known = _known(e)
-        if known is not None:
-            message = known.message if isinstance(known, ToolshellError) else _config_text(known)
-        elif os.environ.get("TOOLSHELL_DEBUG"):
-            raise
-        else:
-            message = f"unexpected error: {type(e).__name__}: {_one_line(e)}; TOOLSHELL_DEBUG=1 logs the traceback"
-    else:
-        return
-    if not said:
-        _say(args.ready_fd, {"error": message})
-    print(f"toolshell daemon: {message}", file=sys.stderr)
-    sys.exit(1)
-
-
-def _known(e: BaseException) -> Exception | None:
-    """The error a person can act on, also from inside a task group's `ExceptionGroup`."""
-    if isinstance(e, DaemonError | ConfigError | ToolshellError):
-        return e
-    if isinstance(e, BaseExceptionGroup):
-        for inner in e.exceptions:
-            if (found := _known(inner)) is not None:
-                return found
-    return None
-
-
-def _say(fd: int | None, message: dict[str, Any]) -> None:
-    """Tell `daemon start` how starting went (it may have stopped waiting: then nobody listens)."""
-    if fd is None:
-        return
-    try:
-        os.write(fd, wire.encode(message))
-        os.close(fd)
-    except OSError:
-        pass
-
-
-def _config_text(e: Exception) -> str:
-    if isinstance(e, ConfigError):
-        problems = "; ".join(f"{place}: {msg}" if place else msg for place, msg in e.problems)
-        return f"config error in {e.source or 'configuration'}: {problems}"
-    return str(e)
-
-
-if __name__ == "__main__":
-    _main()
-
-__all__ = ["Daemon", "DaemonError", "run_daemon"]
+__all__ = ["Daemon", "DaemonError", "Ready"]
