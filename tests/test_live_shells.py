@@ -13,10 +13,12 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
 from toolshell.config import Config
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.shell.live_bytes import ENTRY_BYTES
 from toolshell.shells import Shells
@@ -122,6 +124,7 @@ async def test_a_shell_holding_more_than_the_budget_alone_is_refused_and_a_new_s
     async with _worker(tmp_path) as shells:
         big = await shells.run(None, None, "seq 1 70000 > p; cat p p p > big.txt; echo done")
         assert big.stdout == "done\n" and big.shell not in shells.held, "past the budget alone, it went"
+        assert "its next call is refused" in (big.shell_note or ""), "the call that grew it says so"
         refused = await shells.run(None, big.shell, "echo ran")
         fresh = await shells.run(None, refused.shell, "ls; echo fresh")
         held = dict(shells.held)
@@ -141,3 +144,16 @@ async def test_a_dropped_handles_live_shell_goes_at_once(tmp_path: Path) -> None
         assert list(shells.held) == [second], "its live shell went with the handle, before any call"
         gone = await shells.run("token:alice", first, "cat f")
     assert third and gone.exit_code == 1 and "is gone" in (gone.shell_note or "")
+
+
+async def test_through_serve_a_client_is_told_its_shell_is_past_the_budget_and_given_a_new_one(tmp_path: Path) -> None:
+    async with _worker(tmp_path) as shells:
+        server = build_server(shells.host, [], shells)
+        async with Client(server) as client:
+            grown = await client.call_tool("bash", {"script": "seq 1 70000 > p; cat p p p > big.txt"})
+            handle = json.loads(grown.content[0].text)["shell"]
+            refused = json.loads(
+                (await client.call_tool("bash", {"script": "echo ran", "shell": handle})).content[0].text
+            )
+    assert refused["exit_code"] == 1 and refused["stdout"] == "" and refused["shell"] != handle
+    assert "more than [serve] live_shell_bytes" in refused["shell_note"]

@@ -159,6 +159,11 @@ class Shells:
                     "with this shell starts from the state saved before this one"
                 )
             live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
+            if live.size > self.live_bytes and note is None:
+                note = (
+                    f"this shell now holds {live.size} bytes of files, more than [serve] live_shell_bytes "
+                    f"({self.live_bytes}): its next call is refused (raise the bound, or go on in a new shell)"
+                )
         self._trim()
         result.shell, result.shell_note = handle, note
         return result
