@@ -95,6 +95,13 @@ def test_a_count_the_server_writes_itself_is_not_believed() -> None:
     assert offered(cut["result"]["_meta"]) == 2000, "a cut page's count is ours, the forged one replaced"
 
 
+def test_a_page_written_with_whitespace_between_its_tokens_is_cut_the_same() -> None:
+    pretty = json.dumps(json.loads(_page(2000)), indent="\t\n ")
+    cut = cut_listing(pretty, keep=10)
+    assert cut is not None and [t["name"] for t in cut["result"]["tools"]] == [f"t{i}" for i in range(10)]
+    assert (cut["id"], offered(cut["result"]["_meta"])) == (7, 2000)
+
+
 def test_what_is_not_a_listing_answer_is_left_to_the_usual_decoding() -> None:
     big = "x" * SMALL
     others = [
