@@ -86,7 +86,7 @@ def test_a_line_split_across_chunks_is_framed_once_and_memory_is_dropped_when_ov
 
 def test_an_oversized_line_for_no_request_is_only_counted() -> None:
     noise = Noise()
-    reader = _Reader(noise, 10)
+    reader = _Reader(noise, 10, 10)
     frames = list(LineSplitter(10).feed(b'{"jsonrpc":"2.0","id":5,"result":{"x":"yyyyyyyy"}}\n'))
     assert [reader.message(f) for f in frames] == [None, None]
     assert noise.notes() == ["skipped stdout lines: 1 over max_message_bytes"]

@@ -13,8 +13,11 @@ script starts keeps the caller's handle (call again with it); once the script ha
 result never says "nothing ran", and the shell keeps the state saved before the call.
 
 Live sessions are a cache of the store, bounded by count (`max_live`) and by the bytes of their
-files (`[serve] live_shell_bytes`): past either, the least recently used idle one is closed (its
-state stays in the store). A live session whose handle was dropped or expired is closed too.
+files (`[serve] live_shell_bytes`, counted by `shell.live_bytes`): past either, the least recently
+used idle one is closed (its state stays in the store). A call whose shell does not fit even after
+that (the others are all in calls, or it alone holds more) is refused before it starts: nothing
+runs, and the result says what to do. A live session whose handle was dropped or expired is closed
+at once.
 """
 
 from __future__ import annotations
@@ -139,6 +142,9 @@ class Shells:
                 if isinstance(err, ToolshellError) and err.retryable:
                     return self._store_failed(handle, err)
                 return self._unreadable(handle, caller, err)
+            refused = self._admit(handle, caller, live)
+            if refused is not None:
+                return refused
             try:
                 result = await live.session.run(script, **options)
             except ToolshellError as err:  # the script started: never "nothing ran"
@@ -153,6 +159,11 @@ class Shells:
                     "with this shell starts from the state saved before this one"
                 )
             live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
+            if live.size > self.live_bytes and note is None:
+                note = (
+                    f"this shell now holds {live.size} bytes of files, more than [serve] live_shell_bytes "
+                    f"({self.live_bytes}): its next call is refused (raise the bound, or go on in a new shell)"
+                )
         self._trim()
         result.shell, result.shell_note = handle, note
         return result
@@ -173,6 +184,7 @@ class Shells:
             live.session.checkout(kept.tip, objects)
             live.have, live.stored, live.full = set(objects), kept.stored, kept.stored
         live.version = kept.version
+        live.size = files_bytes(live.session.bash, self._mounted)
 
     def _save(self, handle: str, caller: str | None, live: _Live) -> str | None:
         """Save the shell after a call; a note for the result when its state was not kept."""
@@ -213,6 +225,26 @@ class Shells:
         self._live.move_to_end(handle)
         return live
 
+    @property
+    def held(self) -> dict[str, int]:
+        """The live shells of this process, least recently used first, and the bytes of files each
+        held after its last call."""
+        return {handle: live.size for handle, live in self._live.items()}
+
+    def _admit(self, handle: str, caller: str | None, live: _Live) -> RunResult | None:
+        """Make room for `live` within `live_bytes`, closing idle others least recently used first;
+        None when it fits, else the refusal (and `live` is closed: its state stays in the store)."""
+        if live.size > self.live_bytes:
+            self._forget(handle)
+            return self._too_big(handle, caller, live.size)
+        while (held := sum(v.size for v in self._live.values())) > self.live_bytes:
+            idle = next((h for h, v in self._live.items() if h != handle and not v.lock.locked()), None)
+            if idle is None:
+                self._forget(handle)
+                return self._full(handle, held)
+            self._forget(idle)
+        return None
+
     def _trim(self) -> None:
         """Close live sessions past the bounds, least recently used first (never one in a call):
         expired ones, then past `max_live` sessions or `live_bytes` bytes of files."""
@@ -249,6 +281,28 @@ class Shells:
             ErrorCode.UNAVAILABLE,
             f"the shell {asked[:12]}… could not be opened: {why}; nothing ran. Run the script again in the "
             f"new shell {new}",
+        )
+        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+
+    def _full(self, handle: str, held: int) -> RunResult:
+        """The other live shells are all in calls and hold the budget: nothing ran, the shell is kept."""
+        err = ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"this worker's live shells hold {held} bytes of files, past [serve] live_shell_bytes "
+            f"({self.live_bytes}), and the others are all running calls; nothing ran. The shell {handle} is "
+            "kept: call again with it once a call ends, or raise [serve] live_shell_bytes",
+            retryable=True,
+        )
+        return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+
+    def _too_big(self, asked: str, caller: str | None, size: int) -> RunResult:
+        """The shell alone holds more than the budget: nothing ran; it stays in the store."""
+        new = self.handles.new(caller)
+        err = ToolshellError(
+            ErrorCode.UNAVAILABLE,
+            f"the shell {asked[:12]}… holds {size} bytes of files, more than [serve] live_shell_bytes "
+            f"({self.live_bytes}) lets a worker keep live; nothing ran. Raise [serve] live_shell_bytes to use "
+            f"it again (it is kept), or run the script in the new shell {new}",
         )
         return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
 

@@ -10,9 +10,10 @@ network and bounds what reaches the SDK without parsing MCP:
   never held whole: on a POST's stream it fails that POST's request at once and ends the stream,
   on the GET stream it is dropped and counted.
 
-Either way the connection goes on. Memory stays within the bound plus one network chunk, plus
-what the SDK makes of an answer that fits. Bounded requests ask for no content-encoding, so the
-bytes counted are the bytes the SDK decodes.
+The answer to a `tools/list` request (JSON or its POST's events) is cut to `max_tools` entries
+before the SDK builds models of it (`list_cut`). Either way the connection goes on. Memory stays
+within the bound plus one network chunk, plus what the SDK makes of an answer that fits. Bounded
+requests ask for no content-encoding, so the bytes counted are the bytes the SDK decodes.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 
 import httpx2
 import mcp_types as types
+
+from toolshell.connections.list_cut import SMALL, cut_listing
 
 RequestId = int | str
 _BOUNDARY_MAX = 4
@@ -71,18 +74,46 @@ def _error_json(request_id: RequestId, message: str) -> bytes:
     return error.model_dump_json(by_alias=True, exclude_unset=True).encode()
 
 
-def _request_id(request: httpx2.Request) -> RequestId | None:
-    """The `id` of the JSON-RPC request this POST carries (our own small body), if it is one."""
+def _request_id(request: httpx2.Request) -> tuple[RequestId | None, bool]:
+    """The `id` of the JSON-RPC request this POST carries (our own small body), if it is one, and
+    whether it asks for `tools/list`."""
     if request.method != "POST":
-        return None
+        return None, False
     try:
         body = json.loads(request.content)
     except (httpx2.RequestNotRead, ValueError):
-        return None
+        return None, False
     if not isinstance(body, dict) or "method" not in body:
-        return None
+        return None, False
     rid = body.get("id")
-    return rid if isinstance(rid, int | str) and not isinstance(rid, bool) else None
+    if not isinstance(rid, int | str) or isinstance(rid, bool):
+        return None, False
+    return rid, body["method"] == "tools/list"
+
+
+def cut_json(body: bytes, rid: RequestId, keep: int) -> bytes:
+    """A `tools/list` answer with at most `keep` tools (`list_cut`); `body` itself when not cut."""
+    try:
+        cut = cut_listing(body.decode("utf-8"), keep) if len(body) >= SMALL else None
+    except UnicodeDecodeError:
+        return body
+    if cut is None or cut.get("id") != rid:
+        return body
+    return json.dumps(cut, ensure_ascii=False).encode()
+
+
+def cut_event(event: bytes, rid: RequestId, keep: int) -> bytes:
+    """A server-sent event whose data is a `tools/list` answer, with at most `keep` tools; the
+    other lines (`event:`, `id:`) as they were."""
+    if len(event) < SMALL:
+        return event
+    lines = event.splitlines()
+    data = b"\n".join(line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:"))
+    cut = cut_json(data, rid, keep)
+    if cut is data:
+        return event
+    kept = [line for line in lines if line and not line.startswith(b"data:")]
+    return b"\n".join([*kept, b"data: " + cut]) + b"\n\n"
 
 
 def _media_type(response: httpx2.Response) -> str:
@@ -92,27 +123,29 @@ def _media_type(response: httpx2.Response) -> str:
 class BoundedTransport(httpx2.AsyncBaseTransport):
     """Wraps the client's transport; bounds JSON-RPC answers and server-sent events."""
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int, dropped: Dropped) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, limit: int, dropped: Dropped, max_tools: int) -> None:
         self._inner = inner
         self._limit = limit
         self._dropped = dropped
+        self._max_tools = max_tools
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        rid = _request_id(request)
+        rid, listing = _request_id(request)
         if rid is not None or request.method == "GET":
             request.headers["Accept-Encoding"] = "identity"
         response = await self._inner.handle_async_request(request)
         media = _media_type(response)
+        keep = self._max_tools if listing else None
         if media == "application/json" and rid is not None:
-            return await self._bounded_json(response, rid)
+            return await self._bounded_json(response, rid, keep)
         if media == "text/event-stream":
-            events = _BoundedEvents(response, self._limit, rid, self._dropped)
+            events = _BoundedEvents(response, self._limit, rid, self._dropped, keep)
             return httpx2.Response(
                 response.status_code, headers=response.headers, stream=events, extensions=response.extensions
             )
         return response
 
-    async def _bounded_json(self, response: httpx2.Response, rid: RequestId) -> httpx2.Response:
+    async def _bounded_json(self, response: httpx2.Response, rid: RequestId, keep: int | None) -> httpx2.Response:
         length = response.headers.get("content-length", "")
         if length.isdigit() and int(length) > self._limit:
             await response.aclose()  # never read: the size is known up front
@@ -125,9 +158,9 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
                     return self._refusal(response, rid, None)
         finally:
             await response.aclose()
-        return httpx2.Response(
-            response.status_code, headers=response.headers, content=bytes(body), extensions=response.extensions
-        )
+        content = bytes(body) if keep is None else cut_json(bytes(body), rid, keep)
+        headers = {k: v for k, v in response.headers.items() if k.lower() != "content-length"}
+        return httpx2.Response(response.status_code, headers=headers, content=content, extensions=response.extensions)
 
     def _refusal(self, response: httpx2.Response, rid: RequestId, size: int | None) -> httpx2.Response:
         """A JSON-RPC error for the request, in place of its oversized answer."""
@@ -142,11 +175,20 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 class _BoundedEvents(httpx2.AsyncByteStream):
     """An SSE body re-chunked into whole events no larger than the bound (bytes unchanged)."""
 
-    def __init__(self, response: httpx2.Response, limit: int, request_id: RequestId | None, dropped: Dropped) -> None:
+    def __init__(
+        self,
+        response: httpx2.Response,
+        limit: int,
+        request_id: RequestId | None,
+        dropped: Dropped,
+        keep: int | None = None,
+    ) -> None:
         self._response = response
         self._limit = limit
         self._request_id = request_id
         self._dropped = dropped
+        self._keep = keep
+        """For the events of a `tools/list` POST: the tools its answer may keep."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         buf = bytearray()
@@ -161,7 +203,11 @@ class _BoundedEvents(httpx2.AsyncByteStream):
                 if skipping:
                     skipping = False
                 elif len(event) <= self._limit:
-                    yield event
+                    yield (
+                        event
+                        if self._keep is None or self._request_id is None
+                        else cut_event(event, self._request_id, self._keep)
+                    )
                 elif (refusal := self._oversized(len(event))) is not None:
                     yield refusal
                     return
@@ -186,14 +232,14 @@ class _BoundedEvents(httpx2.AsyncByteStream):
         await self._response.aclose()
 
 
-def bound_client(client: httpx2.AsyncClient, limit: int, dropped: Dropped) -> None:
+def bound_client(client: httpx2.AsyncClient, limit: int, dropped: Dropped, max_tools: int) -> None:
     """Put the bound under every transport the client may use (its own, and any proxy mounts).
 
     Wrapping after construction keeps httpx's choice of transports (proxies from the
     environment included), which passing `transport=` would turn off.
     """
-    client._transport = BoundedTransport(client._transport, limit, dropped)
+    client._transport = BoundedTransport(client._transport, limit, dropped, max_tools)
     client._mounts = {
-        pattern: None if mount is None else BoundedTransport(mount, limit, dropped)
+        pattern: None if mount is None else BoundedTransport(mount, limit, dropped, max_tools)
         for pattern, mount in client._mounts.items()
     }

@@ -9,6 +9,8 @@ pipe tasks:
 - stdout is split into lines as bytes, in linear time. A line longer than `max_message_bytes` is
   never held: its first and last bytes are kept to find its JSON-RPC `id`, the rest is dropped,
   and the call it answers fails with an error naming the bound. The connection goes on.
+- the answer to a `tools/list` request is cut to `max_tools` entries before any model is built
+  (`list_cut`).
 - a line that is not UTF-8, not JSON-RPC, or a response to an id that was never asked is skipped
   and counted in `Noise`, which `toolshell servers` shows.
 """
@@ -27,6 +29,8 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from mcp.client import stdio as sdk_stdio
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.message import SessionMessage
+
+from toolshell.connections.list_cut import cut_listing
 
 DEFAULT_MAX_MESSAGE_BYTES = 32 * 1024 * 1024
 _EDGE = 512
@@ -137,10 +141,13 @@ def oversized_id(big: _Oversized) -> RequestId | None:
 class _Reader:
     """Turns stdout frames into session messages; skips and counts everything else."""
 
-    def __init__(self, noise: Noise, limit: int) -> None:
+    def __init__(self, noise: Noise, limit: int, max_tools: int) -> None:
         self.noise = noise
         self.limit = limit
+        self.max_tools = max_tools
         self.pending: set[RequestId] = set()
+        self.listing: set[RequestId] = set()
+        """The pending `tools/list` requests: their answers are cut to `max_tools`."""
         self._answered = False  # the oversized line being read has already failed its call
 
     def message(self, frame: bytes | _Oversized) -> SessionMessage | Exception | None:
@@ -154,7 +161,7 @@ class _Reader:
             self.noise.undecodable += 1
             return None
         try:
-            message = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+            message = self._decode(text)
         except ValueError as e:
             self.noise.not_json += 1
             return e  # as the SDK does: the connection names the first such line if the handshake fails
@@ -163,7 +170,15 @@ class _Reader:
                 self.noise.unknown_id += 1
                 return None
             self.pending.discard(message.id)
+            self.listing.discard(message.id)
         return SessionMessage(message)
+
+    def _decode(self, text: str) -> types.JSONRPCMessage:
+        cut = cut_listing(text, self.max_tools) if self.listing else None
+        rid = None if cut is None else cut.get("id")
+        if isinstance(rid, int | str) and rid in self.listing:
+            return types.jsonrpc_message_adapter.validate_python(cut, by_name=False)
+        return types.jsonrpc_message_adapter.validate_json(text, by_name=False)
 
     def _oversized(self, big: _Oversized) -> SessionMessage | None:
         answered, self._answered = self._answered, not big.done and self._answered
@@ -189,11 +204,13 @@ class _Reader:
     def sent(self, message: SessionMessage) -> None:
         if isinstance(message.message, types.JSONRPCRequest):
             self.pending.add(message.message.id)
+            if message.message.method == "tools/list":
+                self.listing.add(message.message.id)
 
 
 @asynccontextmanager
 async def bounded_stdio_client(
-    server: StdioServerParameters, errlog: TextIO, *, max_message_bytes: int, noise: Noise
+    server: StdioServerParameters, errlog: TextIO, *, max_message_bytes: int, noise: Noise, max_tools: int
 ) -> AsyncIterator[Streams]:
     """Like the SDK's `stdio_client` (same spawn, same shutdown), with bounded, tolerant reading."""
     command = await sdk_stdio._get_executable_command(server.command)
@@ -207,7 +224,7 @@ async def bounded_stdio_client(
     # No awaits until the task group is entered, or a cancellation here would leak the process.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](0)
-    reader = _Reader(noise, max_message_bytes)
+    reader = _Reader(noise, max_message_bytes, max_tools)
     writer_done = anyio.Event()
 
     async def stdout_reader() -> None:

@@ -27,6 +27,7 @@ from toolshell.connections.base import CallOptions, ConnState, ServerStatus, Ses
 from toolshell.connections.context_sent import context_for
 from toolshell.connections.elicitation import ElicitationRouter, InFlightCall
 from toolshell.connections.http import describe_challenge
+from toolshell.connections.list_cut import offered
 from toolshell.connections.runner import Runner
 from toolshell.connections.session_meta import SessionClient, request_meta
 from toolshell.connections.targets import Target
@@ -397,7 +398,7 @@ class ClientConnection:
             ttl_ms = page.ttl_ms if ttl_ms is None and "ttl_ms" in page.model_fields_set else ttl_ms
             room = cap - len(tools)
             tools.extend(page.tools[:room])
-            dropped += max(0, len(page.tools) - room)
+            dropped += max(0, (offered(page.meta) or len(page.tools)) - room)  # `list_cut` may have cut it
             private = private or is_private(page, client.protocol_version)
             cursor = page.next_cursor
             if not cursor or len(tools) >= cap:

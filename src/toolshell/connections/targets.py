@@ -175,7 +175,7 @@ class HttpTarget:
         if settings is not None:
             configured = [u for u in (self._server.url, settings.issuer) if u]
             guard_client(client, self._server.name, configured, settings.allow_private)
-        bound_client(client, limit, self._dropped)
+        bound_client(client, limit, self._dropped, self._server.max_tools)
         return client
 
     def _oauth_auth(self, watch: StatusWatch) -> httpx2.Auth | None:
@@ -263,7 +263,7 @@ class _StdioAttempt:
             cwd=s.cwd,
         )
         return bounded_stdio_client(
-            params, self.stderr.open(), max_message_bytes=s.max_message_bytes, noise=self._noise
+            params, self.stderr.open(), max_message_bytes=s.max_message_bytes, noise=self._noise, max_tools=s.max_tools
         )
 
     def opened(self) -> None:
