@@ -35,7 +35,16 @@ from fstasks.task import FsTask
 from mcp import MCPError, StdioServerParameters
 from mcp.client import Client
 from mcp.client.stdio import stdio_client
-from tokens import NODE_BIN, SYSTEM, Conversation, bash_definitions, direct_definitions, render, tokens, toolshell_config
+from tokens import (
+    NODE_BIN,
+    SYSTEM,
+    Conversation,
+    bash_definitions,
+    direct_definitions,
+    render,
+    tokens,
+    toolshell_config,
+)
 
 import toolshell
 from toolshell.frontends.llm import run_tool_call
@@ -70,7 +79,7 @@ async def direct_round(tasks: list[FsTask], root: Path) -> tuple[int, list[Run]]
     files = world.build(root)
     entry = entries(files)["filesystem"]
     runs = []
-    with open(os.devnull, "w") as errlog:  # the server's start-up banner
+    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 - /dev/null never blocks; drops the start-up banner
         params = StdioServerParameters(command=entry["command"], args=entry["args"])
         async with Client(stdio_client(params, errlog=errlog)) as client:
             listed = (await client.list_tools()).tools
@@ -210,9 +219,8 @@ def table(result: dict[str, Any]) -> str:
         for w in ways:
             s = row[w]
             wall = f"{s['wall_ms']['p50']:.0f}/{s['wall_ms']['p95']:.0f}"
-            cells.append(
-                f"| {'yes' if s['success'] else 'NO':<3}{s['turns']:>4}{s['result_tokens']:>8}{s['cumulative']:>7} {wall:>11} "
-            )
+            ok = "yes" if s["success"] else "NO"
+            cells.append(f"| {ok:<3}{s['turns']:>4}{s['result_tokens']:>8}{s['cumulative']:>7} {wall:>11} ")
         lines.append(f"{row['task']:<15}" + "".join(cells))
     for label, t in result["totals"].items():
         c, r = t["cumulative"], t["result_tokens"]

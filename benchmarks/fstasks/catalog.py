@@ -21,9 +21,9 @@ def _listed(listing: str) -> list[str]:
 
 
 def _contents(text: str) -> dict[str, str]:
-    """`read_multiple_files`'s text (`path:\\ncontent` entries between `---` lines), by path."""
+    """`read_multiple_files`'s text (`path:\\ncontent\\n` entries between `---` lines), by path."""
     entries = (part.partition(":\n") for part in text.split("\n---\n"))
-    return {path: body for path, _, body in entries}
+    return {path: body.removesuffix("\n") for path, _, body in entries}
 
 
 async def _copy_exact(call: Caller, files: Path) -> str:
@@ -154,8 +154,12 @@ TASKS = [
         " project/, sorted, one a line, into reports/release-todos.txt.",
         _release_todos,
         ("project", "reports/release-todos.txt"),
-        lambda: _PROJECT
-        | _report("reports/release-todos.txt", sorted(p for p, t in world.project_files().items() if world.TODO in t)),
+        lambda: (
+            _PROJECT
+            | _report(
+                "reports/release-todos.txt", sorted(p for p, t in world.project_files().items() if world.TODO in t)
+            )
+        ),
     ),
     FsTask(
         "rename-photos",
@@ -163,8 +167,10 @@ TASKS = [
         "In photos/, rename every IMG_NNNN.jpg to trip-NNNN.jpg; leave other files alone.",
         _rename_photos,
         ("photos",),
-        lambda: {f"photos/trip-{i:04d}.jpg": f"jpeg bytes of photo {i}\n".encode() for i in range(1, 9)}
-        | {"photos/index.txt": b"eight photos from the trip\n"},
+        lambda: (
+            {f"photos/trip-{i:04d}.jpg": f"jpeg bytes of photo {i}\n".encode() for i in range(1, 9)}
+            | {"photos/index.txt": b"eight photos from the trip\n"}
+        ),
     ),
     FsTask(
         "merge-sales",
@@ -172,8 +178,14 @@ TASKS = [
         "Merge sales/q1.csv to q4.csv, in that order, into sales/all.csv with the header line once.",
         _merge_sales,
         ("sales",),
-        lambda: _in("sales", world.sales())
-        | {"sales/all.csv": "".join(t if q == "q1.csv" else t.split("\n", 1)[1] for q, t in world.sales().items()).encode()},
+        lambda: (
+            _in("sales", world.sales())
+            | {
+                "sales/all.csv": "".join(
+                    t if q == "q1.csv" else t.split("\n", 1)[1] for q, t in world.sales().items()
+                ).encode()
+            }
+        ),
     ),
     FsTask(
         "line-counts",
@@ -181,8 +193,10 @@ TASKS = [
         "Write reports/line-counts.txt: for each file in logs/, sorted by name, a line `<name> <lines>`.",
         _line_counts,
         ("logs", "reports/line-counts.txt"),
-        lambda: _in("logs", world.logs())
-        | _report("reports/line-counts.txt", [f"{n} {t.count(chr(10))}" for n, t in sorted(world.logs().items())]),
+        lambda: (
+            _in("logs", world.logs())
+            | _report("reports/line-counts.txt", [f"{n} {t.count(chr(10))}" for n, t in sorted(world.logs().items())])
+        ),
     ),
     FsTask(
         "sort-inbox",
@@ -216,8 +230,10 @@ TASKS = [
         " group, its names sorted and separated by spaces, the lines sorted.",
         _duplicates,
         ("shared", "reports/duplicates.txt"),
-        lambda: _in("shared", world.shared())
-        | _report("reports/duplicates.txt", sorted(" ".join(g) for g in world.duplicate_groups(world.shared()))),
+        lambda: (
+            _in("shared", world.shared())
+            | _report("reports/duplicates.txt", sorted(" ".join(g) for g in world.duplicate_groups(world.shared())))
+        ),
     ),
     FsTask(
         "tree-summary",

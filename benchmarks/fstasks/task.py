@@ -46,11 +46,7 @@ class FsTask:
         want = self.expected()
         problems = [f"{p}: missing" for p in sorted(want.keys() - got.keys())]
         problems += [f"{p}: not expected" for p in sorted(got.keys() - want.keys())]
-        problems += [
-            f"{p}: {got[p][:60]!r} is not {want[p][:60]!r}"
-            for p in sorted(want.keys() & got.keys())
-            if got[p] != want[p]
-        ]
+        problems += [_difference(p, got[p], want[p]) for p in sorted(want.keys() & got.keys()) if got[p] != want[p]]
         if self.answer is not None and answer != self.answer:
             problems.append(f"answer {answer!r} is not {self.answer!r}")
         return problems
@@ -58,3 +54,9 @@ class FsTask:
 
 def _under(path: str, scope: str) -> bool:
     return path == scope or path.startswith(scope + "/")
+
+
+def _difference(path: str, got: bytes, want: bytes) -> str:
+    at = next((i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want)))
+    sizes = f"{len(got)} bytes, expected {len(want)}"
+    return f"{path}: {sizes}; from byte {at}: {got[at : at + 30]!r} is not {want[at : at + 30]!r}"

@@ -45,8 +45,11 @@ def sales() -> dict[str, str]:
     rng = random.Random(5)
     quarters = {}
     for q in range(1, 5):
-        rows = [f"2026-{q * 3 - 2 + m:02d}-{d:02d},{rng.choice(['north', 'south', 'east'])},{rng.randint(100, 999)}"
-                for m in range(3) for d in (1, 15)]
+        rows = [
+            f"2026-{q * 3 - 2 + m:02d}-{d:02d},{rng.choice(['north', 'south', 'east'])},{rng.randint(100, 999)}"
+            for m in range(3)
+            for d in (1, 15)
+        ]
         quarters[f"q{q}.csv"] = "date,region,amount\n" + "\n".join(rows) + "\n"
     return quarters
 
@@ -54,14 +57,30 @@ def sales() -> dict[str, str]:
 def logs() -> dict[str, str]:
     rng = random.Random(8)
     names = ["api", "worker", "cron", "auth", "mailer", "billing"]
-    return {f"{n}.log": "".join(f"{n} line {i} code={rng.randint(0, 9)}\n" for i in range(rng.randint(4, 30)))
-            for n in names}
+    return {
+        f"{n}.log": "".join(f"{n} line {i} code={rng.randint(0, 9)}\n" for i in range(rng.randint(4, 30)))
+        for n in names
+    }
 
 
 def inbox() -> dict[str, str]:
-    return {f"{stem}.{INBOX_KINDS[i % 3]}": f"{stem} {i}\n" for i, stem in enumerate(
-        ["invoice-march", "logo", "notes", "contract", "screenshot", "todo", "receipt", "banner", "minutes", "report"]
-    )}
+    return {
+        f"{stem}.{INBOX_KINDS[i % 3]}": f"{stem} {i}\n"
+        for i, stem in enumerate(
+            [
+                "invoice-march",
+                "logo",
+                "notes",
+                "contract",
+                "screenshot",
+                "todo",
+                "receipt",
+                "banner",
+                "minutes",
+                "report",
+            ]
+        )
+    }
 
 
 def settings() -> str:
@@ -89,8 +108,12 @@ def build(root: Path) -> Path:
     (files / "backup").mkdir()
     (files / "reports").mkdir()
     for where, content in [
-        ("project", project_files()), ("sales", sales()), ("logs", logs()), ("inbox", inbox()),
-        ("media", media()), ("shared", shared()),
+        ("project", project_files()),
+        ("sales", sales()),
+        ("logs", logs()),
+        ("inbox", inbox()),
+        ("media", media()),
+        ("shared", shared()),
     ]:
         for name, data in content.items():
             _write(files / where / name, data)
