@@ -77,7 +77,16 @@ async def test_two_tasks_are_done_exactly_both_ways_and_a_lossy_copy_is_caught(t
 @needs_server
 def test_the_documented_command_prints_the_table_and_writes_the_results(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
-    command = [sys.executable, filesystem.__file__, "--rounds", "1", "--only", "db-timeout", "largest-media"]
+    command = [
+        sys.executable,
+        filesystem.__file__,
+        "--rounds",
+        "1",
+        "--no-before",
+        "--only",
+        "db-timeout",
+        "largest-media",
+    ]
     done = subprocess.run(
         [*command, "--world", str(tmp_path / "world"), "--out", str(out)], capture_output=True, text=True, timeout=300
     )
