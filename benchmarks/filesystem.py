@@ -159,8 +159,11 @@ def side(runs: list[Run]) -> dict[str, Any]:
     }
 
 
-async def measure(root: Path, tasks: list[FsTask], rounds: int, ways: tuple[str, ...]) -> dict[str, Any]:
-    """`rounds` rounds of every task, the ways alternating which goes first; JSON-ready per task and way."""
+async def measure(
+    root: Path, tasks: list[FsTask], rounds: int, ways: tuple[str, ...]
+) -> tuple[dict[str, Any], dict[str, list[Run]]]:
+    """`rounds` rounds of every task, the ways alternating which goes first: the JSON-ready result
+    per task and way, and each way's runs of the first round (their transcripts)."""
     shutil.rmtree(root, ignore_errors=True)
     runs: dict[str, list[list[Run]]] = {way: [] for way in ways}
     definitions: dict[str, int] = {}
@@ -174,7 +177,19 @@ async def measure(root: Path, tasks: list[FsTask], rounds: int, ways: tuple[str,
         row: dict[str, Any] = {"task": task.name, "kind": task.kind}
         row |= {way: side([done[i] for done in runs[way]]) for way in ways}
         per_task.append(row)
-    return {"definitions": definitions, "tasks": per_task, "rounds": rounds, "toolshell_src": toolshell.__file__}
+    result = {"definitions": definitions, "tasks": per_task, "rounds": rounds, "toolshell_src": toolshell.__file__}
+    return result, {way: done[0] for way, done in runs.items()}
+
+
+def transcripts(tasks: list[FsTask], first: dict[str, list[Run]], width: int = 600) -> str:
+    """Each task's turns, each way, results cut at `width` characters."""
+    lines = []
+    for i, task in enumerate(tasks):
+        for way, done in first.items():
+            lines.append(f"--- {task.name} ({way})")
+            for call, output in done[i].talk.transcript:
+                lines += [f">>> {call}", output if len(output) <= width else output[:width] + " [...]"]
+    return "\n".join(lines)
 
 
 def totals(rows: list[dict[str, Any]], way: str, against: str = "direct") -> dict[str, Any]:
@@ -254,9 +269,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=HERE / "filesystem_results.json")
     parser.add_argument("--transcript", action="store_true", help="also print every call and result of round 1")
     args = parser.parse_args()
+    unknown = sorted(set(args.only) - {t.name for t in TASKS})
+    if unknown or args.rounds < 1:
+        parser.error(
+            f"no task {', '.join(unknown)}; the tasks: {', '.join(t.name for t in TASKS)}"
+            if unknown
+            else "--rounds must be at least 1"
+        )
     tasks = [t for t in TASKS if not args.only or t.name in args.only]
     ways = tuple(args.ways.split(","))
-    result = anyio.run(measure, args.world, tasks, args.rounds, ways)
+    result, first = anyio.run(measure, args.world, tasks, args.rounds, ways)
+    if args.transcript:
+        print(transcripts(tasks, first))
     if args.before and not args.no_before and "direct" in ways:
         before = before_run(args.before, args)
         result["before"] = {k: before[k] for k in ("rev", "definitions")}

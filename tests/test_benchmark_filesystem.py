@@ -58,7 +58,7 @@ async def _copy_through_substitution(call: Caller, files: Path) -> str:
 @needs_server
 async def test_two_tasks_are_done_exactly_both_ways_and_a_lossy_copy_is_caught(tmp_path: Path) -> None:
     lossy = dataclasses.replace(BY_NAME["copy-exact"], direct=_copy_through_substitution)
-    result = await filesystem.measure(
+    result, first = await filesystem.measure(
         tmp_path, [BY_NAME["copy-exact"], BY_NAME["sort-inbox"], lossy], 1, ("direct", "toolshell")
     )
     copy, inbox, caught = result["tasks"]
@@ -71,6 +71,12 @@ async def test_two_tasks_are_done_exactly_both_ways_and_a_lossy_copy_is_caught(t
     totals = filesystem.totals(result["tasks"][:2], "toolshell")
     assert totals["success"] == "2/2"
     assert totals["cumulative"]["direct"] == copy["direct"]["cumulative"] + inbox["direct"]["cumulative"]
+    # The transcript is what was counted: the help, then the script that wrote with key=@file.
+    turns = first["toolshell"][0].talk.transcript
+    assert [json.loads(call)["input"]["script"].splitlines()[-1] for call, _ in turns] == [
+        "tools filesystem --help",
+        "tools filesystem write-file path=$F/backup/todo.txt content=@todo.txt > /dev/null",
+    ]
 
 
 @pytest.mark.real
