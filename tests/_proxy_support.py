@@ -13,8 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
+from _ci_support import skip_or_fail
 from _net_support import free_port
 from _serve_auth_support import wait_for_port
 
@@ -51,9 +50,7 @@ def require(binary: str) -> str:
     found = shutil.which(binary) or (f"/usr/sbin/{binary}" if os.path.exists(f"/usr/sbin/{binary}") else None)
     if found is None:
         message = f"{binary} is not installed: apt-get install -y nginx haproxy (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(message)
     return found
 
 

@@ -25,6 +25,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 
+from _ci_support import skip_or_fail
 from _github_server import make_github
 from _net_support import free_port
 
@@ -172,7 +173,7 @@ class Outsider:
 @pytest.fixture
 def outsider() -> Iterator[Outsider]:
     if os.geteuid() != 0 or shutil.which("runuser") is None or not Path("/usr/bin/python3").exists():
-        pytest.skip("needs root, runuser and /usr/bin/python3 to act as a second local account")
+        skip_or_fail("needs root, runuser and /usr/bin/python3 to act as a second local account")
     directory = Path(tempfile.mkdtemp(prefix="toolshell-outsider-"))
     directory.chmod(0o755)  # nobody may traverse it: what stops them must be the files' own modes
     try:

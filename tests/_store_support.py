@@ -4,7 +4,7 @@ The PostgreSQL server is the one `scripts/postgres.sh start` ran for the test ru
 (`TOOLSHELL_TEST_POSTGRES_URL`, set by `scripts/test.sh`); without it, this module starts one the
 same way for the session (Debian's server as the `postgres` user on a Unix socket, no TCP port).
 Each test gets a database of its own. Where no server can run, PostgreSQL cases are skipped with
-the reason, except under CI, where they fail.
+the reason, except under CI, where they fail (`_ci_support.skip_or_fail`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from _ci_support import in_ci, skip_or_fail
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ["sqlite", "postgresql"]
@@ -31,7 +33,7 @@ def _server_url() -> Iterator[str | None]:
         ["bash", str(ROOT / "scripts" / "postgres.sh"), "start"], capture_output=True, text=True, check=False
     )
     if started.returncode != 0:
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail(f"PostgreSQL could not start for the store tests: {started.stderr.strip()}")
         yield None
         return
@@ -51,6 +53,13 @@ def postgres_server() -> Iterator[str | None]:
     yield from _server_url()
 
 
+def needs_postgres(server: str | None) -> str:
+    """The run's server; where none can run, a skip with the install step (a failure under CI)."""
+    if server is None:
+        skip_or_fail("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
+    return server
+
+
 def fresh_database(server: str) -> str:
     """A new empty database on the server; its URL."""
     # lazy: psycopg is needed only where PostgreSQL runs
@@ -68,9 +77,7 @@ def store_url(request: Any, postgres_server: str | None, tmp_path: Path) -> str:
     """A new empty store of each engine: a SQLite path, or a PostgreSQL URL."""
     if request.param == "sqlite":
         return str(tmp_path / "store" / "state.db")
-    if postgres_server is None:
-        pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
-    return fresh_database(postgres_server)
+    return fresh_database(needs_postgres(postgres_server))
 
 
 def pg_ctl(server: str, action: str) -> None:

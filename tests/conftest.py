@@ -1,8 +1,11 @@
-"""Shared fixtures: the asyncio backend for anyio tests and a fresh state directory per test."""
+"""Shared fixtures: the asyncio backend for anyio tests and a fresh state directory per test; and the
+`requires` mark of `_ci_support` (a check that cannot run skips, or fails under CI)."""
 
 from __future__ import annotations
 
 import pytest
+
+from _ci_support import pytest_configure, pytest_runtest_setup  # noqa: F401  (hooks)
 
 
 @pytest.fixture

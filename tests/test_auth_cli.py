@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from _oauth_server import serve_oauth
-from _store_support import ENGINES, fresh_database, postgres_server, store_url  # noqa: F401  (fixtures)
+from _store_support import ENGINES, fresh_database, needs_postgres, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell import Host
 from toolshell.config import load
 from toolshell.store.engines import open_store
@@ -114,10 +114,9 @@ async def test_login_status_and_logout_work_against_the_state_store_a_worker_els
 async def test_a_login_to_a_shared_store_without_a_key_ring_says_so_before_the_browser_opens(
     postgres_server: str | None, tmp_path: Path
 ) -> None:
-    if postgres_server is None:
-        pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
+    url = fresh_database(needs_postgres(postgres_server))
     env = {k: v for k, v in os.environ.items() if k != "TOOLSHELL_STATE_KEYS"}
-    env |= {"TOOLSHELL_STATE_DIR": str(tmp_path / "state"), "TOOLSHELL_STATE_URL": fresh_database(postgres_server)}
+    env |= {"TOOLSHELL_STATE_DIR": str(tmp_path / "state"), "TOOLSHELL_STATE_URL": url}
     async with serve_oauth() as running:
         config = tmp_path / "toolshell.toml"
         config.write_text(f'[[mcp.servers]]\nname = "secure"\ntype = "http"\nurl = "{running.url}"\n')

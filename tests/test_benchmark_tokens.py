@@ -12,6 +12,8 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from _ci_support import requires
+
 pytest.importorskip("bpe_openai", reason="pip install bpe-openai (the benchmark's offline o200k tokenizer)")
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import tokens  # noqa: E402 - benchmarks/ is a folder of scripts, put on the path just above
@@ -24,8 +26,8 @@ SERVERS_MISSING = not (
     and shutil.which("mcp-server-git")
     and shutil.which("mcp-server-time")
 )
-needs_servers = pytest.mark.skipif(
-    SERVERS_MISSING, reason="run `npm install --prefix tests/node` and `pip install -e '.[dev]'`"
+needs_servers = requires(
+    not SERVERS_MISSING, reason="run `npm install --prefix tests/node` and `pip install -e '.[dev]'`"
 )
 
 

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
+from _ci_support import requires
+
 sys.path.insert(0, str(Path(__file__).parents[1] / "benchmarks"))
 import cli as bench  # noqa: E402 - benchmarks/ is a folder of scripts, put on the path just above
 
 SCRIPT = Path(__file__).parents[1] / "benchmarks" / "cli.py"
-needs_time_server = pytest.mark.skipif(
-    not (shutil.which("mcp-server-time", path=str(Path(sys.executable).parent)) or shutil.which("mcp-server-time")),
+needs_time_server = requires(
+    shutil.which("mcp-server-time", path=str(Path(sys.executable).parent)) or shutil.which("mcp-server-time"),
     reason="run `pip install -e '.[dev]'` (mcp-server-time)",
 )
 COLD = ["python_pass", "python_import_mcp", "echo_cold", "time_cold", "servers_cold"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from _ci_support import requires
 from conformance.run import server_auth
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,6 +32,8 @@ def test_a_suite_without_a_header_option_runs_against_no_auth(tmp_path: Path) ->
     assert server_auth("/bin/sh", suite) == (["--no-auth"], [], {})
 
 
-@pytest.mark.skipif(not (NODE.exists() and SUITE.exists()), reason="the suite is not installed: scripts/conformance.sh")
+@requires(
+    NODE.exists() and SUITE.exists(), reason="the suite is not installed: bash scripts/conformance.sh --install-only"
+)
 def test_the_pinned_suite_cannot_send_a_header_so_its_server_scenarios_run_with_no_auth() -> None:
     assert server_auth(str(NODE), str(SUITE))[0] == ["--no-auth"]

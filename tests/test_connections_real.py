@@ -18,6 +18,7 @@ import anyio
 import mcp_types as types
 import pytest
 
+from _ci_support import requires
 from _connections_support import SERVERS, Answers
 from _net_support import free_port
 from toolshell.config import ServerConfig
@@ -28,7 +29,7 @@ NODE_BIN = Path(__file__).parent / "node" / "node_modules" / ".bin"
 EVERYTHING = NODE_BIN / "mcp-server-everything"
 NPM_MISSING = "npm test servers are not installed; run `npm install --prefix tests/node`"
 
-needs_everything = pytest.mark.skipif(not EVERYTHING.exists() or not shutil.which("node"), reason=NPM_MISSING)
+needs_everything = requires(EVERYTHING.exists() and shutil.which("node"), reason=NPM_MISSING)
 pytestmark = [pytest.mark.real, pytest.mark.anyio]
 
 
@@ -136,7 +137,7 @@ async def test_server_everything_over_streamable_http_reports_progress() -> None
     assert text(echo) == "Echo: over http"
 
 
-@pytest.mark.skipif(not (NODE_BIN / "mcp-server-filesystem").exists(), reason=NPM_MISSING)
+@requires((NODE_BIN / "mcp-server-filesystem").exists(), reason=NPM_MISSING)
 async def test_server_filesystem_reads_a_file_in_its_allowed_directory(tmp_path: Path) -> None:
     (tmp_path / "note.txt").write_text("hello file")
     config = ServerConfig(name="fs", command=str(NODE_BIN / "mcp-server-filesystem"), args=[str(tmp_path)])
@@ -145,7 +146,7 @@ async def test_server_filesystem_reads_a_file_in_its_allowed_directory(tmp_path:
     assert text(read) == "hello file"
 
 
-@pytest.mark.skipif(not (NODE_BIN / "mcp-server-memory").exists(), reason=NPM_MISSING)
+@requires((NODE_BIN / "mcp-server-memory").exists(), reason=NPM_MISSING)
 async def test_server_memory_keeps_what_it_was_told(tmp_path: Path) -> None:
     entity = {"name": "Ada", "entityType": "person", "observations": ["wrote programs"]}
     config = ServerConfig(
@@ -158,7 +159,7 @@ async def test_server_memory_keeps_what_it_was_told(tmp_path: Path) -> None:
     assert graph.structured_content == {"entities": [entity], "relations": []}
 
 
-@pytest.mark.skipif(not shutil.which("mcp-server-time"), reason="run `pip install mcp-server-time`")
+@requires(shutil.which("mcp-server-time"), reason="run `pip install mcp-server-time`")
 async def test_mcp_server_time_negotiates_2026_07_28_and_tells_the_time() -> None:
     config = ServerConfig(name="time", command=shutil.which("mcp-server-time") or "")
     names, version, (now,) = await tools_and_version(config, [("get_current_time", {"timezone": "UTC"})])
@@ -167,9 +168,7 @@ async def test_mcp_server_time_negotiates_2026_07_28_and_tells_the_time() -> Non
     assert json.loads(text(now))["timezone"] == "UTC"
 
 
-@pytest.mark.skipif(
-    not (shutil.which("mcp-server-git") and shutil.which("git")), reason="run `pip install mcp-server-git` (needs git)"
-)
+@requires(shutil.which("mcp-server-git") and shutil.which("git"), reason="run `pip install mcp-server-git` (needs git)")
 async def test_mcp_server_git_reports_the_status_of_a_temp_repository(tmp_path: Path) -> None:
     await anyio.run_process(["git", "init", "-q", str(tmp_path)])
     (tmp_path / "a.txt").write_text("x")

@@ -20,10 +20,11 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from _ci_support import skip_or_fail
 from _fleet_support import FLEET_CONFIG, TOKEN, bash_stdout, fleet, fleet_env, port_of
 from _proxy_support import PROXIES, Proxy, proxy
 from _serve_auth_support import Served
-from _store_support import fresh_database, postgres_server  # noqa: F401  (fixture)
+from _store_support import fresh_database, needs_postgres, postgres_server  # noqa: F401  (fixture)
 from toolshell.store.engines import open_store
 
 pytestmark = pytest.mark.anyio
@@ -37,11 +38,7 @@ def workers(
     postgres_server: str | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[list[Served], str]]:
     """Three workers on one new database; and its URL."""
-    if postgres_server is None:
-        if os.environ.get("CI"):
-            pytest.fail("PostgreSQL could not start for the fleet tests")
-        pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
-    url = fresh_database(postgres_server)
+    url = fresh_database(needs_postgres(postgres_server))
     with fleet(tmp_path_factory.mktemp("fleet"), fleet_env(url), 3, config=CONFIG) as served:
         yield served, url
 
@@ -118,9 +115,7 @@ async def test_behind_the_proxy_a_host_that_is_not_allowed_still_gets_421(front:
 def _node_client(*argv: str, cert: Path) -> subprocess.CompletedProcess[str]:
     if not (CLIENTS / ".bin").is_dir():
         message = "the npm clients are not installed: npm install --prefix tests/node-clients (.ci/run does)"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        skip_or_fail(message)
     env = {**os.environ, "NODE_EXTRA_CA_CERTS": str(cert)}
     return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, check=False)
 

@@ -20,6 +20,7 @@ import pytest
 from click.testing import CliRunner
 from mcp import Client, StdioServerParameters
 
+from _ci_support import skip_or_fail
 from toolshell.frontends.cli import main
 from toolshell.frontends.hosts import HOSTS
 from toolshell.frontends.hosts.files import BACKUP_SUFFIX
@@ -234,9 +235,7 @@ def test_a_pipx_install_is_written_as_its_stable_link(tmp_path: Path) -> None:
 def _host_cli(name: str) -> Path:
     exe = HOST_BIN / name
     if not exe.exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{exe} is missing: scripts/test.sh installs tests/hosts (npm)")
-        pytest.skip(f"{name} is not installed (npm install --prefix tests/hosts)")
+        skip_or_fail(f"{name} is not installed at {exe} (npm install --prefix tests/hosts; scripts/test.sh does)")
     return exe
 
 

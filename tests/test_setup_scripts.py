@@ -1,7 +1,8 @@
 """The README's two set-up commands, `scripts/demo.sh` and `scripts/test.sh`, run against stand-ins
 for python, pip and the tools they call (a copy of the scripts in a temporary checkout, so nothing
 is installed): demo.sh shows progress while pip works and stops when pip fails; test.sh installs
-the browser when it is missing and says so clearly when that fails (issue: the first hour)."""
+the browser when it is missing and says so clearly when that fails (issue: the first hour); under
+CI that failure stops it, and a test run that changes the checkout fails naming the files."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ echo 'export PATH="$STUBS/venv:$PATH"' > .venv/bin/activate
 """
 
 # The venv's python: pip prints what real pip prints (or fails when PIP_FAILS is set); playwright
-# is missing; pytest says it ran.
+# is missing; pytest says it ran (and writes the files PYTEST_WRITES names, as a careless test would).
 PYTHON = """#!/usr/bin/env bash
 case "$1 $2" in
   "-m pip")
@@ -30,7 +31,7 @@ case "$1 $2" in
     echo "Installing collected packages: bashkit, toolshell"
     echo "Successfully installed bashkit toolshell";;
   "-c import playwright") exit 1;;
-  "-m pytest") echo "pytest ran";;
+  "-m pytest") echo "pytest ran"; for f in ${PYTEST_WRITES:-}; do echo changed >> "$f"; done;;
 esac
 """
 
@@ -104,4 +105,46 @@ def test_the_test_command_goes_on_with_a_clear_line_when_the_browser_cannot_be_i
         "the browser could not be installed: the web page test will be skipped "
         "(run scripts/install_browser.sh to retry)"
     ) in ran.stderr.splitlines()
+    assert "pytest ran" in ran.stdout
+
+
+def test_under_ci_the_test_command_stops_when_the_browser_cannot_be_installed(tmp_path: Path) -> None:
+    checkout, env = _checkout(tmp_path, "exit 1\n")
+    postgres = '[ "$1" != start ] || echo "export TOOLSHELL_TEST_POSTGRES_DIR=/nowhere"\n'
+    (checkout / "scripts" / "postgres.sh").write_text(postgres)  # it starts: only the browser is missing
+    ran = _run(checkout, "test.sh", {**env, "CI": "1"})
+    assert ran.returncode == 1
+    assert ran.stderr.splitlines()[-1].startswith("the browser could not be installed")
+    assert "pytest ran" not in ran.stdout
+
+
+def _committed(checkout: Path) -> None:
+    (checkout / "docs").mkdir()
+    (checkout / "docs" / "web-page.png").write_text("the tracked image\n")
+    (checkout / ".gitignore").write_text(".venv/\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for argv in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "checkout"]):
+        subprocess.run([*git, *argv], check=True, capture_output=True)
+
+
+def test_a_test_run_that_changes_the_checkout_fails_naming_each_file(tmp_path: Path) -> None:
+    checkout, env = _checkout(tmp_path, "exit 0\n")
+    _committed(checkout)
+    ran = _run(checkout, "test.sh", {**env, "PYTEST_WRITES": "docs/web-page.png stray.txt"})
+    assert ran.returncode == 1
+    assert "pytest ran" in ran.stdout
+    said = ran.stderr.splitlines()
+    assert said[-3:] == [
+        "the test suite changed the checkout (a test must write to its tmp_path, not here); git status now:",
+        " M docs/web-page.png",
+        "?? stray.txt",
+    ]
+
+
+def test_a_test_run_that_leaves_the_checkout_as_it_was_passes_even_with_changes_made_before(tmp_path: Path) -> None:
+    checkout, env = _checkout(tmp_path, "exit 0\n")
+    _committed(checkout)
+    (checkout / "docs" / "web-page.png").write_text("an edit in progress\n")
+    ran = _run(checkout, "test.sh", env)
+    assert ran.returncode == 0, ran.stderr
     assert "pytest ran" in ran.stdout

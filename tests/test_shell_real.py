@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from _ci_support import requires, skip_or_fail
 from toolshell.config import Config
 from toolshell.host import Host
 
@@ -16,9 +17,7 @@ EVERYTHING = Path(__file__).parent / "node" / "node_modules" / ".bin" / "mcp-ser
 pytestmark = [
     pytest.mark.real,
     pytest.mark.anyio,
-    pytest.mark.skipif(
-        not EVERYTHING.exists() or not shutil.which("node"), reason="run `npm install --prefix tests/node`"
-    ),
+    requires(EVERYTHING.exists() and shutil.which("node"), reason="run `npm install --prefix tests/node`"),
 ]
 
 
@@ -64,7 +63,7 @@ async def test_a_long_operation_with_30_progress_steps_outlives_the_idle_timeout
 
 async def test_git_and_time_servers_answer_from_a_script(tmp_path: Path) -> None:
     if not (shutil.which("mcp-server-git") and shutil.which("mcp-server-time")):
-        pytest.skip("pip install mcp-server-git mcp-server-time")
+        skip_or_fail("pip install mcp-server-git mcp-server-time")
     repo = tmp_path / "repo"
     repo.mkdir()
     await anyio.run_process(["git", "init", "-q", str(repo)])

@@ -17,7 +17,7 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
 
-from _store_support import fresh_database, pg_ctl, postgres_server  # noqa: F401  (fixtures)
+from _store_support import fresh_database, needs_postgres, pg_ctl, postgres_server  # noqa: F401  (fixtures)
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
 from toolshell.result import RunResult
@@ -53,9 +53,7 @@ class Gate:
 
 @pytest.fixture
 def server(postgres_server: str | None) -> str:
-    if postgres_server is None:
-        pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
-    return postgres_server
+    return needs_postgres(postgres_server)
 
 
 @asynccontextmanager

@@ -17,7 +17,7 @@ import mcp_types as types
 import pytest
 
 from _serve_auth_support import GITHUB_CONFIG, Served, client, serving
-from _store_support import fresh_database, postgres_server  # noqa: F401  (fixture)
+from _store_support import fresh_database, needs_postgres, postgres_server  # noqa: F401  (fixture)
 from _tasks_support import EXTENSION, CreatedTask, TasksClient, cancel_task, get_task, until_status, update_task
 from toolshell.store.engines import open_store
 from toolshell.store.keys import new_key
@@ -38,9 +38,7 @@ def workers(
     postgres_server: str | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, list[Served]]]:
     """Three workers on one fresh PostgreSQL database (each its own state dir, one key ring)."""
-    if postgres_server is None:
-        pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
-    store = fresh_database(postgres_server)
+    store = fresh_database(needs_postgres(postgres_server))
     env = {"TOOLSHELL_SERVE_TOKEN": TOKEN, "TOOLSHELL_STATE_URL": store, "TOOLSHELL_STATE_KEYS": new_key()}
     root = tmp_path_factory.mktemp("task-workers")
     with ExitStack() as stack:

@@ -11,12 +11,16 @@ list's redraws, every section is in the first screen or one click away with a lo
 statistics table renders `GET /api/stats` (and hides where the endpoint is missing), and the icon
 loads under the page's own Content-Security-Policy.
 
-Set up with `bash scripts/install_browser.sh`; without chromium or Playwright the test is skipped.
+Set up with `bash scripts/install_browser.sh`; without chromium or Playwright the tests are skipped
+(under CI they fail). The screenshot goes to the test's temporary directory; with
+`TOOLSHELL_UPDATE_SCREENSHOTS=1` it also replaces the README's image, so a test run leaves the
+checkout as it was.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -27,6 +31,7 @@ import anyio
 import pytest
 import uvicorn
 
+from _ci_support import requires
 from _github_server import make_github
 from toolshell.config import Config, load_text
 from toolshell.frontends.web import web_app
@@ -37,9 +42,17 @@ from toolshell.result import RunResult
 from toolshell.safe_text import HIDDEN, LAYOUT, escape_lines
 from toolshell.scripts.store import ScriptStore
 
-pytestmark = pytest.mark.anyio
+try:
+    from playwright import async_api as playwright_api
+except ImportError:  # the marks below skip (or, under CI, fail) every test of the file
+    playwright_api = None  # type: ignore[assignment]
 
 CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.anyio,
+    requires(playwright_api is not None, reason="Playwright is not installed (scripts/install_browser.sh)"),
+    requires(shutil.which(CHROMIUM), reason=f"{CHROMIUM} is missing; install it with scripts/install_browser.sh"),
+]
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -51,6 +64,8 @@ ARGS = [
     "--disable-sync",
 ]
 SCREENSHOT = Path(__file__).resolve().parent.parent / "docs" / "images" / "web-page.png"
+UPDATE_SCREENSHOTS = "TOOLSHELL_UPDATE_SCREENSHOTS"
+"""Set to 1 to replace the README's screenshot with the one the test takes."""
 TOKEN = "browser-test-token-0123456789abcdef"
 CONFIG = """
 [tools_in_shell]
@@ -72,12 +87,6 @@ SCRIPT = (
     "echo after the call"
 )
 
-playwright_api = pytest.importorskip(
-    "playwright.async_api", reason="Playwright is not installed (scripts/install_browser.sh)"
-)
-if shutil.which(CHROMIUM) is None:
-    pytest.skip(f"{CHROMIUM} is missing; install it with scripts/install_browser.sh", allow_module_level=True)
-
 
 async def _fill_history(host: Host) -> None:
     """Something in every section, for the screenshot: a saved script with a trigger run, a few runs."""
@@ -90,7 +99,7 @@ async def _fill_history(host: Host) -> None:
     await host.session(session_id="agent-7f3a").run("tools github get-pull repo=acme/api number=7 | jq .title")
 
 
-async def test_a_person_sees_a_pending_request_appear_clicks_once_and_the_waiting_call_goes_on() -> None:
+async def test_a_person_sees_a_pending_request_appear_clicks_once_and_the_waiting_call_goes_on(tmp_path: Path) -> None:
     calls: list[Any] = []
     async with Host.open(load_text(CONFIG), servers={"github": make_github(calls)}) as host:
         await _fill_history(host)
@@ -99,15 +108,20 @@ async def test_a_person_sees_a_pending_request_appear_clicks_once_and_the_waitin
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
             try:
-                result = await _drive_the_page(host, url_for("127.0.0.1", sock.getsockname()[1], TOKEN), calls)
+                url = url_for("127.0.0.1", sock.getsockname()[1], TOKEN)
+                result = await _drive_the_page(host, url, calls, tmp_path / SCREENSHOT.name)
             finally:
                 server.should_exit = True
         sock.close()
     assert (result.exit_code, result.stdout) == (0, "deleted fix-x\nafter the call\n")
     assert calls.count(("delete-branch", {"branch": "fix-x"})) == 1
+    taken = (tmp_path / SCREENSHOT.name).read_bytes()
+    assert taken.startswith(b"\x89PNG\r\n\x1a\n"), "the screenshot is a PNG"
+    if os.environ.get(UPDATE_SCREENSHOTS) == "1":
+        SCREENSHOT.write_bytes(taken)
 
 
-async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
+async def _drive_the_page(host: Host, url: str, calls: list[Any], screenshot: Path) -> RunResult:
     """Open the page, start the waiting `bash` run, answer it "once" on the page; the run's result."""
     results: list[RunResult] = []
     finished = anyio.Event()
@@ -128,7 +142,7 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any]) -> RunResult:
             with anyio.fail_after(BOUND_SECONDS):
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(run_the_script)
-                    request_id, hostile_id = await _answer_once(host, page, calls)
+                    request_id, hostile_id = await _answer_once(host, page, calls, screenshot)
                     await finished.wait()
             await page.wait_for_selector(f'[data-request-id="{request_id}"]', state="detached", timeout=WAIT_MS)
             ran = '.nested-call:has-text("delete-branch"):has-text("completed")'
@@ -158,7 +172,7 @@ async def _escapes_as_python_does(page: Any) -> None:
     assert await page.evaluate("text => safe(text)", sample) == escape_lines(sample)
 
 
-async def _answer_once(host: Host, page: Any, calls: list[Any]) -> tuple[str, str]:
+async def _answer_once(host: Host, page: Any, calls: list[Any], screenshot: Path) -> tuple[str, str]:
     """While the run waits: the request appears without a reload, is shown safely, and "once" is clicked.
 
     Returns the ids of that request and of a hostile one left pending."""
@@ -170,8 +184,7 @@ async def _answer_once(host: Host, page: Any, calls: list[Any]) -> tuple[str, st
     assert host.policy.approvals.get(request_id).status == "pending"
     assert ("delete-branch", {"branch": "fix-x"}) not in calls, "the call waits for the person"
     await page.wait_for_selector('#timeline-table td:text-is("running")', timeout=WAIT_MS)
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(SCREENSHOT), full_page=True)
+    await page.screenshot(path=str(screenshot), full_page=True)
 
     # What a server or script wrote is shown as text, with hidden characters made visible.
     hostile = host.policy.approvals.request(

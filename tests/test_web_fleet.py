@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from _serve_auth_support import GITHUB_CONFIG, client, serving, toolshell_exe
-from _store_support import fresh_database, postgres_server  # noqa: F401  (fixtures)
+from _store_support import fresh_database, needs_postgres, postgres_server  # noqa: F401  (fixtures)
 from toolshell.policy.approvals import Approvals
 from toolshell.store.engines import open_store
 from toolshell.store.keys import new_key
@@ -40,9 +40,7 @@ async def _until(check: Any, seconds: float = 30) -> Any:
 
 
 def _pg(postgres_server: str | None) -> str:
-    if postgres_server is None:
-        pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
-    return fresh_database(postgres_server)
+    return fresh_database(needs_postgres(postgres_server))
 
 
 def _env(url: str, **extra: str) -> dict[str, str]:
