@@ -51,6 +51,8 @@ from toolshell.host import Host
 
 HERE = Path(__file__).resolve().parent
 DISCOVERY = "tools filesystem --help"
+SIGNED = "read-text-file path="
+"""In the `bash` description when it lists each tool with its arguments (then discovery takes no turn)."""
 TARGET_RATIO = 10
 BEFORE = "189c386^"
 """The build before the stop report, the shell handle, compact JSON, per-tool arguments in help and
@@ -104,20 +106,24 @@ async def direct_round(tasks: list[FsTask], root: Path) -> tuple[int, list[Run]]
 
 
 async def toolshell_round(tasks: list[FsTask], root: Path) -> tuple[int, list[Run]]:
-    """Every task through `bash`: one `tools filesystem --help` turn, then the task's script."""
+    """Every task through `bash`: its script, after one `tools filesystem --help` turn unless the
+    `bash` description already lists the tools with their arguments."""
     files = world.build(root)
     runs = []
     state = root.parent / f"{root.name}-state"
     shutil.rmtree(state, ignore_errors=True)
     async with Host.open(toolshell_config(entries(files)), state_dir=str(state)) as host:
         # What the model is sent: the definitions of this host, its server started and counted.
-        definitions = tokens(json.dumps(await tool_definitions(host, "anthropic"), ensure_ascii=False))
+        defined = await tool_definitions(host, "anthropic")
+        definitions = tokens(json.dumps(defined, ensure_ascii=False))
+        # A small config's `bash` description carries each tool's arguments: no help turn then.
+        scripts = () if SIGNED in defined[0]["description"] else (DISCOVERY,)
         for task in tasks:
             talk = Conversation(_prompt(task, files), definitions)
             session = host.session()
             start = time.perf_counter()
             output = ""
-            for script in (DISCOVERY, f"F={files}\n{task.script()}"):
+            for script in (*scripts, f"F={files}\n{task.script()}"):
                 output = await run_tool_call(session, "bash", {"script": script})
                 talk.add({"name": "bash", "input": {"script": script}}, output)
             seconds = time.perf_counter() - start
@@ -126,7 +132,7 @@ async def toolshell_round(tasks: list[FsTask], root: Path) -> tuple[int, list[Ru
             problems = task.verify(files, answer)
             if not result.get("success", result.get("exit_code") == 0):
                 problems.insert(0, f"the script failed: {output[:300]}")
-            runs.append(Run(talk, answer, problems, seconds, discovery=1))
+            runs.append(Run(talk, answer, problems, seconds, discovery=len(scripts)))
     return definitions, runs
 
 

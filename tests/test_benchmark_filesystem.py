@@ -65,16 +65,16 @@ async def test_two_tasks_are_done_exactly_both_ways_and_a_lossy_copy_is_caught(t
     assert (copy["direct"]["success"], copy["toolshell"]["success"]) == (True, True)
     assert (inbox["direct"]["success"], inbox["toolshell"]["success"]) == (True, True)
     assert caught["direct"]["success"] is False and caught["direct"]["problems"][0].startswith("backup/todo.txt: ")
-    # Direct: a listing, three folders, ten moves, then the answer; toolshell: the help, the script, the answer.
-    assert (inbox["direct"]["turns"], inbox["toolshell"]["turns"]) == (15, 3)
-    assert inbox["toolshell"]["discovery_turns"] == 1
+    # Direct: a listing, three folders, ten moves, then the answer; toolshell: the script, the answer
+    # (the `bash` description lists the server's tools with their arguments: no help turn).
+    assert (inbox["direct"]["turns"], inbox["toolshell"]["turns"]) == (15, 2)
+    assert inbox["toolshell"]["discovery_turns"] == 0
     totals = filesystem.totals(result["tasks"][:2], "toolshell")
     assert totals["success"] == "2/2"
     assert totals["cumulative"]["direct"] == copy["direct"]["cumulative"] + inbox["direct"]["cumulative"]
-    # The transcript is what was counted: the help, then the script that wrote with key=@file.
+    # The transcript is what was counted: the one script, that wrote with key=@file.
     turns = first["toolshell"][0].talk.transcript
     assert [json.loads(call)["input"]["script"].splitlines()[-1] for call, _ in turns] == [
-        "tools filesystem --help",
         "tools filesystem write-file path=$F/backup/todo.txt content=@todo.txt > /dev/null",
     ]
 

@@ -25,7 +25,7 @@ from toolshell.frontends.serve.bash_tool import (
 )
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
-from toolshell.registry.entry import ServerInfo
+from toolshell.registry.entry import ServerInfo, ToolEntry
 from toolshell.version import __version__
 
 pytestmark = pytest.mark.anyio
@@ -243,3 +243,24 @@ async def test_a_literal_call_is_asked_before_the_script_starts_and_always_cover
     assert json.loads(first.content[0].text)["stdout"] == "start\ndeleted y\n"
     assert json.loads(second.content[0].text)["stdout"] == "start\ndeleted z\n"
     assert len(asked) == 1, "an always grant covers the tool: the second script is not asked about"
+
+
+async def test_a_small_config_lists_each_tool_with_its_arguments_and_a_large_one_does_not() -> None:
+    async with Host.open(servers={"github": make_github()}) as host, Client(build_server(host, [])) as client:
+        [bash] = (await client.list_tools()).tools
+    text = bash.description or ""
+    assert "Servers and their tools:\n  github (6 tools)\n    " in text
+    assert "    text-length text=<string>" in text
+
+    many = [ServerInfo(f"s{i}", loaded=True, tool_count=1) for i in range(3)]
+    wide = {"type": "object", "properties": {f"field_{n}": {"type": "string"} for n in range(8)}}
+    entries = {
+        s.name: [ToolEntry(server=s.name, name=f"tool_{k}", description="", input_schema=wide) for k in range(9)]
+        for s in many
+    }
+    text = bash_description(many, lambda name: entries[name])
+    assert "Servers:\n  s0 (1 tool)\n  s1 (1 tool)" in text and "tool-0" not in text, (
+        "past SIGNATURE_CHARS: no tool lines"
+    )
+    few = {name: rows[:1] for name, rows in entries.items()}
+    assert "  s0 (1 tool)\n    tool-0 [field_0=<string>]" in bash_description(many, lambda name: few[name])

@@ -41,8 +41,8 @@ async def tool_definitions(
     host: Host, shape: Shape = "anthropic", session: Session | None = None
 ) -> list[dict[str, Any]]:
     """`bash` and the `keep_visible` tools in the shape an LLM API takes."""
-    servers = (await host.catalog(session)).servers
-    defs = [_definition("bash", bash_description(servers), BASH_SCHEMA, shape)]
+    catalog = await host.catalog(session)
+    defs = [_definition("bash", bash_description(catalog.servers, catalog.server_entries), BASH_SCHEMA, shape)]
     defs += [_definition(e.flat_name, e.description, e.input_schema, shape) for e in await visible_tools(host, session)]
     return defs
 

@@ -2,31 +2,32 @@
 
 Shared by `toolshell serve` and the LLM adapters (`frontends.llm`). The description names the live
 servers (name, tool count, a short description, `(not loaded)` for lazy ones) up to a bound that
-keeps the whole definition small, then says how many more there are.
+keeps the whole definition small, then says how many more there are. When every listed server's
+tools fit `SIGNATURE_CHARS`, each tool's line with its arguments follows its server, so a model
+writes its first script without a `--help` turn.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import mcp_types as types
 
-from toolshell.registry.entry import ServerInfo
+from toolshell.command.schema_text import signature
+from toolshell.registry.entry import ServerInfo, ToolEntry
 from toolshell.result import RunResult
 
 BASH_TITLE = "Sandboxed bash with every tool"
 
 BASH_USAGE = """Run a bash script in a sandboxed shell (no host files, network or environment).
-Inside it, `tools` calls every tool of every configured MCP server:
-  tools --help                      list servers and tools
-  tools <server> --help             one server's tools with their arguments
-  tools <server> <tool> --help      a tool's input schema
-  tools search <words>              find tools
-  tools <server> <tool> k=v k=@file --flag '{"json": 1}'   call (stdin JSON works too)
-  tools plan <<'EOF' … EOF          what a script would call, with risk
-Filter with jq; print only what you need. Errors are one JSON line on stderr, exit 1.
+In it, `tools` calls every tool of every configured MCP server:
+  tools --help | tools <server> --help | tools <server> <tool> --help
+  tools search <words>
+  tools <server> <tool> k=v k=@file --flag '{"json": 1}'   (or JSON on stdin)
+  tools plan <<'EOF' … EOF    what a script would call, with risk
+Filter with jq; print only what you need. Errors: one JSON line on stderr, exit 1.
 Fan out with `&` and `wait`: the calls run at once.
 Output past the cap keeps head and tail and names a file with all of it.
 Pass a result's `shell` back to keep its files, cd and variables.
@@ -84,17 +85,54 @@ def bash_result(result: RunResult) -> types.CallToolResult:
 MAX_LISTED_SERVERS = 6
 """Servers named in the description; past it, "and N more" (keeps `bash` under 600 tokens)."""
 SUMMARY_CHARS = 48
+SIGNATURE_CHARS = 1200
+"""The tool lines the description may carry (about 300 tokens): past it, none (`tools <server> --help`).
+A small config is read in the definition every turn; a help turn's answer is read in every turn
+after it, and costs the turn itself (`benchmarks/filesystem.py` measures both)."""
 
 
-def bash_description(servers: Sequence[ServerInfo] = ()) -> str:
-    """The description: usage, then the servers, at most `MAX_LISTED_SERVERS` of them."""
+def bash_description(
+    servers: Sequence[ServerInfo] = (), entries: Callable[[str], Sequence[ToolEntry]] | None = None
+) -> str:
+    """The description: usage, then the servers, at most `MAX_LISTED_SERVERS` of them.
+
+    Args:
+        servers: The catalog's servers.
+        entries: A server's tools (`Catalog.server_entries`): given, and all of the listed servers'
+            tool lines fit `SIGNATURE_CHARS`, each server's tools follow it with their arguments.
+    """
     lines = [BASH_USAGE]
     if servers:
-        lines.append("Servers:")
-        lines += [f"  {_server_line(s)}" for s in servers[:MAX_LISTED_SERVERS]]
+        listed = servers[:MAX_LISTED_SERVERS]
+        tool_lines = _tool_lines(listed, entries)
+        lines.append("Servers:" if tool_lines is None else "Servers and their tools:")
+        for server in listed:
+            lines.append(f"  {_server_line(server)}")
+            lines += (tool_lines or {}).get(server.name, [])
         if len(servers) > MAX_LISTED_SERVERS:
             lines.append(f"  and {len(servers) - MAX_LISTED_SERVERS} more (tools --help)")
     return "\n".join(lines)
+
+
+def _tool_lines(
+    servers: Sequence[ServerInfo], entries: Callable[[str], Sequence[ToolEntry]] | None
+) -> dict[str, list[str]] | None:
+    """Each server's `    tool args` lines, or None when they do not all fit `SIGNATURE_CHARS`."""
+    if entries is None:
+        return None
+    found: dict[str, list[str]] = {}
+    size = 0
+    for server in servers:
+        rows = []
+        for entry in entries(server.name):
+            rows.append(
+                f"    {' '.join(w for w in (entry.name.replace('_', '-'), signature(entry.input_schema)) if w)}"
+            )
+            size += len(rows[-1]) + 1
+            if size > SIGNATURE_CHARS:
+                return None
+        found[server.name] = rows
+    return found if size else None
 
 
 def _server_line(server: ServerInfo) -> str:
@@ -119,6 +157,7 @@ def _server_line(server: ServerInfo) -> str:
 
 __all__ = [
     "MAX_LISTED_SERVERS",
+    "SIGNATURE_CHARS",
     "BASH_DESCRIPTION",
     "BASH_OUTPUT_SCHEMA",
     "BASH_SCHEMA",

@@ -125,10 +125,11 @@ def build_server(
     async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
         if notifier is not None:
             notifier.listed(ctx.session)
+        catalog = await host.catalog()
         bash = types.Tool(
             name="bash",
             title=BASH_TITLE,
-            description=bash_description((await host.catalog()).servers),
+            description=bash_description(catalog.servers, catalog.server_entries),
             input_schema=BASH_SCHEMA,
             output_schema=BASH_OUTPUT_SCHEMA,
         )
