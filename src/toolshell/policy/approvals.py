@@ -42,47 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.policy.approval_tables import NEWER_COLUMNS, SCHEMA
 from toolshell.policy.canonical import canonical_json, fingerprint, server_key
 from toolshell.registry.entry import ToolEntry
 from toolshell.registry.naming import parse_flat_name
 from toolshell.registry.server_identity import ServerIdentity
 from toolshell.store.protocol import StateStore
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS approval_requests (
-    id TEXT PRIMARY KEY,
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    command TEXT NOT NULL,
-    input TEXT NOT NULL,
-    session_id TEXT NOT NULL,
-    why TEXT,
-    message TEXT NOT NULL DEFAULT '',
-    fingerprint TEXT NOT NULL,
-    status TEXT NOT NULL,           -- pending | granted_once | granted_always | denied | expired
-    created_at DOUBLE PRECISION NOT NULL,
-    decided_at DOUBLE PRECISION,
-    caller TEXT,                    -- who made the call (`Session.caller`); NULL: this machine's user
-    server_id TEXT,                 -- the program serving the tool (`ToolEntry.server_id`)
-    server_label TEXT               -- that program for people, secrets masked
-);
-CREATE INDEX IF NOT EXISTS approval_requests_open ON approval_requests (status, server, tool, input);
-CREATE TABLE IF NOT EXISTS approval_grants (
-    id {serial},
-    request_id TEXT,
-    kind TEXT NOT NULL,             -- once | always
-    server TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    input TEXT,                     -- canonical JSON, for `once`
-    fingerprint TEXT NOT NULL,
-    state TEXT NOT NULL,            -- active | used | voided
-    created_at DOUBLE PRECISION NOT NULL,
-    ended_at DOUBLE PRECISION,
-    server_id TEXT,                 -- the program it was given for; NULL: made before grants recorded it
-    server_label TEXT
-);
-CREATE INDEX IF NOT EXISTS approval_grants_tool ON approval_grants (server, tool, kind, state);
-"""
 
 PENDING, GRANTED_ONCE, GRANTED_ALWAYS, DENIED = "pending", "granted_once", "granted_always", "denied"
 EXPIRED = "expired"
@@ -91,14 +56,6 @@ DEFAULT_EXPIRE_SECONDS = 900.0
 CHANNEL = "approvals"
 """The store channel an answer is announced on; the payload is the request's id."""
 IN_FORCE, OTHER_PROGRAM, NOT_CONFIGURED, IDENTITY_UNKNOWN = "in_force", "other_program", "not_configured", "unknown"
-_NEWER_COLUMNS = [  # columns a state made by an older version lacks
-    ("approval_requests", "caller"),
-    ("approval_requests", "server_id"),
-    ("approval_requests", "server_label"),
-    ("approval_grants", "server_id"),
-    ("approval_grants", "server_label"),
-    ("approval_requests", "decided_by"),
-]
 
 
 @dataclass(frozen=True)
@@ -165,8 +122,8 @@ class Approvals:
     def __init__(self, store: StateStore, expire_seconds: float = DEFAULT_EXPIRE_SECONDS) -> None:
         self.store = store
         self.expire_seconds = expire_seconds
-        store.migrate("approvals", [_SCHEMA])
-        for table, column in _NEWER_COLUMNS:
+        store.migrate("approvals", [SCHEMA])
+        for table, column in NEWER_COLUMNS:
             store.ensure_column(table, column, "TEXT")
 
     def request(
