@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -33,6 +34,7 @@ from toolshell.connections.targets import Target
 from toolshell.connections.timer import CAP_FACTOR, CallTimer
 from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, capped_note, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
+from toolshell.connections.upstream_tasks import UpstreamTasks, advertised, call_declaring
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.validate import late_notes
 from toolshell.version import __version__
@@ -128,7 +130,8 @@ class ClientConnection:
         return self._cache.stamp(session.session_id)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
-        """Call one tool; idle timeout refreshed by progress, absolute cap, both paused by questions."""
+        """Call one tool; idle timeout refreshed by progress (and by polls of the server's task,
+        `upstream_tasks`), absolute cap, both paused by questions."""
         for attempt in range(2):
             client = await self._ensure(options.session)
             runner = self._runner
@@ -216,6 +219,7 @@ class ClientConnection:
             server_arg,
             mode=self._mode,
             elicitation_callback=self.router.callback,
+            extensions=[UpstreamTasks(self.name)],
             message_handler=self._on_message,
             client_info=_CLIENT_INFO,
             cache=None,  # we keep the tool list ourselves, per the seed's rules
@@ -355,7 +359,10 @@ class ClientConnection:
     ) -> types.CallToolResult:
         idle = options.timeout_seconds or self.server.timeout_seconds
         timer = CallTimer(idle, self._cap_factor)
-        call = InFlightCall(options.session, options.answerer, timer, name)
+        version = client.protocol_version
+        call = InFlightCall(
+            options.session, options.answerer, timer, name, advertised(client.server_capabilities, version)
+        )
         hook = options.on_progress
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -366,7 +373,8 @@ class ClientConnection:
         with self.router.track(call):
             with timer.scope:
                 meta = request_meta(context_for(self.server, options.session))
-                result = await client.call_tool(name, arguments, progress_callback=on_progress, meta=meta)
+                send = partial(client.call_tool, name, arguments, progress_callback=on_progress, meta=meta)
+                result = await call_declaring(call, send, version)
             if timer.scope.cancelled_caught:
                 raise self._timed_out(name, timer)
         return result
