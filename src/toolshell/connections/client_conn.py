@@ -34,7 +34,7 @@ from toolshell.connections.targets import Target
 from toolshell.connections.timer import CAP_FACTOR, CallTimer
 from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, capped_note, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
-from toolshell.connections.upstream_tasks import UpstreamTasks, advertised, call_declaring
+from toolshell.connections.upstream_tasks import UpstreamTasks
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.validate import late_notes
 from toolshell.version import __version__
@@ -74,6 +74,7 @@ class ClientConnection:
         self._mode = mode
         self._cap_factor = cap_factor
         self._cache = ToolCache()
+        self._tasks = UpstreamTasks(server.name)
         self._backoff = Backoff(clock)
         self._state = ConnState.NOT_LOADED
         self._runner: Runner | None = None
@@ -219,7 +220,7 @@ class ClientConnection:
             server_arg,
             mode=self._mode,
             elicitation_callback=self.router.callback,
-            extensions=[UpstreamTasks(self.name)],
+            extensions=[self._tasks],
             message_handler=self._on_message,
             client_info=_CLIENT_INFO,
             cache=None,  # we keep the tool list ourselves, per the seed's rules
@@ -359,10 +360,7 @@ class ClientConnection:
     ) -> types.CallToolResult:
         idle = options.timeout_seconds or self.server.timeout_seconds
         timer = CallTimer(idle, self._cap_factor)
-        version = client.protocol_version
-        call = InFlightCall(
-            options.session, options.answerer, timer, name, advertised(client.server_capabilities, version)
-        )
+        call = InFlightCall(options.session, options.answerer, timer, name)
         hook = options.on_progress
 
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
@@ -374,7 +372,7 @@ class ClientConnection:
             with timer.scope:
                 meta = request_meta(context_for(self.server, options.session))
                 send = partial(client.call_tool, name, arguments, progress_callback=on_progress, meta=meta)
-                result = await call_declaring(call, send, version)
+                result = await self._tasks.call(client, call, send)
             if timer.scope.cancelled_caught:
                 raise self._timed_out(name, timer)
         return result

@@ -1,8 +1,9 @@
 """Upstream servers' tasks (the Tasks extension, SEP-2663): a `tools` call answered with a task.
 
 On a 2026-07-28 connection toolshell declares `io.modelcontextprotocol/tasks` on a call when the
-server advertised it (or, once, after the server refused the plain call with -32021 naming it);
-other calls and other servers see a client without it, and get plain calls. A `CreateTaskResult`
+server advertised it, or once it refused a plain call with -32021 naming it (that call is sent
+again, declaring it, and so are later ones); other requests and other servers see a client
+without it, and get plain calls. A `CreateTaskResult`
 is finished here, through the SDK's claim hook (`ResultClaim`), in the calling task:
 
 - `tasks/get` is polled at the task's own `pollIntervalMs` (at most half the call's idle timeout
@@ -22,7 +23,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.client import ClaimContext, ClientExtension, ResultClaim
+from mcp.client import ClaimContext, Client, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -56,37 +57,42 @@ _REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
 
 class UpstreamTasks(ClientExtension):
-    """The extension's client half, given to `mcp.client.Client(extensions=[...])`."""
+    """The extension's client half for one server, given to every `mcp.client.Client` opened to it
+    (`Client(extensions=[...])`); it remembers that the server refused a plain call for want of it."""
 
     identifier = EXTENSION
 
     def __init__(self, server: str) -> None:
         self.server = server
+        self.required = False
+        """The server refused a plain call with -32021 naming the extension: later calls declare it."""
 
     def claims(self) -> Sequence[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
 
+    def declares(self, client: Client) -> bool:
+        """Whether a call to `client` declares the extension: on a 2026-07-28 connection (the only
+        one where the SDK takes a task), to a server that advertised it or asked for it."""
+        if not _modern(client.protocol_version):
+            return False
+        return self.required or EXTENSION in (client.server_capabilities.extensions or {})
+
+    async def call(
+        self, client: Client, call: InFlightCall, send: Callable[[], Awaitable[types.CallToolResult]]
+    ) -> types.CallToolResult:
+        """`send` the call; a server that refuses a plain call with -32021 naming the extension (it
+        runs the tool only as a task) gets it again, declaring the extension."""
+        call.tasks = self.declares(client)
+        try:
+            return await send()
+        except MCPError as err:
+            if call.tasks or not _modern(client.protocol_version) or not requires_tasks(err):
+                raise
+        self.required = call.tasks = True
+        return await send()
+
     async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
         return await follow(ctx.session, created, CURRENT_CALL.get(), self.server)
-
-
-def advertised(capabilities: types.ServerCapabilities | None, protocol_version: str | None) -> bool:
-    """Whether a server offers tasks where the SDK can take them: on a 2026-07-28 connection."""
-    return capabilities is not None and EXTENSION in (capabilities.extensions or {}) and _modern(protocol_version)
-
-
-async def call_declaring(
-    call: InFlightCall, send: Callable[[], Awaitable[types.CallToolResult]], protocol_version: str | None
-) -> types.CallToolResult:
-    """`send` the call; a server that refuses a plain call with -32021 naming the extension (it
-    only runs the tool as a task) gets it again, declaring the extension."""
-    try:
-        return await send()
-    except MCPError as err:
-        if call.tasks or not _modern(protocol_version) or not requires_tasks(err):
-            raise
-    call.tasks = True
-    return await send()
 
 
 def requires_tasks(err: MCPError) -> bool:
@@ -187,4 +193,4 @@ def _modern(protocol_version: str | None) -> bool:
     return protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-__all__ = ["UpstreamTasks", "advertised", "call_declaring", "follow", "requires_tasks"]
+__all__ = ["UpstreamTasks", "follow", "requires_tasks"]
