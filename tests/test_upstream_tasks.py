@@ -27,8 +27,8 @@ pytestmark = pytest.mark.anyio
 TASKS_SERVER = str(SERVERS / "tasks_server.py")
 
 
-def config(log: Path, *modes: str, timeout: float = 20, shell_seconds: float = 60) -> Config:
-    entry = {"name": "tasks", "command": sys.executable, "args": [TASKS_SERVER, str(log), *modes]}
+def config(log: Path, *modes: str, timeout: float = 20, shell_seconds: float = 60, **server: Any) -> Config:
+    entry = {"name": "tasks", "command": sys.executable, "args": [TASKS_SERVER, str(log), *modes], **server}
     return Config.model_validate(
         {
             "mcp": {"servers": [{**entry, "timeout_seconds": timeout}]},
@@ -124,6 +124,23 @@ async def test_a_task_that_fails_fails_the_call_with_the_servers_error(tmp_path:
     assert events(log, "cancel") == []  # a finished task is not cancelled
 
 
+@pytest.mark.parametrize(
+    ("tool", "said"),
+    [("sample", "Sampling not supported"), ("garble", "that is not an elicitation, sampling or roots request")],
+)
+async def test_a_task_question_toolshell_cannot_answer_fails_the_call_and_cancels_the_task(
+    tmp_path: Path, tool: str, said: str
+) -> None:
+    log = tmp_path / "log"
+    async with Host.open(config(log)) as host:
+        result = await host.session(answerer=Answers()).run(f"tools tasks {tool}")
+    error = json.loads(result.stderr.splitlines()[-1])["error"]
+    assert (result.exit_code, error["code"]) == (1, "tool_error")
+    assert said in error["message"]
+    assert events(log, "cancel") == [{"event": "cancel", "tool": tool}]
+    assert events(log, "update") == []
+
+
 async def test_a_server_that_only_runs_tools_as_tasks_and_says_so_gets_task_calls_at_once(tmp_path: Path) -> None:
     log = tmp_path / "log"
     async with Host.open(config(log, "require")) as host:
@@ -142,6 +159,17 @@ async def test_a_server_that_refuses_a_plain_call_with_32021_gets_it_and_later_c
     # the first call goes plain (the server did not advertise tasks), then again as a task; the
     # next declares tasks at once
     assert calls == [("call", False), ("refused", None), ("call", True), ("call", True)]
+
+
+async def test_a_tool_that_runs_only_as_a_task_on_an_older_connection_says_why_it_cannot_run(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    async with Host.open(config(log, "require", protocol="2025-11-25")) as host:
+        result = await host.session().run("tools tasks slow")
+    error = json.loads(result.stderr)["error"]
+    assert (result.exit_code, error["code"]) == (1, "tool_error")
+    assert "runs this tool only as a task (the Tasks extension)" in error["message"]
+    assert "on 2026-07-28 connections only" in error["message"]
+    assert [e["declared"] for e in events(log, "call")] == [False]  # no second try: it could not be a task
 
 
 async def test_a_server_that_does_not_advertise_tasks_gets_plain_calls(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ Tools (a call that declares the extension gets a `CreateTaskResult`, a plain one
 `slow` (done `seconds` after it started; polled at `poll_ms`), `ask` (asks for a name through
 `inputRequests`, then greets; the answer shows on the second poll after it came, the question
 still open on the first), `forever` (never done; a `tasks/cancel` ends it), `fail` (the
-task fails with a JSON-RPC error), `declared`
+task fails with a JSON-RPC error), `sample` and `garble` (the task asks for a sampling, or for
+something that is no request), `declared`
 (answers at once, never as a task: whether this call declared the extension).
 """
 
@@ -37,6 +38,8 @@ from toolshell.tasks_wire import EXTENSION, TaskParams, UpdateParams
 LOG = sys.argv[1]
 MODES = set(sys.argv[2:])
 TASKS: dict[str, dict[str, Any]] = {}
+SAMPLING = {"method": "sampling/createMessage", "params": {"messages": [], "maxTokens": 5}}
+GARBLE = {"method": "nope/never", "params": {"x": 1}}
 QUESTION = {
     "method": "elicitation/create",
     "params": {
@@ -61,6 +64,8 @@ TOOLS = [
     _tool("ask", "Asks for a name, then greets.", {}),
     _tool("forever", "Never done.", {}),
     _tool("fail", "The task fails.", {}),
+    _tool("sample", "Asks for a sampling toolshell does not offer.", {}),
+    _tool("garble", "Asks something that is not a request.", {}),
     _tool("declared", "Whether this call declared the Tasks extension.", {}),
 ]
 
@@ -87,7 +92,7 @@ def task_view(task_id: str) -> dict[str, Any]:
     if task["status"] in ("working", "input_required"):
         view["pollIntervalMs"] = task["poll_ms"]
     if task["status"] == "input_required":
-        view["inputRequests"] = {"q1": QUESTION}
+        view["inputRequests"] = {"q1": {"sample": SAMPLING, "garble": GARBLE}.get(task["tool"], QUESTION)}
     if task["status"] == "completed":
         view["result"] = task["result"]
     if task["status"] == "failed":
@@ -116,7 +121,8 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
         raise MCPError(types.INVALID_PARAMS, f"{params.name} runs only as a task")
     task_id = secrets.token_urlsafe(16)
     poll_ms = int(args.get("poll_ms", 200))
-    status = {"ask": "input_required", "fail": "failed"}.get(params.name, "working")
+    asks = params.name in ("ask", "sample", "garble")
+    status = "input_required" if asks else "failed" if params.name == "fail" else "working"
     done_at = time.monotonic() + float(args.get("seconds", 0))
     TASKS[task_id] = {"tool": params.name, "status": status, "created": _now(), "poll_ms": poll_ms}
     TASKS[task_id].update(done_at=done_at, polls=0)

@@ -125,7 +125,7 @@ async def follow(
                 call.timer.touch()  # the task is alive: that is progress
             interval = state.poll_interval_ms
             if state.status == "input_required":
-                await _answer(session, task_id, state.input_requests or {}, answered)
+                await _answer(session, task_id, state.input_requests or {}, answered, server)
     finally:
         if not finished:
             await _cancel(session, task_id, server)
@@ -146,7 +146,9 @@ def _ended(state: TaskState, server: str) -> types.CallToolResult:
     raise MCPError(types.INTERNAL_ERROR, f"server {server!r} sent a task with an unknown status {state.status!r}")
 
 
-async def _answer(session: ClientSession, task_id: str, requests: dict[str, Any], answered: set[str]) -> None:
+async def _answer(
+    session: ClientSession, task_id: str, requests: dict[str, Any], answered: set[str], server: str
+) -> None:
     """Answer the keys not answered yet (a task shows its open requests on every poll)."""
     responses: dict[str, Any] = {}
     for key, raw in requests.items():
@@ -156,7 +158,11 @@ async def _answer(session: ClientSession, task_id: str, requests: dict[str, Any]
         try:
             request = _REQUEST.validate_python(raw)
         except ValidationError:
-            raise MCPError(types.INVALID_PARAMS, f"the task's inputRequests[{key!r}] is not a request") from None
+            raise ToolshellError(
+                ErrorCode.TOOL_ERROR,
+                f"server {server!r} sent a task question (inputRequests[{key[:60]!r}]) that is not an elicitation,"
+                " sampling or roots request; its task is cancelled",
+            ) from None
         context = ClientRequestContext(
             session=session, request_id=key, meta=request.params.meta if request.params else None
         )
