@@ -46,25 +46,28 @@ class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
-class CreatedTask(types.Result):
-    """`CreateTaskResult`: what a `tools/call` may return instead of its `CallToolResult`."""
+class Task(types.Result):
+    """The fields every task message carries (the extension's `Task`)."""
 
     model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"] = "task"
     task_id: str = Field(min_length=1, max_length=200)
     status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
     poll_interval_ms: int | None = None
     status_message: str | None = None
 
 
-class TaskState(types.Result):
+class CreatedTask(Task):
+    """`CreateTaskResult`: what a `tools/call` may return instead of its `CallToolResult`."""
+
+    result_type: Literal["task"] = "task"
+
+
+class TaskState(Task):
     """What `tasks/get` returns: the task with its status's payload (a `DetailedTask`)."""
 
-    model_config = ConfigDict(extra="allow")
-    task_id: str
-    status: str
-    poll_interval_ms: int | None = None
-    status_message: str | None = None
     input_requests: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
@@ -84,6 +87,7 @@ __all__ = [
     "CreatedTask",
     "GetTask",
     "TaskParams",
+    "Task",
     "TaskState",
     "UpdateParams",
     "UpdateTask",
