@@ -187,3 +187,23 @@ async def test_an_advertising_server_sees_the_extension_on_calls_and_not_on_list
         result = await host.session().run("tools tasks declared")
     assert result.stdout == "declared\n"
     assert [e["declared"] for e in events(log, "list")] == [False]
+
+
+async def test_over_streamable_http_a_task_is_followed_with_its_id_in_mcp_name(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    proc = await anyio.open_process([sys.executable, TASKS_SERVER, str(log), "http"])
+    try:
+        await wait_until(lambda: events(log, "listening") != [], limit=20)
+        url = f"http://127.0.0.1:{events(log, 'listening')[0]['port']}/mcp"
+        person = Answers(types.ElicitResult(action="accept", content={"name": "Ada"}))
+        async with Host.open(config(log, type="http", url=url, command=None, args=[])) as host:
+            result = await host.session(answerer=person).run(
+                "tools tasks ask; tools tasks slow seconds=0.5 poll_ms=100"
+            )
+    finally:
+        proc.terminate()
+        await proc.wait()
+    # the server refuses `tasks/*` whose `Mcp-Name` is not the task id (-32020)
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.startswith("hello Ada\nslow done after ")
+    assert [e["tool"] for e in events(log, "update")] == ["ask"]

@@ -1,4 +1,4 @@
-"""A stdio MCP server (the SDK's lowlevel server, 2026-07-28) that runs tools as tasks (SEP-2663).
+"""An MCP server (the SDK's lowlevel server, 2026-07-28) that runs tools as tasks (SEP-2663).
 
 Usage: `python tasks_server.py LOG [MODE ...]`; every request it gets is one JSON line in LOG
 (`{"event": "call" | "get" | "update" | "cancel" | "refused", ...}`), for the tests to count.
@@ -7,6 +7,8 @@ Modes:
   require   a plain call (one that does not declare `io.modelcontextprotocol/tasks`) is refused
             with -32021 naming the extension: the server only runs its tools as tasks
   quiet     the extension is not advertised in `server/discover` (it is still served)
+  http      serve Streamable HTTP on 127.0.0.1 (a free port, logged as `{"event": "listening",
+            "port": N}`) instead of stdio; `tasks/*` must then name their task in `Mcp-Name`
 
 Tools (a call that declares the extension gets a `CreateTaskResult`, a plain one the result):
 `slow` (done `seconds` after it started; polled at `poll_ms`), `ask` (asks for a name through
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import sys
 import time
 from datetime import UTC, datetime
@@ -28,11 +31,12 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+import uvicorn
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
-from toolshell.frontends.serve.tasks.wire import declared, require_declared
+from toolshell.frontends.serve.tasks.wire import declared, require_declared, require_name_header
 from toolshell.tasks_wire import EXTENSION, TaskParams, UpdateParams
 
 LOG = sys.argv[1]
@@ -131,6 +135,7 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
 
 def _find(ctx: ServerRequestContext[Any], task_id: str) -> dict[str, Any]:
     require_declared(ctx)
+    require_name_header(ctx, task_id)  # over HTTP (stdio has no headers)
     if task_id not in TASKS:
         raise MCPError(types.INVALID_PARAMS, "Failed to retrieve task: Task not found")
     return TASKS[task_id]
@@ -169,8 +174,20 @@ async def main() -> None:
     server.add_request_handler("tasks/cancel", TaskParams, cancel_task)
     if "quiet" not in MODES:
         server.extensions[EXTENSION] = {}
+    if "http" in MODES:
+        await _serve_http(server)
+        return
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
+
+
+async def _serve_http(server: Server[Any]) -> None:
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    web = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), log_level="error", lifespan="on"))
+    log("listening", port=sock.getsockname()[1])
+    await web.serve([sock])
 
 
 if __name__ == "__main__":
