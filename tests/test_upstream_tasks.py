@@ -172,6 +172,16 @@ async def test_a_tool_that_runs_only_as_a_task_on_an_older_connection_says_why_i
     assert [e["declared"] for e in events(log, "call")] == [False]  # no second try: it could not be a task
 
 
+async def test_a_task_sent_to_a_call_that_did_not_offer_tasks_is_not_followed(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    async with Host.open(config(log, "quiet", "rogue")) as host:
+        result = await host.session().run("tools tasks slow seconds=0.2")
+    error = json.loads(result.stderr)["error"]
+    assert (result.exit_code, error["code"]) == (1, "tool_error")
+    assert "answered 'slow' with a task, which this call did not offer" in error["message"]
+    assert events(log, "get") == []
+
+
 async def test_a_server_that_does_not_advertise_tasks_gets_plain_calls(tmp_path: Path) -> None:
     log = tmp_path / "log"
     async with Host.open(config(log, "quiet")) as host:

@@ -7,6 +7,7 @@ Modes:
   require   a plain call (one that does not declare `io.modelcontextprotocol/tasks`) is refused
             with -32021 naming the extension: the server only runs its tools as tasks
   quiet     the extension is not advertised in `server/discover` (it is still served)
+  rogue     run tools as tasks also for calls that do not declare the extension (it forbids that)
   http      serve Streamable HTTP on 127.0.0.1 (a free port, logged as `{"event": "listening",
             "port": N}`) instead of stdio; `tasks/*` must then name their task in `Mcp-Name`
 
@@ -115,7 +116,7 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
     log("call", tool=params.name, declared=tasks)
     if params.name == "declared":
         return types.CallToolResult(content=[types.TextContent(text="declared" if tasks else "plain")])
-    if not tasks:
+    if not tasks and "rogue" not in MODES:
         if "require" in MODES:
             log("refused", tool=params.name)
             require_declared(ctx)

@@ -92,7 +92,14 @@ class UpstreamTasks(ClientExtension):
         return await send()
 
     async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
-        return await follow(ctx.session, created, CURRENT_CALL.get(), self.server)
+        call = CURRENT_CALL.get()
+        if call is None or not call.tasks:  # the extension forbids it: a client that did not declare gets none
+            raise ToolshellError(
+                ErrorCode.TOOL_ERROR,
+                f"server {self.server!r} answered {ctx.tool_name!r} with a task, which this call did not offer"
+                " (it does not advertise the Tasks extension); the task is not followed",
+            )
+        return await follow(ctx.session, created, call, self.server)
 
 
 def requires_tasks(err: MCPError) -> bool:
