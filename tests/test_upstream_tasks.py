@@ -141,6 +141,28 @@ async def test_a_task_question_toolshell_cannot_answer_fails_the_call_and_cancel
     assert events(log, "update") == []
 
 
+class Yes:
+    """Answers every question with a name."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    async def elicit(self, server: str, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.asked += 1
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+
+async def test_a_task_that_keeps_asking_new_questions_is_cut_off_and_cancelled(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    person = Yes()
+    async with Host.open(config(log)) as host:
+        result = await host.session(answerer=person).run("tools tasks pester poll_ms=0")
+    error = json.loads(result.stderr)["error"]
+    assert "asked more than 64 questions in one task" in error["message"]
+    assert person.asked == 64
+    assert events(log, "cancel") == [{"event": "cancel", "tool": "pester"}]
+
+
 async def test_a_server_that_only_runs_tools_as_tasks_and_says_so_gets_task_calls_at_once(tmp_path: Path) -> None:
     log = tmp_path / "log"
     async with Host.open(config(log, "require")) as host:

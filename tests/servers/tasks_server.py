@@ -16,7 +16,7 @@ Tools (a call that declares the extension gets a `CreateTaskResult`, a plain one
 `inputRequests`, then greets; the answer shows on the second poll after it came, the question
 still open on the first), `forever` (never done; a `tasks/cancel` ends it), `fail` (the
 task fails with a JSON-RPC error), `sample` and `garble` (the task asks for a sampling, or for
-something that is no request), `declared`
+something that is no request), `pester` (a new question on every poll, answered or not), `declared`
 (answers at once, never as a task: whether this call declared the extension).
 """
 
@@ -71,6 +71,7 @@ TOOLS = [
     _tool("fail", "The task fails.", {}),
     _tool("sample", "Asks for a sampling toolshell does not offer.", {}),
     _tool("garble", "Asks something that is not a request.", {}),
+    _tool("pester", "Asks a new question on every poll.", {"poll_ms": {"type": "integer"}}),
     _tool("declared", "Whether this call declared the Tasks extension.", {}),
 ]
 
@@ -97,7 +98,8 @@ def task_view(task_id: str) -> dict[str, Any]:
     if task["status"] in ("working", "input_required"):
         view["pollIntervalMs"] = task["poll_ms"]
     if task["status"] == "input_required":
-        view["inputRequests"] = {"q1": {"sample": SAMPLING, "garble": GARBLE}.get(task["tool"], QUESTION)}
+        key = f"q{task['polls']}" if task["tool"] == "pester" else "q1"
+        view["inputRequests"] = {key: {"sample": SAMPLING, "garble": GARBLE}.get(task["tool"], QUESTION)}
     if task["status"] == "completed":
         view["result"] = task["result"]
     if task["status"] == "failed":
@@ -126,7 +128,7 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
         raise MCPError(types.INVALID_PARAMS, f"{params.name} runs only as a task")
     task_id = secrets.token_urlsafe(16)
     poll_ms = int(args.get("poll_ms", 200))
-    asks = params.name in ("ask", "sample", "garble")
+    asks = params.name in ("ask", "sample", "garble", "pester")
     status = "input_required" if asks else "failed" if params.name == "fail" else "working"
     done_at = time.monotonic() + float(args.get("seconds", 0))
     TASKS[task_id] = {"tool": params.name, "status": status, "created": _now(), "poll_ms": poll_ms}
@@ -154,7 +156,7 @@ async def update_task(ctx: ServerRequestContext[Any], params: UpdateParams) -> d
     task = _find(ctx, params.task_id)
     log("update", tool=task["tool"], responses=params.input_responses)
     answer = params.input_responses.get("q1")
-    if task["status"] == "input_required" and isinstance(answer, dict):
+    if task["tool"] == "ask" and task["status"] == "input_required" and isinstance(answer, dict):
         name = (answer.get("content") or {}).get("name") if answer.get("action") == "accept" else None
         task.update(greeting=text(f"hello {name}" if name else f"no name ({answer.get('action')})"), answered=0)
     return {"resultType": "complete"}

@@ -3,14 +3,15 @@
 On a 2026-07-28 connection toolshell declares `io.modelcontextprotocol/tasks` on a call when the
 server advertised it, or once it refused a plain call with -32021 naming it (that call is sent
 again, declaring it, and so are later ones); other requests and other servers see a client
-without it, and get plain calls. A `CreateTaskResult`
-is finished here, through the SDK's claim hook (`ResultClaim`), in the calling task:
+without it, and get plain calls. A `CreateTaskResult` is finished here, through the SDK's claim
+hook (`ResultClaim`), in the calling task:
 
 - `tasks/get` is polled at the task's own `pollIntervalMs` (at most half the call's idle timeout
   apart, so the idle timeout can still be told); each answer that shows the task alive is
   progress: the call's idle timer starts over, as a progress notification would make it;
-- its `inputRequests` go, each key once, through the connection's callbacks (a question to the
-  session's answerer, the timers paused meanwhile), and the answers back with `tasks/update`;
+- its `inputRequests` go, each key once (at most `MAX_QUESTIONS` a task), through the
+  connection's callbacks (a question to the session's answerer, the timers paused meanwhile),
+  and the answers back with `tasks/update`;
 - a call that ends before the task did (the script cancelled or timed out, the call's own
   timeout, a question nobody could answer) sends `tasks/cancel`, shielded and bounded.
 """
@@ -30,6 +31,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import TypeAdapter, ValidationError
 
 from toolshell.connections.elicitation import CURRENT_CALL, InFlightCall
+from toolshell.connections.runner import spawn
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.tasks_wire import (
     EXTENSION,
@@ -50,6 +52,8 @@ DEFAULT_POLL_SECONDS = 1.0
 """How often a task that names no `pollIntervalMs` is polled."""
 MIN_POLL_SECONDS = 0.05
 """A server asking for faster polls than this is polled this often (no busy loop)."""
+MAX_QUESTIONS = 64
+"""Distinct `inputRequests` keys one task may ask (a server inventing keys would ask forever)."""
 CANCEL_SECONDS = 5.0
 """How long `tasks/cancel` may take when a call ends early: it is sent, not waited for long."""
 
@@ -113,9 +117,7 @@ def requires_tasks(err: MCPError) -> bool:
     return EXTENSION in (data.required_capabilities.extensions or {})
 
 
-async def follow(
-    session: ClientSession, created: CreatedTask, call: InFlightCall | None, server: str
-) -> types.CallToolResult:
+async def follow(session: ClientSession, created: CreatedTask, call: InFlightCall, server: str) -> types.CallToolResult:
     """Poll the task to its end; its `CallToolResult`, or an error saying how it ended."""
     task_id = created.task_id
     answered: set[str] = set()
@@ -128,14 +130,13 @@ async def follow(
             if state.status not in OPEN:
                 finished = True
                 return _ended(state, server)
-            if call is not None:
-                call.timer.touch()  # the task is alive: that is progress
+            call.timer.touch()  # the task is alive: that is progress
             interval = state.poll_interval_ms
             if state.status == "input_required":
                 await _answer(session, task_id, state.input_requests or {}, answered, server)
     finally:
         if not finished:
-            await _cancel(session, task_id, server)
+            await _cancel_soon(session, task_id, call, server)
 
 
 def _ended(state: TaskState, server: str) -> types.CallToolResult:
@@ -161,6 +162,11 @@ async def _answer(
     for key, raw in requests.items():
         if key in answered:
             continue
+        if len(answered) >= MAX_QUESTIONS:
+            raise ToolshellError(
+                ErrorCode.TOOL_ERROR,
+                f"server {server!r} asked more than {MAX_QUESTIONS} questions in one task; its task is cancelled",
+            )
         answered.add(key)
         try:
             request = _REQUEST.validate_python(raw)
@@ -182,24 +188,35 @@ async def _answer(
         await session.send_request(UpdateTask(params=params), Ack)
 
 
-async def _cancel(session: ClientSession, task_id: str, server: str) -> None:
-    """Tell the server the call ended without waiting for its task (cooperative: an ack is all)."""
-    with anyio.CancelScope(shield=True), anyio.move_on_after(CANCEL_SECONDS):
-        try:
-            await session.send_request(CancelTask(params=_task(task_id)), Ack)
-        except Exception as exc:  # noqa: BLE001 - the call's own outcome is what the script sees
-            logger.info("server %r: tasks/cancel of a task failed: %s", server, exc)
+async def _cancel_soon(session: ClientSession, task_id: str, call: InFlightCall, server: str) -> None:
+    """Tell the server the call ended without waiting for its task (cooperative: an ack is all).
+
+    The request is sent from a task of its own, and waited for here only while nothing cancels
+    this one again: bashkit may cancel a builtin's task more than once, and no anyio shield holds
+    off a cancel that is not anyio's, while the request must go out whatever happens here."""
+    sent = anyio.Event()
+
+    async def send() -> None:
+        CURRENT_CALL.set(call)  # its requests declare the extension as the call's did (`session_meta`)
+        with anyio.move_on_after(CANCEL_SECONDS):
+            try:
+                await session.send_request(CancelTask(params=_task(task_id)), Ack)
+            except Exception as exc:  # noqa: BLE001 - the call's own outcome is what the script sees
+                logger.info("server %r: tasks/cancel of a task failed: %s", server, exc)
+        sent.set()
+
+    spawn(send)
+    with anyio.CancelScope(shield=True):
+        await sent.wait()
 
 
 def _task(task_id: str) -> TaskParams:
     return TaskParams.model_validate({"taskId": task_id})
 
 
-def _wait(interval_ms: int | None, call: InFlightCall | None) -> float:
+def _wait(interval_ms: int | None, call: InFlightCall) -> float:
     seconds = DEFAULT_POLL_SECONDS if interval_ms is None else interval_ms / 1000
-    if call is not None:
-        seconds = min(seconds, call.timer.idle / 2)
-    return max(seconds, MIN_POLL_SECONDS)
+    return max(min(seconds, call.timer.idle / 2), MIN_POLL_SECONDS)
 
 
 def _modern(protocol_version: str | None) -> bool:
