@@ -19,7 +19,10 @@ import mcp_types as types
 import pytest
 
 from _connections_support import SERVERS, Answers, wait_until
-from toolshell.config import Config
+from toolshell.config import Config, ServerConfig
+from toolshell.connections.base import CallOptions
+from toolshell.connections.factory import make_connection
+from toolshell.errors import ToolshellError
 from toolshell.host import Host
 
 pytestmark = pytest.mark.anyio
@@ -111,6 +114,21 @@ async def test_a_cancelled_script_sends_tasks_cancel_for_the_task_it_waited_on(t
             await wait_until(lambda: events(log, "get") != [], limit=20)
             tg.cancel_scope.cancel()
         await wait_until(lambda: events(log, "cancel") != [], limit=10)
+    assert events(log, "cancel") == [{"event": "cancel", "tool": "forever"}]
+
+
+async def test_polls_do_not_outlast_the_absolute_cap_and_a_task_cut_off_there_is_cancelled(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    entry = {"name": "tasks", "command": sys.executable, "args": [TASKS_SERVER, str(log)], "timeout_seconds": 20}
+    conn = make_connection(ServerConfig.model_validate(entry))
+    try:
+        with pytest.raises(ToolshellError) as cut:  # idle 0.4 s, polls every 0.2 s: the 8 s cap ends it
+            await conn.call_tool("forever", {}, CallOptions(timeout_seconds=0.4))
+        await wait_until(lambda: events(log, "cancel") != [], limit=10)
+    finally:
+        await conn.close()
+    assert cut.value.message == "server 'tasks' tool 'forever' ran past its absolute cap of 8s (20 × the idle timeout)"
+    assert len(events(log, "get")) >= 8  # alive all along: each poll started the idle timeout over
     assert events(log, "cancel") == [{"event": "cancel", "tool": "forever"}]
 
 

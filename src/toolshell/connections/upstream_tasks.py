@@ -13,7 +13,8 @@ hook (`ResultClaim`), in the calling task:
   connection's callbacks (a question to the session's answerer, the timers paused meanwhile),
   and the answers back with `tasks/update`;
 - a call that ends before the task did (the script cancelled or timed out, the call's own
-  timeout, a question nobody could answer) sends `tasks/cancel`, shielded and bounded.
+  timeout, a question toolshell cannot answer) sends `tasks/cancel`, from a task of its own and
+  bounded (`CANCEL_SECONDS`).
 """
 
 from __future__ import annotations
