@@ -1,83 +1,34 @@
-"""A Tasks client written on the SDK's extension hooks (`ClientExtension`, `ResultClaim`): it
-declares `io.modelcontextprotocol/tasks`, resolves a `CreateTaskResult` by polling `tasks/get` at
-the task's `pollIntervalMs`, answers each `inputRequests` key once through `tasks/update`, and
-gives tests the raw requests (`get_task`, `update_task`, `cancel_task`) to send from any client."""
+"""A Tasks client written on the SDK's extension hooks (`ClientExtension`, `ResultClaim`) and the
+wire models of `toolshell.tasks_wire`: it declares `io.modelcontextprotocol/tasks`, resolves a
+`CreateTaskResult` by polling `tasks/get` at the task's `pollIntervalMs`, answers each
+`inputRequests` key once through `tasks/update`, and gives tests the raw requests (`get_task`,
+`update_task`, `cancel_task`) to send from any client."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import mcp_types as types
 from mcp.client import ClaimContext, ClientExtension, ResultClaim
 from mcp.client.session import ClientSession
-from pydantic import ConfigDict, Field
 
-EXTENSION = "io.modelcontextprotocol/tasks"
-
-
-class CreatedTask(types.Result):
-    """`CreateTaskResult`: the claimed `tools/call` shape."""
-
-    model_config = ConfigDict(extra="allow")
-    result_type: Literal["task"] = "task"
-    task_id: str
-    status: str
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
-    status_message: str | None = None
-
-
-class TaskState(types.Result):
-    """What `tasks/get` returns: the task with its status's payload."""
-
-    model_config = ConfigDict(extra="allow")
-    task_id: str
-    status: str
-    created_at: str
-    last_updated_at: str
-    ttl_ms: int | None
-    poll_interval_ms: int | None = None
-    status_message: str | None = None
-    input_requests: dict[str, Any] | None = None
-    result: dict[str, Any] | None = None
-    error: dict[str, Any] | None = None
-
-
-class Ack(types.Result):
-    """The empty acknowledgement of `tasks/update` and `tasks/cancel`."""
-
-    result_type: str | None = None
-
-
-class TaskIdParams(types.RequestParams):
-    task_id: str = Field(alias="taskId")
-
-
-class UpdateParams(TaskIdParams):
-    input_responses: dict[str, Any] = Field(alias="inputResponses")
-
-
-class GetTask(types.Request[TaskIdParams, Literal["tasks/get"]]):
-    method: Literal["tasks/get"] = "tasks/get"
-    name_param = "taskId"
-
-
-class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
-    method: Literal["tasks/update"] = "tasks/update"
-    name_param = "taskId"
-
-
-class CancelTask(types.Request[TaskIdParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    name_param = "taskId"
+from toolshell.tasks_wire import (
+    EXTENSION,
+    Ack,
+    CancelTask,
+    CreatedTask,
+    GetTask,
+    TaskParams,
+    TaskState,
+    UpdateParams,
+    UpdateTask,
+)
 
 
 async def get_task(session: ClientSession, task_id: str) -> TaskState:
-    return await session.send_request(GetTask(params=TaskIdParams(task_id=task_id)), TaskState)
+    return await session.send_request(GetTask(params=TaskParams(task_id=task_id)), TaskState)
 
 
 async def update_task(session: ClientSession, task_id: str, responses: dict[str, Any]) -> Ack:
@@ -86,7 +37,7 @@ async def update_task(session: ClientSession, task_id: str, responses: dict[str,
 
 
 async def cancel_task(session: ClientSession, task_id: str) -> Ack:
-    return await session.send_request(CancelTask(params=TaskIdParams(task_id=task_id)), Ack)
+    return await session.send_request(CancelTask(params=TaskParams(task_id=task_id)), Ack)
 
 
 Answer = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
@@ -134,3 +85,6 @@ class TasksClient(ClientExtension):
                 responses = {key: await self.answer(key, request) for key, request in fresh.items()}
                 await update_task(ctx.session, created.task_id, responses)
             await anyio.sleep((state.poll_interval_ms or 1000) / 1000)  # the server's pace, as the SEP asks
+
+
+__all__ = ["EXTENSION", "CreatedTask", "TasksClient", "cancel_task", "get_task", "until_status", "update_task"]

@@ -23,6 +23,7 @@ LAYERS: list[list[str]] = [
         "toolshell.utf8",
         "toolshell.places",
         "toolshell.loopback",
+        "toolshell.tasks_wire",
     ],
     ["toolshell.store"],
     ["toolshell.config"],

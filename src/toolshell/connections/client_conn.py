@@ -14,6 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -34,6 +35,7 @@ from toolshell.connections.targets import Target
 from toolshell.connections.timer import CAP_FACTOR, CallTimer
 from toolshell.connections.tool_cache import MAX_PAGES, ToolCache, capped_note, is_private
 from toolshell.connections.translate import Situation, first_leaf, is_connection_lost, is_session_lost, translate
+from toolshell.connections.upstream_tasks import UpstreamTasks
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.validate import late_notes
 from toolshell.version import __version__
@@ -73,6 +75,7 @@ class ClientConnection:
         self._mode = mode
         self._cap_factor = cap_factor
         self._cache = ToolCache()
+        self._tasks = UpstreamTasks(server.name)
         self._backoff = Backoff(clock)
         self._state = ConnState.NOT_LOADED
         self._runner: Runner | None = None
@@ -129,7 +132,8 @@ class ClientConnection:
         return self._cache.stamp(session.session_id)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], options: CallOptions) -> types.CallToolResult:
-        """Call one tool; idle timeout refreshed by progress, absolute cap, both paused by questions."""
+        """Call one tool; idle timeout refreshed by progress (and by polls of the server's task,
+        `upstream_tasks`), absolute cap, both paused by questions."""
         for attempt in range(2):
             client = await self._ensure(options.session)
             runner = self._runner
@@ -217,6 +221,7 @@ class ClientConnection:
             server_arg,
             mode=self._mode,
             elicitation_callback=self.router.callback,
+            extensions=[self._tasks],
             message_handler=self._on_message,
             client_info=_CLIENT_INFO,
             cache=None,  # we keep the tool list ourselves, per the seed's rules
@@ -367,7 +372,8 @@ class ClientConnection:
         with self.router.track(call):
             with timer.scope:
                 meta = request_meta(context_for(self.server, options.session))
-                result = await client.call_tool(name, arguments, progress_callback=on_progress, meta=meta)
+                send = partial(client.call_tool, name, arguments, progress_callback=on_progress, meta=meta)
+                result = await self._tasks.call(client, call, send)
             if timer.scope.cancelled_caught:
                 raise self._timed_out(name, timer)
         return result

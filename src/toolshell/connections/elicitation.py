@@ -41,6 +41,8 @@ class InFlightCall:
     answerer: Answerer | None
     timer: CallTimer
     tool: str
+    tasks: bool = False
+    """Whether this call's requests declare the Tasks extension (`upstream_tasks`)."""
     id: int = field(default_factory=lambda: next(_ids))
 
 

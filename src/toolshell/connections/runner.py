@@ -37,8 +37,9 @@ STOP_GRACE = 10.0
 _alive: set[asyncio.Task[None]] = set()  # strong references: the loop keeps only weak ones
 
 
-def _spawn(fn: Callable[[], Awaitable[None]]) -> None:
-    """Start `fn` as a task of its own on the running asyncio loop (toolshell runs anyio on asyncio)."""
+def spawn(fn: Callable[[], Awaitable[None]]) -> None:
+    """Start `fn` as a task of its own on the running asyncio loop (toolshell runs anyio on asyncio),
+    without the caller's `CURRENT_CALL`."""
     ctx = contextvars.copy_context()
     ctx.run(CURRENT_CALL.set, None)
     task: asyncio.Task[None] = asyncio.get_running_loop().create_task(fn(), context=ctx)  # type: ignore[arg-type]
@@ -126,7 +127,7 @@ class Runner:
         self._scope = anyio.CancelScope()
 
     def start(self) -> None:
-        _spawn(self._main)
+        spawn(self._main)
 
     def stop_soon(self) -> None:
         """Ask the task to exit the client: gracefully once connected, by cancellation before."""

@@ -10,7 +10,8 @@ Every request carries it in `_meta[SESSION_META_KEY]`. It also goes where the se
 Elicitation is offered the same way (seed 001, "Elicitation"): a 2026-07-28 request offers it
 only when the call that sends it has someone to answer (`CallOptions.answerer`); a handshake,
 which speaks for the whole shared connection, always offers it (a question then finds no answerer
-and is declined).
+and is declined). The Tasks extension is declared the same way: only on the requests of a call
+that declares it (`upstream_tasks`).
 
 The SDK builds client capabilities in `ClientSession._build_capabilities` (always with
 `experimental=None`) and stamps the per-request ones in a stamp installed by `adopt`. Neither is
@@ -32,6 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolshell.connections.elicitation import CURRENT_CALL
 from toolshell.registry.schema_cost import paths
+from toolshell.tasks_wire import EXTENSION as TASKS
 from toolshell.telemetry.context import OUTGOING
 
 SESSION_META_KEY = "io.toolshell/session"
@@ -71,6 +73,9 @@ class _SessionAwareClientSession(ClientSession):
                 caps["experimental"] = {**caps.get("experimental", {}), "session": meta[SESSION_META_KEY]}
             if self._elicitation is not None and _caller_can_answer():
                 caps["elicitation"] = self._elicitation
+            extensions = caps.get("extensions")
+            if isinstance(extensions, dict) and TASKS in extensions and not _caller_declares_tasks():
+                caps["extensions"] = {k: v for k, v in extensions.items() if k != TASKS}
             meta[types.CLIENT_CAPABILITIES_META_KEY] = caps
 
         self._stamp = stamp_with_session
@@ -91,6 +96,13 @@ class _SessionAwareClientSession(ClientSession):
 
 
 _ANY_RESULT: Validator = Draft202012Validator(True)
+
+
+def _caller_declares_tasks() -> bool:
+    """Whether the request is sent for a call that declares the Tasks extension (its `tools/call`
+    and its `tasks/*`); every other request is sent as by a client without it."""
+    call = CURRENT_CALL.get()
+    return call is not None and call.tasks
 
 
 def _caller_can_answer() -> bool:

@@ -17,6 +17,7 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.tasks_wire import EXTENSION as TASKS
 
 SESSION_TERMINATED = "Session terminated"
 """The message the SDK's Streamable HTTP transport gives a 404 on a request that carried a session id."""
@@ -183,6 +184,13 @@ def _missing_capability(err: MCPError, name: str, where: Situation) -> Toolshell
             ErrorCode.TOOL_ERROR,
             f"{name} needs someone to answer its questions while {where.action}, and no one answers for this "
             "session (a trigger or other run without a person); call it from an interactive session",
+        )
+    if isinstance(required, dict) and TASKS in (required.get("extensions") or {}):
+        return ToolshellError(
+            ErrorCode.TOOL_ERROR,
+            f"{name} runs this tool only as a task (the Tasks extension) while {where.action}; toolshell follows"
+            " tasks on 2026-07-28 connections only, and this one speaks an older revision (as its config entry's"
+            ' `protocol = "2025-11-25"` forces, if it has one)',
         )
     return ToolshellError(
         ErrorCode.TOOL_ERROR,

@@ -1,9 +1,6 @@
-"""The Tasks extension on the wire (SEP-2663, `io.modelcontextprotocol/tasks`): request params,
-the task objects `tools/call`, `tasks/get` and `notifications/tasks` carry, and the errors.
-
-Field names follow the extension's current text: `taskId`, `status`, `statusMessage`,
-`createdAt`, `lastUpdatedAt`, `ttlMs`, `pollIntervalMs`, and by status `inputRequests`, `result`
-or `error`; `resultType` is `"task"` on a `CreateTaskResult` and `"complete"` on the rest.
+"""The Tasks extension on the wire (SEP-2663, `io.modelcontextprotocol/tasks`), as `serve` answers
+it: the task objects `tools/call`, `tasks/get` and `notifications/tasks` carry, and the errors.
+The request params both sides share are in `toolshell.tasks_wire`.
 """
 
 from __future__ import annotations
@@ -16,26 +13,13 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import MCP_NAME_HEADER, decode_header_value
-from pydantic import Field
 
 from toolshell.store.tasks import TaskRow
+from toolshell.tasks_wire import EXTENSION, TaskParams, UpdateParams
 
-EXTENSION = "io.modelcontextprotocol/tasks"
 SLOW_AFTER_SECONDS = 60.0
 """A task older than this (or waiting for a person) is polled five times less often."""
 MAX_POLL_MILLISECONDS = 30_000
-
-
-class TaskParams(types.RequestParams):
-    """`tasks/get` and `tasks/cancel`."""
-
-    task_id: str = Field(alias="taskId", min_length=1, max_length=200)
-
-
-class UpdateParams(TaskParams):
-    """`tasks/update`: answers to the task's outstanding `inputRequests`, by key."""
-
-    input_responses: dict[str, Any] = Field(alias="inputResponses")
 
 
 def declared(ctx: ServerRequestContext[Any]) -> bool:
