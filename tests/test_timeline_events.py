@@ -126,6 +126,7 @@ def test_shell_call_event_has_its_type_and_every_field_in_its_dict():
         "duration_ms": 3.5,
         "source": "cli",
         "caller": None,
+        "address": None,
         "worker": None,
         "ended_by": None,
         "type": "shell.call",

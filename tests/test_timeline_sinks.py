@@ -83,6 +83,7 @@ def test_sqlite_rows_carry_every_event_field():
         "duration_ms": 20.0,
         "source": "trigger",
         "caller": None,
+        "address": None,
         "worker": None,
         "ended_by": None,
         "calls": [
@@ -164,6 +165,13 @@ def test_render_timeline_shows_shell_calls_with_indented_nested_rows():
 
 def test_render_timeline_of_memory_rows_is_the_same_text():
     assert render_timeline(_memory().timeline(), tz=UTC) == EXPECTED_TEXT
+
+
+def test_a_shell_call_served_over_http_shows_where_its_caller_came_from() -> None:
+    store = Store(":memory:")
+    SqliteSink(store).emit(ShellCall("s", "x", "echo hi", 0, T0, 1.0, "agent", caller="c1", address="192.0.2.7"))
+    assert query(store)[0]["address"] == "192.0.2.7"
+    assert "  [agent from 192.0.2.7]  echo hi  exit 0" in render_timeline(query(store), tz=UTC)
 
 
 def test_render_timeline_says_when_there_is_nothing_yet():

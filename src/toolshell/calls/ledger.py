@@ -21,6 +21,7 @@ from toolshell.policy.report import ScriptReport
 from toolshell.policy.risk import READ_ONLY
 from toolshell.redact import Redactor
 from toolshell.registry.entry import ToolEntry
+from toolshell.timeline.address import caller_address
 from toolshell.timeline.events import NestedCall, Outcome, ShellCall, cut, outcome_for, preview
 from toolshell.timeline.sinks import EventSink
 
@@ -61,6 +62,7 @@ class Ledger:
     ) -> None:
         self.shell_call_id = shell_call_id
         self.caller = caller
+        self.address = caller_address()  # the request's, when `serve` runs it (`timeline.address`)
         self.worker = worker
         self.session_id = session_id
         self.call_limit = call_limit
@@ -158,6 +160,7 @@ class Ledger:
                 duration_ms=None if exit_code is None else (time.time() - started_at) * 1000,
                 source=source,  # type: ignore[arg-type]  # one of agent/cli/trigger/script
                 caller=self.caller,
+                address=self.address,
                 worker=self.worker,
             )
         )

@@ -124,6 +124,9 @@ class ShellCall:
     source: Source
     caller: str | None = None
     """Who made the call: the identity `toolshell serve` authenticated, or None (this machine's user)."""
+    address: str | None = None
+    """Where the call came from: the peer of the `serve --http` request, or the client a trusted
+    proxy named (`[serve] trusted_proxies`); None without a request (the CLI, a trigger)."""
     worker: str | None = None
     """The host that ran it (`Host.worker_id`), so a worker that died can be told apart."""
     ended_by: str | None = None

@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS shell_calls (
     duration_ms DOUBLE PRECISION,
     source TEXT NOT NULL,
     caller TEXT,
+    address TEXT,
     worker TEXT,
     ended_by TEXT
 );
@@ -50,8 +51,8 @@ CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, st
 """
 
 _SHELL_COLUMNS = (
-    "id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller", "worker",
-    "ended_by",
+    "id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller", "address",
+    "worker", "ended_by",
 )  # fmt: skip
 _NESTED_COLUMNS = (
     "id", "shell_call_id", "session_id", "command", "input_preview", "outcome", "error_code", "duration_ms",
@@ -186,7 +187,7 @@ class SqliteSink:
 
 def _ensure(store: StateStore) -> None:
     store.migrate("timeline", [SCHEMA])
-    for column in ("caller", "worker", "ended_by"):  # a state made before these were recorded
+    for column in ("caller", "address", "worker", "ended_by"):  # a state made before these were recorded
         store.ensure_column("shell_calls", column, "TEXT")
 
 
@@ -328,8 +329,9 @@ def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) ->
         if row.get("ended_by") == "worker_lost":
             exit_text += " (its worker stopped mid-call)"
         took = "" if row["duration_ms"] is None else f"  {_duration(row['duration_ms'])}"
+        source = f"{row['source']} from {row['address']}" if row.get("address") else row["source"]
         lines.append(
-            f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{row['source']}]  {_one_line(row['script_preview'])}  "
+            f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{source}]  {_one_line(row['script_preview'])}  "
             f"{exit_text}{took}"
         )
         for call in row["calls"]:

@@ -63,6 +63,7 @@ from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
 from toolshell.telemetry.context import upstream
+from toolshell.timeline.address import calling_from
 from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
@@ -143,7 +144,7 @@ def build_server(
         handle = handle_for(ctx, shell)
         started = time.perf_counter()
         async with reporting(ctx, on_output) as progress:  # notifications/progress, when the call asked for them
-            with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
+            with upstream(ctx.meta), calling_from(_address(ctx)):  # the client's trace context and address
                 result = await shells.run(
                     _caller(ctx), handle, script, answerer=answerer, approver=approver, **progress
                 )
@@ -208,7 +209,7 @@ def build_server(
             return error_result(ToolshellError(ErrorCode.UNKNOWN_COMMAND, unknown))
         session = host.session(source="agent", caller=_caller(ctx))  # a direct call needs no shell
         try:
-            with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
+            with upstream(ctx.meta), calling_from(_address(ctx)):  # the client's trace context and address
                 direct: types.CallToolResult = await session.call_tool(entry.server, entry.name, args)
             return direct
         except ToolshellError as e:
@@ -259,6 +260,13 @@ def _client_key(ctx: ServerRequestContext[Any], stdio_key: str) -> str | None:
         return stdio_key
     session_id = headers.get("mcp-session-id")
     return f"http:{_caller(ctx)}:{session_id}" if session_id else None
+
+
+def _address(ctx: ServerRequestContext[Any]) -> str | None:
+    """The request's peer, or the client a trusted proxy named (`forwarded` rewrote `client`); None over stdio."""
+    scope = getattr(ctx.request, "scope", None)
+    client = scope.get("client") if isinstance(scope, dict) else None
+    return str(client[0]) if client else None
 
 
 def _caller(ctx: ServerRequestContext[Any]) -> str | None:

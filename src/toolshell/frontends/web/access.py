@@ -66,19 +66,23 @@ class Access:
     how: str = "open the URL toolshell web printed, or send 'Authorization: Bearer <token>'"
     """Where the token is found, for the 401 answer (never the token)."""
 
-    def refusal(self, method: str, path: str, headers: Headers) -> tuple[int, ToolshellError] | None:
+    def refusal(
+        self, method: str, path: str, headers: Headers, scheme: str = "http"
+    ) -> tuple[int, ToolshellError] | None:
         """Why this request is refused before its token is looked at (status, error), or None.
 
         Args:
             method: The HTTP method.
             path: The path inside the app (without the prefix it is mounted under).
             headers: The request's headers.
+            scheme: The scheme the page was opened with: `https` only when a trusted proxy said
+                so (`frontends.serve.forwarded`), so the page's own origin is `https://<host>`.
         """
         host = headers.get("host", "")
-        if not self._host_ok(_host_name(host)):
+        if not self._host_ok(host_name(host)):
             return 403, _denied(f"host {host!r} is not served here; open the URL toolshell web printed")
         origin = headers.get("origin")
-        if origin is not None and origin.strip().lower() != f"http://{host}".lower():
+        if origin is not None and origin.strip().lower() != f"{scheme}://{host}".lower():
             return 403, _denied(f"origin {origin!r} is not this page; only the page itself may call its API")
         return None
 
@@ -125,7 +129,7 @@ def is_loopback_name(name: str) -> bool:
         return False
 
 
-def _host_name(header: str) -> str:
+def host_name(header: str) -> str:
     """The name in a Host header: `[::1]:8766` → `::1`, `localhost:8766` → `localhost`."""
     if header.startswith("["):
         return header[1:].partition("]")[0].lower()
@@ -161,7 +165,7 @@ class AccessMiddleware:
             await send(message)
 
         headers = Headers(scope=scope)
-        refused = self.access.refusal(scope["method"], _inner_path(scope), headers)
+        refused = self.access.refusal(scope["method"], _inner_path(scope), headers, scope.get("scheme", "http"))
         if refused is None and not await self.access.admits(scope["method"], _inner_path(scope), headers):
             refused = 401, _denied(f"this page needs its token: {self.access.how}")
         if refused is not None:

@@ -19,7 +19,7 @@ from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.serve.auth import Gate
-from toolshell.frontends.web.access import Access
+from toolshell.frontends.web.access import Access, host_name
 from toolshell.frontends.web.app import web_app
 from toolshell.host import Host
 from toolshell.shells import state_ring
@@ -71,7 +71,8 @@ def ui_mount(opened: Host, host: str, port: int, gate: Gate) -> tuple[Mount, str
 
     One token for every worker of a store (`fleet_page`), so one URL through a balancer opens the
     page wherever a request lands; under `[serve.oauth]`, an access token of the issuer instead."""
-    hosts = _hosts(host)
+    # Behind a proxy the page answers the public names too (`[serve] allowed_hosts`), as `/mcp` does.
+    hosts = [*_hosts(host), *(host_name(name) for name in opened.config.serve.allowed_hosts)]
     if opened.config.serve.oauth is not None and gate.verifier is not None:
         how = "send an access token of the configured issuer as 'Authorization: Bearer <token>'"
         access = Access("", hosts, verifier=gate.verifier, scopes=tuple(gate.required_scopes), how=how)
