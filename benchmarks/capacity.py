@@ -124,7 +124,7 @@ def _pgbench(url: str, seconds: float) -> float | None:
             "ON CONFLICT (id) DO UPDATE SET n = bench_commits.n + 1;\n"
         )
         script.flush()
-        argv = [str(exe), "-n", "-q", "-f", script.name, "-c", "8", "-j", "2", "-T", str(int(seconds)), url]
+        argv = [str(exe), "-n", "-f", script.name, "-c", "8", "-j", "2", "-T", str(int(seconds)), url]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 60)
     for line in done.stdout.splitlines():
         if line.startswith("tps = "):
