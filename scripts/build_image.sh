@@ -87,6 +87,8 @@ install -d -m 0755 "$rootfs/etc/toolshell"
 
 # What a running server never reads: the wheels, apt's lists and caches, docs, logs.
 rm -rf "$rootfs/tmp/wheels"
+: >"$rootfs/etc/resolv.conf" # debootstrap copied this host's; a runtime writes the container's
+echo toolshell >"$rootfs/etc/hostname"
 rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/* "$rootfs"/var/cache/debconf/*-old \
   "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/var/log/*
 
