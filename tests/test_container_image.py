@@ -1,6 +1,6 @@
 """The container image: `Containerfile` and `scripts/build_image.sh` describe the same image, the one
 deploy/kubernetes runs; with TOOLSHELL_IMAGE_TEST=1 (as root) the Debian build is made, started
-under an OCI runtime and probed (`scripts/image_check.sh`; about 4 minutes, so not by default)."""
+under an OCI runtime and probed (`scripts/image_check.sh`; 4-6 minutes, so not by default)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def test_the_image_installs_the_extras_the_package_declares_and_checks_health_on
     assert f"http://127.0.0.1:{port}{LIVE_PATH}" in healthcheck
 
 
-@pytest.mark.skipif(os.environ.get("TOOLSHELL_IMAGE_TEST") != "1", reason="set TOOLSHELL_IMAGE_TEST=1 (root; ~4 min)")
+@pytest.mark.skipif(os.environ.get("TOOLSHELL_IMAGE_TEST") != "1", reason="set TOOLSHELL_IMAGE_TEST=1 (root; 4-6 min)")
 def test_the_debian_built_image_starts_and_answers_its_probes_as_the_non_root_user(tmp_path: Path) -> None:
     assert os.geteuid() == 0, "scripts/build_image.sh needs root (debootstrap, chroot)"
     out = tmp_path / "image"
