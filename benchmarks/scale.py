@@ -15,7 +15,11 @@ Reported: the median per call, and the cost added over bare.
 Then, with PostgreSQL, the throughput of 1, 2 and 3 `toolshell serve --http` workers on one
 database: 8 concurrent 2026-07-28 clients, each making 25 `bash` calls in its own shell, sent
 round-robin across the workers call by call (each call restores the shell where it lands).
-Results go to `scale_results.json`.
+Then the capacity model (`capacity.py`): the store's round trips, commits and bytes per call on a
+small shell (same worker, and other worker: the call lands where the shell must be checked out),
+counted at the store protocol (`store_count.py`); with PostgreSQL, the small commits a second it
+sustains, the `serve` workers' CPU per call from the throughput runs, and the calls a second N
+hosts of K cores would serve, projected from those. Results go to `scale_results.json`.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from capacity import FORMULA, commit_rate, cpu_seconds, project, round_trips, table
 
 from toolshell.host import Host
 from toolshell.shell.handles import ShellHandles
@@ -158,17 +163,54 @@ async def _throughput(postgres: str, workers: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         procs, urls = _start_workers(postgres, workers, tmp)
         try:
+            idle = sum(cpu_seconds(p.pid) for p in procs)  # their start (imports, migrations) is not a call's
             started = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for n in range(CLIENTS):
                     tg.start_soon(one_client, n, urls)
             seconds = time.perf_counter() - started
+            cpu = sum(cpu_seconds(p.pid) for p in procs) - idle
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(10)
     calls = CLIENTS * CALLS_EACH
-    return {"workers": workers, "calls": calls, "seconds": seconds, "calls_per_s": calls / seconds}
+    return {
+        "workers": workers,
+        "calls": calls,
+        "seconds": seconds,
+        "calls_per_s": calls / seconds,
+        "worker_cpu_ms_per_call": cpu * 1000 / calls,
+    }
+
+
+def _capacity(postgres: str, results: dict[str, Any]) -> dict[str, Any]:
+    """The commit rate measured here, and the calls a second projected from it and the CPU per call."""
+    rate = commit_rate(postgres)
+    print(
+        f"PostgreSQL {rate['server']} (fsync={rate['settings'].get('fsync')}): small commits/s through the store,"
+        f" 1 writer {rate['store_1_writers_per_s']:,.0f}, 8 writers {rate['store_8_writers_per_s']:,.0f};"
+        f" pgbench, 8 clients: {rate['pgbench_8_clients_per_s'] or 'not installed'}",
+        flush=True,
+    )
+    one = results["throughput"][0]  # one worker: its CPU per call with the least contention
+    per_core = 1000 / one["worker_cpu_ms_per_call"]
+    commits = results["engines"]["postgresql"]["round_trips_small"]["other_worker"]["commits"]
+    best = max(rate["store_8_writers_per_s"], rate["pgbench_8_clients_per_s"] or 0)
+    rows = project(per_core, best, commits)
+    print(
+        f"{FORMULA}\n  per_core = 1000 / {one['worker_cpu_ms_per_call']:.2f} ms = {per_core:.0f} calls/s,"
+        f" commit_rate = {best:,.0f}/s, commits_per_call = {commits:.2f} (other worker, small shell)"
+    )
+    print(table(rows) + "\n  (* bounded by the database's commits)", flush=True)
+    return {
+        "formula": FORMULA,
+        "commit_rate": rate,
+        "per_core_calls_per_s": per_core,
+        "commit_rate_used": best,
+        "commits_per_call": commits,
+        "projection": rows,
+    }
 
 
 async def main() -> None:
@@ -201,12 +243,28 @@ async def main() -> None:
                 f"  files {figures['files_bytes']} B, full commit {figures['commit_bytes']} B",
                 flush=True,
             )
+        with tempfile.TemporaryDirectory() as tmp:
+            where = url or str(Path(tmp) / "shared" / "state.db")
+            trips = await round_trips(where, Path(tmp), args.calls, [new_key().encode()])
+        results["engines"][engine]["round_trips_small"] = trips
+        for phase, c in trips.items():
+            print(
+                f"{engine:10} small, {phase.replace('_', ' ')}: {c['round_trips']:.1f} round trips"
+                f" ({c['statements']:.1f} statements, {c['commits']:.2f} commits),"
+                f" {c['written']:,.0f} B written, {c['read']:,.0f} B read a call",
+                flush=True,
+            )
     if args.postgres:
         results["throughput"] = []
         for n in (1, 2, 3):
             figures = await _throughput(args.postgres, n)
             results["throughput"].append(figures)
-            print(f"{n} worker(s): {figures['calls_per_s']:.1f} bash calls/s ({figures['calls']} calls)", flush=True)
+            print(
+                f"{n} worker(s): {figures['calls_per_s']:.1f} bash calls/s ({figures['calls']} calls),"
+                f" workers' CPU {figures['worker_cpu_ms_per_call']:.2f} ms a call",
+                flush=True,
+            )
+        results["capacity"] = _capacity(args.postgres, results)
     (HERE / "scale_results.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
