@@ -14,6 +14,9 @@ Statuses are the extension's: `working`, `input_required`, `completed`, `failed`
 A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own,
 `yielded_runs`, by shell handle: the output it wrote so far, how much of it was delivered, its
 final result once it ended, and its owner's heartbeat (`YieldRows`).
+
+A task whose owner died can be taken over: `resume` holds (sealed) what running it again needs,
+`claim` hands it to exactly one worker, and its nested calls' records are `store.replay`'s.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolshell.store.protocol import Row, StateStore
+from toolshell.store.replay import CallRecords
 
 MIGRATIONS = [
     """
@@ -53,6 +57,12 @@ MIGRATIONS = [
         added_at DOUBLE PRECISION NOT NULL,
         PRIMARY KEY (id_hash, answer_key)
     );
+    """,
+    # What a worker needs to run the task again by replay (sealed: `store.replay`), and how many
+    # times it was taken over.
+    """
+    ALTER TABLE tasks ADD COLUMN resume TEXT;
+    ALTER TABLE tasks ADD COLUMN attempt BIGINT NOT NULL DEFAULT 0;
     """,
 ]
 
@@ -102,6 +112,10 @@ class TaskRow:
     finished_at: float | None
     beat: float
     keep_seconds: float
+    resume: str | None = None
+    """What running it again takes, sealed (`store.replay.seal_resume`); None: it cannot be resumed."""
+    attempt: int = 0
+    """How many times another worker took it over."""
 
     @classmethod
     def of(cls, row: Row) -> TaskRow:
@@ -120,6 +134,8 @@ class TaskRow:
             None if row["finished_at"] is None else float(row["finished_at"]),
             float(row["beat"]),
             float(row["keep_seconds"]),
+            row["resume"],
+            int(row["attempt"]),
         )
 
     @property
@@ -137,16 +153,30 @@ class TaskRows:
     def __init__(self, store: StateStore) -> None:
         store.migrate("tasks", MIGRATIONS)
         self.store = store
+        self.calls = CallRecords(store)
 
-    def create(self, key: str, caller: str | None, worker: str, keep_seconds: float, **state: Any) -> None:
+    def create(
+        self, key: str, caller: str | None, worker: str, keep_seconds: float, resume: str | None = None, **state: Any
+    ) -> None:
         """Commit a new task's row (status and its payload in `state`); committed on return."""
         now = time.time()
         with self.store.transaction() as tx:
             tx.execute(
                 "INSERT INTO tasks (id_hash, caller, worker, status, status_message, input_requests, result,"
-                " error, created_at, updated_at, finished_at, beat, keep_seconds)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, caller, worker, *_state_values(state), now, now, _finished(state, now), now, keep_seconds),
+                " error, created_at, updated_at, finished_at, beat, keep_seconds, resume)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    caller,
+                    worker,
+                    *_state_values(state),
+                    now,
+                    now,
+                    _finished(state, now),
+                    now,
+                    keep_seconds,
+                    resume,
+                ),
             )
             self.store.notify(CHANNEL, key)
 
@@ -154,14 +184,24 @@ class TaskRows:
         rows = self.store.query("SELECT * FROM tasks WHERE id_hash = ?", (key,))
         return TaskRow.of(rows[0]) if rows else None
 
-    def set_state(self, key: str, **state: Any) -> bool:
-        """Move an open task to a new status (with its payload); False when it had finished already."""
+    def set_state(self, key: str, worker: str | None = None, **state: Any) -> bool:
+        """Move an open task to a new status (with its payload); False when it had finished already
+        (or, given its owner `worker`, when another worker took it over)."""
         now = time.time()
+        owned = "" if worker is None else " AND worker = ?"
         with self.store.transaction() as tx:
             done = tx.execute(
                 "UPDATE tasks SET status = ?, status_message = ?, input_requests = ?, result = ?, error = ?,"
-                " updated_at = ?, finished_at = ?, beat = ? WHERE id_hash = ? AND status IN (?, ?)",
-                (*_state_values(state), now, _finished(state, now), now, key, *OPEN),
+                " updated_at = ?, finished_at = ?, beat = ? WHERE id_hash = ? AND status IN (?, ?)" + owned,
+                (
+                    *_state_values(state),
+                    now,
+                    _finished(state, now),
+                    now,
+                    key,
+                    *OPEN,
+                    *([] if worker is None else [worker]),
+                ),
             )
             if done.rowcount:
                 self.store.notify(CHANNEL, key)
@@ -196,6 +236,23 @@ class TaskRows:
             )
         return {r["answer_key"]: json.loads(r["response"]) for r in rows}
 
+    def claim(self, key: str, worker: str, stale_before: float) -> bool:
+        """Take over a resumable open task whose owner's beat is older than `stale_before`: True for
+        exactly one of the workers that try at once. Its open question goes (the run asks again), and
+        so do the answers to the old run's questions."""
+        now = time.time()
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = ?, beat = ?, updated_at = ?, attempt = attempt + 1, status = 'working',"
+                " status_message = NULL, input_requests = NULL WHERE id_hash = ? AND beat < ? AND status IN (?, ?)"
+                " AND resume IS NOT NULL",
+                (worker, now, now, key, stale_before, *OPEN),
+            )
+            if done.rowcount:
+                tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
+                self.store.notify(CHANNEL, key)
+        return bool(done.rowcount)
+
     def ask_cancel(self, key: str) -> None:
         with self.store.transaction() as tx:
             done = tx.execute(
@@ -218,11 +275,13 @@ class TaskRows:
                 "DELETE FROM tasks WHERE finished_at IS NULL AND beat + keep_seconds + ? < ?", (stale_after, now)
             )
             tx.execute("DELETE FROM task_answers WHERE id_hash NOT IN (SELECT id_hash FROM tasks)")
+            tx.execute("DELETE FROM run_calls WHERE run_key NOT IN (SELECT id_hash FROM tasks)")
 
     def delete(self, key: str) -> None:
         with self.store.transaction() as tx:
             tx.execute("DELETE FROM tasks WHERE id_hash = ?", (key,))
             tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
+            tx.execute("DELETE FROM run_calls WHERE run_key = ?", (key,))
 
 
 YIELD_CHANNEL = "yields"

@@ -29,6 +29,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from toolshell.calls.approval import name_process_options
+from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
@@ -43,7 +44,7 @@ from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.serve.hosts import host_checks
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
-from toolshell.frontends.serve.tasks import install_tasks, stop_tasks
+from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
 from toolshell.frontends.serve.upstream import (
     Asker,
@@ -59,6 +60,7 @@ from toolshell.frontends.serve.upstream import (
 from toolshell.host import Host
 from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
+from toolshell.shell.handles import Forged
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
@@ -135,7 +137,12 @@ def build_server(
         return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
 
     async def run_bash(
-        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None, on_output: Any = None
+        ctx: ServerRequestContext[Any],
+        script: str,
+        shell: str | None,
+        asker: Asker | None,
+        on_output: Any = None,
+        feed: CallFeed | None = None,
     ) -> types.CallToolResult:
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
@@ -144,7 +151,7 @@ def build_server(
         async with reporting(ctx, on_output) as progress:  # notifications/progress, when the call asked for them
             with upstream(ctx.meta):  # the client's traceparent is the shell call's parent
                 result = await shells.run(
-                    _caller(ctx), handle, script, answerer=answerer, approver=approver, **progress
+                    _caller(ctx), handle, script, answerer=answerer, approver=approver, feed=feed, **progress
                 )
         if host.metrics is not None:  # metrics: mcp.server.operation.duration
             host.metrics.bash_served(time.perf_counter() - started, result.success)
@@ -193,7 +200,11 @@ def build_server(
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
             if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
                 asks = can_ask(ctx, "form") or can_ask(ctx, "url")
-                return await tasks.call(ctx, _caller(ctx), lambda a: run_bash(ctx, script, shell, a), asks)
+                handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # a resumed run needs its shell
+                resume = _resume_info(shells, _caller(ctx), handle, script, asks)
+                return await tasks.call(
+                    ctx, _caller(ctx), lambda a, f: run_bash(ctx, script, handle, a, feed=f), asks, resume
+                )
             if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
                 return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
@@ -224,8 +235,49 @@ def build_server(
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
-    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller, notifier)
+    # The records and resume data are sealed with the ring (`store.sealed` derives a key per purpose).
+    ring = state_ring(host)
+    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller, ring, notifier, host.redact)
+
+    def resumer(ctx: ServerRequestContext[Any], resume: dict[str, Any]) -> RunScript:
+        """A task taken over from a dead worker: its script again, from the shell's state before the call."""
+
+        async def run(asker: Asker | None, feed: CallFeed) -> types.CallToolResult:
+            handle = str(resume["handle"])
+            if _version(shells, _caller(ctx), handle) != resume.get("version"):
+                return error_result(ToolshellError(ErrorCode.UNAVAILABLE, _NOT_RESUMED))
+            return await run_bash(ctx, str(resume["script"]), handle, asker, feed=feed)
+
+        return run
+
+    tasks.resumer = resumer
     return server
+
+
+_NOT_RESUMED = (
+    "the worker running this call stopped, and it could not be run again by replay: its shell was saved "
+    "since the call started (or is gone), so the state before the call is not there. What it did stays done; "
+    "check its effects, then run what is left"
+)
+
+
+def _version(shells: Shells, caller: str | None, handle: str) -> int | None:
+    """The stored version of the caller's shell `handle` (the state a run starts from); None when
+    it is gone or does not open."""
+    try:
+        kept = shells.handles.find(handle, caller, shells.keys)
+    except (Forged, ToolshellError):
+        return None
+    return None if kept is None else kept.version
+
+
+def _resume_info(shells: Shells, caller: str | None, handle: str, script: str, asks: bool) -> dict[str, Any] | None:
+    """What running a task again by replay takes: its script, its caller, and its shell as it is
+    before the call (handle and version). None when the shell cannot be read (then the run says so)."""
+    version = _version(shells, caller, handle)
+    if version is None:
+        return None
+    return {"script": script, "caller": caller, "handle": handle, "version": version, "asks": asks}
 
 
 class _ToolshellServer(Server[Any]):

@@ -11,8 +11,12 @@ woken by the run itself and by store notifications from any worker:
 - hands the answers `tasks/update` recorded (on any worker) to the run's open questions;
 - cancels the script when `tasks/cancel` asked (the shell call stops where it is, as on a closed
   connection: nothing after that point runs);
-- renews the heartbeat of its open tasks every `[serve] heartbeat_seconds` (a silent owner's
-  tasks read as failed on any worker, `tasks.methods`) and sweeps rows past their keeping.
+- renews the heartbeat of its open tasks every `[serve] heartbeat_seconds` and sweeps rows past
+  their keeping.
+
+Each nested call of a task's script is recorded as it ends (`calls.replay`), so a task whose owner
+went silent for three heartbeats is taken over by the worker that notices (`TaskKeeper.resume`):
+it runs the script again from the shell's state before the call, answered from the records.
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from toolshell.calls.replay import CallFeed
 from toolshell.config.serve import ServeTasksConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.tasks.wire import created
 from toolshell.frontends.serve.upstream import Asker, ParkedRun, Parking
+from toolshell.redact import Redactor
+from toolshell.store.replay import RESUME, sealed_json
 from toolshell.store.tasks import CHANNEL, TERMINAL, TaskRows, id_hash
 
 logger = logging.getLogger(__name__)
@@ -42,16 +49,18 @@ CANCELLED = "cancelled by tasks/cancel: the script stopped where it was; what it
 WAITING = "waiting for a person's answer to inputRequests (send it with tasks/update)"
 STOPPED = "the worker running this task stopped before the script ended; run the script again"
 
-RunScript = Callable[[Asker | None], Awaitable[types.CallToolResult]]
-"""Runs the `bash` call's script, asking through the asker given (None: nobody can be asked)."""
+RunScript = Callable[[Asker | None, CallFeed], Awaitable[types.CallToolResult]]
+"""Runs the `bash` call's script, asking through the asker given (None: nobody can be asked), its
+nested calls going through the feed (recorded; a resumed run's answered from the record)."""
 
 
 class TaskRun(ParkedRun):
     """A parked run whose questions and result wake the keeper at once."""
 
-    def __init__(self, wake: Callable[[], None]) -> None:
+    def __init__(self, wake: Callable[[], None], attempt: int = 0) -> None:
         super().__init__()
         self._wake = wake
+        self.key_prefix = f"r{attempt}." if attempt else ""
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
         self._wake()  # the keeper looks once this task waits, when the question is open
@@ -66,6 +75,7 @@ class TaskRun(ParkedRun):
 class _Owned:
     run: TaskRun
     scope: anyio.CancelScope
+    feed: CallFeed
     key: str = ""
     cancel_asked: bool = False
     cancelled: bool = False
@@ -82,23 +92,36 @@ class TaskKeeper:
         worker: this worker's id (the rows it owns).
         config: `[serve.tasks]`.
         heartbeat_seconds: `[serve] heartbeat_seconds`.
+        ring: the state key ring (the records and what resuming takes are sealed with it).
+        redact: masks the config's secrets in the records.
     """
 
     def __init__(
-        self, rows: TaskRows, tg: anyio.abc.TaskGroup, worker: str, config: ServeTasksConfig, heartbeat_seconds: float
+        self,
+        rows: TaskRows,
+        tg: anyio.abc.TaskGroup,
+        worker: str,
+        config: ServeTasksConfig,
+        heartbeat_seconds: float,
+        ring: list[bytes],
+        redact: Redactor | None = None,
     ) -> None:
         self.rows, self.tg, self.worker, self.config = rows, tg, worker, config
         self.heartbeat_seconds = heartbeat_seconds
+        self.ring, self.redact = ring, redact
         self._owned: dict[str, _Owned] = {}
         self._wake = anyio.Event()
         tg.start_soon(self._serve)
         tg.start_soon(self._listen)
 
     async def call(
-        self, caller: str | None, run_script: RunScript, asks: bool
+        self, caller: str | None, run_script: RunScript, asks: bool, resume: dict[str, Any] | None = None
     ) -> types.CallToolResult | dict[str, Any]:
-        """The call's result if it ends within `after_seconds`, else a committed task's `CreateTaskResult`."""
-        owned = _Owned(TaskRun(self._poke), anyio.CancelScope())
+        """The call's result if it ends within `after_seconds`, else a committed task's `CreateTaskResult`.
+
+        `resume` is what running it again takes (script, shell handle and version, caller, asks),
+        kept sealed on the row; None: the task cannot be resumed (it fails with its worker)."""
+        owned = _Owned(TaskRun(self._poke), anyio.CancelScope(), CallFeed(redact=self.redact))
         self.tg.start_soon(self._execute, owned, run_script, asks)
         try:
             with anyio.move_on_after(self.config.after_seconds):
@@ -112,8 +135,10 @@ class TaskKeeper:
         task_id = secrets.token_urlsafe(32)  # 256 bits: the capability a client polls with
         owned.key = id_hash(task_id)
         state = _state(owned)
+        sealed = None if resume is None else sealed_json(self.ring, RESUME, owned.key, resume)
         try:
-            self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, **state)
+            self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
+            owned.feed.attach(self._writer(owned.key))  # the calls made so far are recorded now
             row = self.rows.get(owned.key)
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
@@ -123,10 +148,30 @@ class TaskKeeper:
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
 
+    def resume(self, key: str, attempt: int, run_script: RunScript, asks: bool) -> None:
+        """Run a task taken over from a dead worker (this one won `TaskRows.claim`) again: its calls
+        recorded by the first run are answered from their records."""
+        records = self.rows.calls.read(self.ring, key)
+        feed = CallFeed(records, self._writer(key), self.redact, resumed=True)
+        owned = _Owned(TaskRun(self._poke, attempt), anyio.CancelScope(), feed, key=key)
+        owned.published = {"status": "working"}
+        self._owned[key] = owned
+        self.tg.start_soon(self._execute, owned, run_script, asks)
+        self._poke()
+
+    def _writer(self, key: str) -> Callable[[int, dict[str, Any]], None]:
+        def write(ordinal: int, record: dict[str, Any]) -> None:
+            try:
+                self.rows.calls.write(self.ring, key, ordinal, record)
+            except ToolshellError:  # the call ran: its script sees its result; only a replay would lack it
+                logger.warning("could not record a task's nested call for replay", exc_info=True)
+
+        return write
+
     async def _execute(self, owned: _Owned, run_script: RunScript, asks: bool) -> None:
         with owned.scope:
             try:
-                result = await run_script(owned.run if asks else None)
+                result = await run_script(owned.run if asks else None, owned.feed)
             except Exception as exc:  # the boundary of a background run: the task fails with it
                 logger.warning("a task's bash call failed", exc_info=True)
                 owned.failed = {"code": types.INTERNAL_ERROR, "message": f"bash failed: {exc}"}
@@ -170,8 +215,8 @@ class TaskKeeper:
     def _sync(self) -> None:
         for key, owned in list(self._owned.items()):
             row = self.rows.get(key)
-            if row is None or row.finished:
-                owned.scope.cancel()  # swept, or ended by another worker (it judged this one dead)
+            if row is None or row.finished or row.worker != self.worker:
+                owned.scope.cancel()  # swept, or ended or taken over by another worker (it judged this one dead)
                 del self._owned[key]
                 continue
             if row.cancel_requested and not owned.cancel_asked:
@@ -181,7 +226,7 @@ class TaskKeeper:
             if answers:
                 owned.run.answer(_elicit_results(answers))
             state = _state(owned)
-            if state != owned.published and self.rows.set_state(key, **state):
+            if state != owned.published and self.rows.set_state(key, self.worker, **state):
                 owned.published = state
             if state["status"] in TERMINAL:
                 del self._owned[key]
@@ -189,7 +234,7 @@ class TaskKeeper:
     def stopped(self) -> None:
         """The serving lifespan ends: this worker's open tasks fail, saying why."""
         for key in list(self._owned):
-            self.rows.set_state(key, status="failed", status_message=STOPPED, error=_stopped_error())
+            self.rows.set_state(key, self.worker, status="failed", status_message=STOPPED, error=_stopped_error())
         self._owned.clear()
 
 
