@@ -155,6 +155,9 @@ class TaskKeeper:
         feed = CallFeed(records, self._writer(key), self.redact, resumed=True)
         owned = _Owned(TaskRun(self._poke, attempt), anyio.CancelScope(), feed, key=key)
         owned.published = {"status": "working"}
+        earlier = self._owned.pop(key, None)
+        if earlier is not None:  # this worker's own run, judged dead (its beats did not reach the store)
+            earlier.scope.cancel()
         self._owned[key] = owned
         self.tg.start_soon(self._execute, owned, run_script, asks)
         self._poke()
