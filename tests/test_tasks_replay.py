@@ -22,7 +22,7 @@ from mcp import Client
 
 from _replay_support import LOG_ENV, calls, counter
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
-from _tasks_support import CreatedTask, TasksClient, get_task, until_status
+from _tasks_support import CreatedTask, TasksClient, get_task, until_status, update_task
 from toolshell.config import Config
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
@@ -30,13 +30,16 @@ from toolshell.store.engines import open_store
 from toolshell.store.keys import new_key
 from toolshell.store.replay import CallRecords
 from toolshell.store.tasks import TaskRows, id_hash
+from toolshell.timeline.sinks import query
 
 pytestmark = pytest.mark.anyio
 EVERY_CALL = Config.model_validate({"serve": {"tasks": {"after_seconds": 0}}})
 
 
 @asynccontextmanager
-async def _serving(store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[tuple[Host, Client]]:
+async def _serving(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[Host, Client]]:
     monkeypatch.setenv(LOG_ENV, str(tmp_path / "calls.log"))
     monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
     store = open_store(store_url)
@@ -147,7 +150,9 @@ def test_a_record_changed_in_the_store_is_not_believed(store_url: str) -> None:
         records.write(ring, "run", 1, {"tool": "tick", "result": {"content": []}})
         records.write(ring, "run", 2, {"tool": "tick", "result": {"content": []}})
         kept = records.read(ring, "run")
-        store.execute("UPDATE run_calls SET record = (SELECT record FROM run_calls WHERE ordinal = 1) WHERE ordinal = 2")
+        store.execute(
+            "UPDATE run_calls SET record = (SELECT record FROM run_calls WHERE ordinal = 1) WHERE ordinal = 2"
+        )
         moved = records.read(ring, "run")
         other_key = records.read([b"x" * 32], "run")
     finally:
@@ -155,3 +160,54 @@ def test_a_record_changed_in_the_store_is_not_believed(store_url: str) -> None:
     assert sorted(kept) == [1, 2]
     assert sorted(moved) == [1], "a record copied to another ordinal does not open there"
     assert other_key == {}
+
+
+async def _never(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+    raise AssertionError("a task's question went out as elicitation/create instead of inputRequests")
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_task_waiting_for_a_person_is_parked_and_the_answer_on_another_worker_resumes_it(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`park_after_seconds = 1`: the run stops and its worker forgets it (its shell call ends,
+    interrupted); the answer, sent to another worker, resumes it there by replay."""
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "calls.log"))
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    config = Config.model_validate(
+        {"serve": {"heartbeat_seconds": 1, "tasks": {"after_seconds": 0}}, "approval": {"park_after_seconds": 1}}
+    )
+    script = "a=$(tools counter tick n=1); tools counter drop n=2; tools counter tick n=3; echo $a done"
+    async with (
+        Host.open(
+            config, store=open_store(store_url), state_dir=tmp_path / "one", servers={"counter": counter()}
+        ) as one,
+        Host.open(
+            config, store=open_store(store_url), state_dir=tmp_path / "two", servers={"counter": counter()}
+        ) as two,
+        Client(build_server(one, []), extensions=[TasksClient()], elicitation_callback=_never) as on_one,
+        Client(build_server(two, []), extensions=[TasksClient()], elicitation_callback=_never) as on_two,
+    ):
+        created = await on_one.session.call_tool("bash", {"script": script}, allow_claimed=True)
+        assert isinstance(created, CreatedTask), created
+        asked = await until_status(on_one.session, created.task_id, "input_required")
+        rows = TaskRows(one.store)
+        with anyio.fail_after(30):
+            while not (row := rows.get(id_hash(created.task_id))) or not row.parked:  # noqa: ASYNC110  (a store row)
+                await anyio.sleep(0.2)
+            while not _interrupted(one):  # noqa: ASYNC110  (the timeline row of the stopped run)
+                await anyio.sleep(0.2)
+        parked = await get_task(on_two.session, created.task_id)
+        [key] = parked.input_requests or {}
+        await update_task(on_two.session, created.task_id, {key: {"action": "accept", "content": {"answer": "once"}}})
+        done = await until_status(on_two.session, created.task_id, "completed", "failed")
+        resumed = rows.get(id_hash(created.task_id))
+    assert parked.status == "input_required" and parked.input_requests == asked.input_requests
+    assert done.status == "completed", done
+    assert _body(done)["stdout"] == "dropped 2\ntick 3\ntick 1 done\n"
+    assert calls(tmp_path / "calls.log") == [1, -2, 3], "each call once: the first from its record"
+    assert resumed is not None and resumed.worker == two.worker_id
+
+
+def _interrupted(host: Host) -> bool:
+    return any(r["exit_code"] == 130 for r in query(host.store) if r["script_preview"].startswith("a=$(tools"))

@@ -320,6 +320,9 @@ class Session:
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         try:
             return await self._started(script, ledger, started, on_output, feed)
+        except anyio.get_cancelled_exc_class():  # stopped before its script ran (waiting at the before-start check)
+            ledger.shell_call(script, started, self.source, INTERRUPTED)
+            raise
         except Exception:
             # The run failed (the store lost mid-run, say): its row ends, never left `running`.
             with contextlib.suppress(Exception):  # the store may still be down; the first error is the one

@@ -87,6 +87,8 @@ CHANNEL = "tasks"
 """The store channel a task's change is announced on (the payload is its id's hash)."""
 TERMINAL = ("completed", "failed", "cancelled")
 OPEN = ("working", "input_required")
+PARKED = ""
+"""The owner of a parked task: no worker runs it; an answer resumes it by replay on the worker that takes it."""
 
 
 def id_hash(task_id: str) -> str:
@@ -141,6 +143,10 @@ class TaskRow:
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def parked(self) -> bool:
+        return self.worker == PARKED and not self.finished
 
     def expired(self, now: float) -> bool:
         """Past its keeping: a finished task `keep_seconds` after it finished."""
@@ -245,13 +251,40 @@ class TaskRows:
             done = tx.execute(
                 "UPDATE tasks SET worker = ?, beat = ?, updated_at = ?, attempt = attempt + 1, status = 'working',"
                 " status_message = NULL, input_requests = NULL WHERE id_hash = ? AND beat < ? AND status IN (?, ?)"
-                " AND resume IS NOT NULL",
-                (worker, now, now, key, stale_before, *OPEN),
+                " AND resume IS NOT NULL AND worker <> ?",
+                (worker, now, now, key, stale_before, *OPEN, PARKED),
             )
             if done.rowcount:
                 tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
                 self.store.notify(CHANNEL, key)
         return bool(done.rowcount)
+
+    def park(self, key: str, worker: str) -> bool:
+        """The owner stops a task waiting for a person and hands it to the store (its question stays)."""
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = ?, updated_at = ? WHERE id_hash = ? AND worker = ? AND status = ?"
+                " AND resume IS NOT NULL",
+                (PARKED, time.time(), key, worker, "input_required"),
+            )
+        return bool(done.rowcount)
+
+    def claim_parked(self, key: str, worker: str) -> bool:
+        """Take a parked task to resume it (its question was answered): True for exactly one worker."""
+        now = time.time()
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = ?, beat = ?, updated_at = ?, attempt = attempt + 1, status = 'working',"
+                " status_message = NULL, input_requests = NULL WHERE id_hash = ? AND worker = ? AND status = ?",
+                (worker, now, now, key, PARKED, "input_required"),
+            )
+            if done.rowcount:
+                self.store.notify(CHANNEL, key)
+        return bool(done.rowcount)
+
+    def answered(self, key: str) -> bool:
+        """Whether the task has answers not handed to a run yet."""
+        return bool(self.store.query("SELECT 1 FROM task_answers WHERE id_hash = ? AND taken = 0", (key,)))
 
     def ask_cancel(self, key: str) -> None:
         with self.store.transaction() as tx:
@@ -385,6 +418,7 @@ __all__ = [
     "CHANNEL",
     "MIGRATIONS",
     "OPEN",
+    "PARKED",
     "TERMINAL",
     "YIELD_CHANNEL",
     "TaskRow",

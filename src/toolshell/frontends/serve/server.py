@@ -237,7 +237,10 @@ def build_server(
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
     # The records and resume data are sealed with the ring (`store.sealed` derives a key per purpose).
     ring = state_ring(host)
-    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller, ring, notifier, host.redact)
+    park_after = host.config.approval.park_after_seconds
+    tasks = install_tasks(
+        server, host.store, host.config.serve, host.worker_id, _caller, ring, notifier, host.redact, park_after
+    )
 
     def resumer(ctx: ServerRequestContext[Any], resume: dict[str, Any]) -> RunScript:
         """A task taken over from a dead worker: its script again, from the shell's state before the call."""
@@ -246,6 +249,7 @@ def build_server(
             handle = str(resume["handle"])
             if _version(shells, _caller(ctx), handle) != resume.get("version"):
                 return error_result(ToolshellError(ErrorCode.UNAVAILABLE, _NOT_RESUMED))
+            shells.handles.on_drop(handle)  # a live copy here may hold the stopped run's half: start from the store
             return await run_bash(ctx, str(resume["script"]), handle, asker, feed=feed)
 
         return run

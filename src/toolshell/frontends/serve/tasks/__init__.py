@@ -24,7 +24,7 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.serve.list_notifier import ListNotifier
-from toolshell.frontends.serve.tasks.keeper import RunScript, TaskKeeper, keeper_for, stop_tasks
+from toolshell.frontends.serve.tasks.keeper import Answered, RunScript, TaskKeeper, keeper_for, stop_tasks
 from toolshell.frontends.serve.tasks.listen import Listener
 from toolshell.frontends.serve.tasks.methods import Caller, TaskMethods
 from toolshell.frontends.serve.tasks.wire import EXTENSION, TaskParams, UpdateParams, declared
@@ -53,9 +53,10 @@ class Tasks:
         worker: str,
         ring: list[bytes],
         redact: Redactor | None = None,
+        park_after: float = 0.0,
     ) -> None:
         self.rows, self.yields, self.serve, self.worker = rows, yields, serve, worker
-        self.ring, self.redact = ring, redact
+        self.ring, self.redact, self.park_after = ring, redact, park_after
         self.resumer: Resumer | None = None
 
     def offered(self, ctx: ServerRequestContext[Any]) -> bool:
@@ -75,16 +76,23 @@ class Tasks:
         return await keeper.call(caller, run_script, asks, resume)
 
     def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | None:
-        """A task whose owner went silent: claim it and run it again here by replay. True when this
-        worker took it, False when another did first, None when it cannot be resumed."""
+        """A task whose owner went silent, or a parked one that was answered: claim it and run it
+        again here by replay. True when this worker took it, False when another did first, None
+        when it cannot be resumed (or, parked, has no answer yet)."""
         resume = opened_json(self.ring, RESUME, row.id_hash, row.resume)
         if self.resumer is None or not isinstance(resume, dict) or resume.get("caller") != row.caller:
             return None
-        stale_before = time.time() - 3 * self.serve.heartbeat_seconds
-        if not self.rows.claim(row.id_hash, self.worker, stale_before):
+        answered: Answered = []
+        if row.parked:
+            if not self.rows.answered(row.id_hash):
+                return None
+            if not self.rows.claim_parked(row.id_hash, self.worker):
+                return False
+            answered = _answered(row, self.rows.take_answers(row.id_hash))
+        elif not self.rows.claim(row.id_hash, self.worker, time.time() - 3 * self.serve.heartbeat_seconds):
             return False
         keeper = keeper_for(ctx.lifespan_context, self._keeper)
-        keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")))
+        keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")), answered)
         return True
 
     async def run_or_yield(
@@ -101,8 +109,27 @@ class Tasks:
 
     def _keeper(self, tg: Any) -> TaskKeeper:
         return TaskKeeper(
-            self.rows, tg, self.worker, self.serve.tasks, self.serve.heartbeat_seconds, self.ring, self.redact
+            self.rows,
+            tg,
+            self.worker,
+            self.serve.tasks,
+            self.serve.heartbeat_seconds,
+            self.ring,
+            self.redact,
+            self.park_after,
         )
+
+
+def _answered(row: TaskRow, answers: dict[str, Any]) -> Answered:
+    """The answers of a parked task, each with the message of the question it answers (in asking order)."""
+    out: Answered = []
+    for key, request in (row.input_requests or {}).items():
+        if key in answers:
+            try:
+                out.append((request["params"]["message"], types.ElicitResult.model_validate(answers[key])))
+            except (KeyError, TypeError, ValueError):  # a row another version wrote: asked anew instead
+                continue
+    return out
 
 
 def install_tasks(
@@ -114,11 +141,12 @@ def install_tasks(
     ring: list[bytes],
     notifier: ListNotifier | None = None,
     redact: Redactor | None = None,
+    park_after: float = 0.0,
 ) -> Tasks:
     """Serve the extension's methods and `subscriptions/listen` on `server`, and advertise the
     extension (`server/discover`; `initialize` under `experimental`)."""
     rows = TaskRows(store)
-    tasks = Tasks(rows, YieldRows(store), serve, worker, ring, redact)
+    tasks = Tasks(rows, YieldRows(store), serve, worker, ring, redact, park_after)
     methods = TaskMethods(rows, serve.tasks, serve.heartbeat_seconds, caller, tasks.take_over)
     server.add_request_handler("tasks/get", TaskParams, methods.get)
     server.add_request_handler("tasks/update", UpdateParams, methods.update)

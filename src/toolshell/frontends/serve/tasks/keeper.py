@@ -17,6 +17,9 @@ woken by the run itself and by store notifications from any worker:
 Each nested call of a task's script is recorded as it ends (`calls.replay`), so a task whose owner
 went silent for three heartbeats is taken over by the worker that notices (`TaskKeeper.resume`):
 it runs the script again from the shell's state before the call, answered from the records.
+A task that waited `[approval] park_after_seconds` for a person is parked the same way: its run
+stops and this worker forgets it; the answer, on any worker, resumes it there by replay, the
+question the replay asks again answered with it.
 """
 
 from __future__ import annotations
@@ -54,15 +57,26 @@ RunScript = Callable[[Asker | None, CallFeed], Awaitable[types.CallToolResult]]
 nested calls going through the feed (recorded; a resumed run's answered from the record)."""
 
 
-class TaskRun(ParkedRun):
-    """A parked run whose questions and result wake the keeper at once."""
+Answered = list[tuple[str, types.ElicitResult]]
+"""The answers a parked task got, with the message of the question each answers."""
 
-    def __init__(self, wake: Callable[[], None], attempt: int = 0) -> None:
+
+class TaskRun(ParkedRun):
+    """A parked run whose questions and result wake the keeper at once.
+
+    A run resumed from parking gets the answers its questions were given (`answered`): a question
+    the replay asks again with the same message takes its answer, without asking the person twice."""
+
+    def __init__(self, wake: Callable[[], None], attempt: int = 0, answered: Answered | None = None) -> None:
         super().__init__()
         self._wake = wake
         self.key_prefix = f"r{attempt}." if attempt else ""
+        self._answered = list(answered or ())
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        if self._answered and self._answered[0][0] == getattr(params, "message", None):
+            return self._answered.pop(0)[1]
+        self._answered.clear()  # the replay asks something else: the person is asked anew
         self._wake()  # the keeper looks once this task waits, when the question is open
         return await super().ask(params)
 
@@ -77,6 +91,8 @@ class _Owned:
     scope: anyio.CancelScope
     feed: CallFeed
     key: str = ""
+    resumable: bool = False
+    waiting_since: float | None = None
     cancel_asked: bool = False
     cancelled: bool = False
     failed: dict[str, Any] | None = None
@@ -94,6 +110,7 @@ class TaskKeeper:
         heartbeat_seconds: `[serve] heartbeat_seconds`.
         ring: the state key ring (the records and what resuming takes are sealed with it).
         redact: masks the config's secrets in the records.
+        park_after: `[approval] park_after_seconds` (0: never parked).
     """
 
     def __init__(
@@ -105,10 +122,11 @@ class TaskKeeper:
         heartbeat_seconds: float,
         ring: list[bytes],
         redact: Redactor | None = None,
+        park_after: float = 0.0,
     ) -> None:
         self.rows, self.tg, self.worker, self.config = rows, tg, worker, config
         self.heartbeat_seconds = heartbeat_seconds
-        self.ring, self.redact = ring, redact
+        self.ring, self.redact, self.park_after = ring, redact, park_after
         self._owned: dict[str, _Owned] = {}
         self._wake = anyio.Event()
         tg.start_soon(self._serve)
@@ -143,17 +161,20 @@ class TaskKeeper:
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
             return error_result(ToolshellError(err.code, f"could not record the task, so the script stopped: {err}"))
-        owned.published = state
+        owned.published, owned.resumable = state, sealed is not None
         self._owned[owned.key] = owned
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
 
-    def resume(self, key: str, attempt: int, run_script: RunScript, asks: bool) -> None:
-        """Run a task taken over from a dead worker (this one won `TaskRows.claim`) again: its calls
-        recorded by the first run are answered from their records."""
+    def resume(
+        self, key: str, attempt: int, run_script: RunScript, asks: bool, answered: Answered | None = None
+    ) -> None:
+        """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
+        recorded by the first run are answered from their records, its questions from `answered`."""
         records = self.rows.calls.read(self.ring, key)
         feed = CallFeed(records, self._writer(key), self.redact, resumed=True)
-        owned = _Owned(TaskRun(self._poke, attempt), anyio.CancelScope(), feed, key=key)
+        run = TaskRun(self._poke, attempt, answered)
+        owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
         owned.published = {"status": "working"}
         earlier = self._owned.pop(key, None)
         if earlier is not None:  # this worker's own run, judged dead (its beats did not reach the store)
@@ -233,6 +254,19 @@ class TaskKeeper:
                 owned.published = state
             if state["status"] in TERMINAL:
                 del self._owned[key]
+            elif self._parks(owned, state["status"]) and self.rows.park(key, self.worker):
+                owned.scope.cancel()  # its question stays on the row; the answer resumes it by replay
+                del self._owned[key]
+
+    def _parks(self, owned: _Owned, status: str) -> bool:
+        """Whether the run has waited `park_after` for a person (and can be resumed)."""
+        if status != "input_required" or owned.published is None or owned.published["status"] != status:
+            owned.waiting_since = None
+            return False
+        now = time.monotonic()
+        if owned.waiting_since is None:
+            owned.waiting_since = now
+        return owned.resumable and self.park_after > 0 and now - owned.waiting_since >= self.park_after
 
     def stopped(self) -> None:
         """The serving lifespan ends: this worker's open tasks fail, saying why."""

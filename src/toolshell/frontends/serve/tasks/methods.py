@@ -72,6 +72,9 @@ class TaskMethods:
         responses = {key: _elicit_result(key, value) for key, value in params.input_responses.items()}
         row = self._find(ctx, params.task_id)
         _store(lambda: self.rows.answer(row.id_hash, responses))
+        take_over = self.take_over
+        if row.parked and take_over is not None:  # nobody runs it: this worker resumes it with the answer
+            _store(lambda: take_over(ctx, row))
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
@@ -91,9 +94,11 @@ class TaskMethods:
         if row.expired(now):
             _store(lambda: self.rows.delete(row.id_hash))
             raise not_found("Task has expired")
-        if row.finished or now - row.beat <= self.stale_seconds:
-            return row
         take_over = self.take_over
+        if row.parked and take_over is not None and _store(lambda: take_over(ctx, row)) is not None:
+            return _store(lambda: self.rows.get(row.id_hash)) or row  # answered before, not resumed yet
+        if row.finished or row.parked or now - row.beat <= self.stale_seconds:
+            return row
         if take_over is not None and _store(lambda: take_over(ctx, row)) is not None:
             return _store(lambda: self.rows.get(row.id_hash)) or row  # run again, here or on the worker that won
         error = {"code": types.INTERNAL_ERROR, "message": STOPPED}
