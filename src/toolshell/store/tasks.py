@@ -81,6 +81,12 @@ YIELD_MIGRATIONS = [
         created_at DOUBLE PRECISION NOT NULL
     );
     """,
+    # The run's key among the nested-call records (`store.replay`) and, sealed, what running it
+    # again by replay takes.
+    """
+    ALTER TABLE yielded_runs ADD COLUMN run_key TEXT;
+    ALTER TABLE yielded_runs ADD COLUMN resume TEXT;
+    """,
 ]
 
 CHANNEL = "tasks"
@@ -333,6 +339,10 @@ class YieldedRow:
     sent_err: int
     result: dict[str, Any] | None
     beat: float
+    worker: str = ""
+    run_key: str | None = None
+    resume: str | None = None
+    """What running it again takes, sealed; None: it cannot be resumed."""
 
 
 class YieldRows:
@@ -341,15 +351,34 @@ class YieldRows:
     def __init__(self, store: StateStore) -> None:
         store.migrate("yielded_runs", YIELD_MIGRATIONS)
         self.store = store
+        self.calls = CallRecords(store)
 
-    def create(self, handle: str, caller: str | None, worker: str, stdout: str, stderr: str) -> None:
+    def create(
+        self,
+        handle: str,
+        caller: str | None,
+        worker: str,
+        stdout: str,
+        stderr: str,
+        run_key: str | None = None,
+        resume: str | None = None,
+    ) -> None:
         """A call yields: what it wrote so far is delivered (the offsets say so)."""
         now = time.time()
         self.store.execute(
-            "INSERT INTO yielded_runs (handle, caller, worker, stdout, stderr, sent_out, sent_err, beat, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (handle, caller, worker, stdout, stderr, len(stdout), len(stderr), now, now),
+            "INSERT INTO yielded_runs (handle, caller, worker, stdout, stderr, sent_out, sent_err, beat, created_at,"
+            " run_key, resume) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (handle, caller, worker, stdout, stderr, len(stdout), len(stderr), now, now, run_key, resume),
         )
+
+    def claim(self, row: YieldedRow, worker: str) -> bool:
+        """Take over a run whose owner went silent (as `row` showed it): True for exactly one worker."""
+        done = self.store.execute(
+            "UPDATE yielded_runs SET worker = ?, beat = ? WHERE handle = ? AND worker = ? AND beat = ?"
+            " AND result IS NULL AND resume IS NOT NULL",
+            (worker, time.time(), row.handle, row.worker, row.beat),
+        )
+        return bool(done.rowcount)
 
     def write(self, handle: str, stdout: str, stderr: str, result: dict[str, Any] | None) -> None:
         """The owner records the output so far (and the result, once the call ended)."""
@@ -367,7 +396,7 @@ class YieldRows:
         r = rows[0]
         return YieldedRow(
             r["handle"], r["caller"], r["stdout"], r["stderr"], int(r["sent_out"]), int(r["sent_err"]),
-            _loaded(r["result"]), float(r["beat"]),
+            _loaded(r["result"]), float(r["beat"]), r["worker"], r["run_key"], r["resume"],
         )  # fmt: skip
 
     def delivered(self, row: YieldedRow, stdout: int, stderr: int) -> bool:
@@ -380,10 +409,13 @@ class YieldRows:
 
     def finish(self, row: YieldedRow) -> bool:
         """Take the ended run's rest: the row goes; False when another call took it first."""
-        done = self.store.execute(
-            "DELETE FROM yielded_runs WHERE handle = ? AND sent_out = ? AND sent_err = ?",
-            (row.handle, row.sent_out, row.sent_err),
-        )
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "DELETE FROM yielded_runs WHERE handle = ? AND sent_out = ? AND sent_err = ?",
+                (row.handle, row.sent_out, row.sent_err),
+            )
+            if done.rowcount and row.run_key is not None:
+                tx.execute("DELETE FROM run_calls WHERE run_key = ?", (row.run_key,))
         return bool(done.rowcount)
 
 

@@ -46,6 +46,7 @@ from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
+from toolshell.frontends.serve.tasks.yielding import RunBash
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -210,7 +211,12 @@ def build_server(
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
             handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
             return await tasks.run_or_yield(
-                ctx, _caller(ctx), handle, lambda o, a: run_bash(ctx, script, handle, a, o), asker
+                ctx,
+                _caller(ctx),
+                handle,
+                lambda o, a, f: run_bash(ctx, script, handle, a, o, f),
+                asker,
+                lambda: _resume_info(shells, _caller(ctx), handle, script, False),  # read only if it yields
             )
         entry = visible.get(params.name)
         if entry is None:
@@ -242,19 +248,28 @@ def build_server(
         server, host.store, host.config.serve, host.worker_id, _caller, ring, notifier, host.redact, park_after
     )
 
+    async def resumed(
+        ctx: ServerRequestContext[Any],
+        resume: dict[str, Any],
+        asker: Asker | None,
+        feed: CallFeed | None,
+        on_output: Any,
+    ) -> types.CallToolResult:
+        """A call taken over from a dead worker (or parked): its script again, from the shell's state
+        before the call, its nested calls answered from their records."""
+        handle = str(resume["handle"])
+        if _version(shells, _caller(ctx), handle) != resume.get("version"):
+            return error_result(ToolshellError(ErrorCode.UNAVAILABLE, _NOT_RESUMED))
+        shells.handles.on_drop(handle)  # a live copy here may hold the stopped run's half: start from the store
+        return await run_bash(ctx, str(resume["script"]), handle, asker, on_output, feed)
+
     def resumer(ctx: ServerRequestContext[Any], resume: dict[str, Any]) -> RunScript:
-        """A task taken over from a dead worker: its script again, from the shell's state before the call."""
+        return lambda asker, feed: resumed(ctx, resume, asker, feed, None)
 
-        async def run(asker: Asker | None, feed: CallFeed) -> types.CallToolResult:
-            handle = str(resume["handle"])
-            if _version(shells, _caller(ctx), handle) != resume.get("version"):
-                return error_result(ToolshellError(ErrorCode.UNAVAILABLE, _NOT_RESUMED))
-            shells.handles.on_drop(handle)  # a live copy here may hold the stopped run's half: start from the store
-            return await run_bash(ctx, str(resume["script"]), handle, asker, feed=feed)
+    def yield_resumer(ctx: ServerRequestContext[Any], resume: dict[str, Any]) -> RunBash:
+        return lambda on_output, asker, feed: resumed(ctx, resume, asker, feed, on_output)
 
-        return run
-
-    tasks.resumer = resumer
+    tasks.resumer, tasks.yield_resumer = resumer, yield_resumer
     return server
 
 

@@ -58,6 +58,8 @@ class Tasks:
         self.rows, self.yields, self.serve, self.worker = rows, yields, serve, worker
         self.ring, self.redact, self.park_after = ring, redact, park_after
         self.resumer: Resumer | None = None
+        self.yield_resumer: Callable[[ServerRequestContext[Any], dict[str, Any]], RunBash] | None = None
+        """Runs a yielded call again when this worker's collector takes it over."""
 
     def offered(self, ctx: ServerRequestContext[Any]) -> bool:
         """Whether this call may become a task: its client declared the extension."""
@@ -96,16 +98,27 @@ class Tasks:
         return True
 
     async def run_or_yield(
-        self, ctx: ServerRequestContext[Any], caller: str | None, handle: str, run_bash: RunBash, asker: Asker | None
+        self,
+        ctx: ServerRequestContext[Any],
+        caller: str | None,
+        handle: str,
+        run_bash: RunBash,
+        asker: Asker | None,
+        resume: Callable[[], dict[str, Any] | None] | None = None,
     ) -> types.CallToolResult:
         """A call of a client without Tasks: its result, or its output so far (`yielding`)."""
         if self.serve.yield_seconds <= 0:
-            return await run_bash(lambda out, err: None, asker)
+            return await run_bash(lambda out, err: None, asker, None)  # never yields: nothing to resume
         yielder = yielder_for(ctx.lifespan_context, self._yielder)
-        return await yielder.call(caller, handle, run_bash, asker)
+        resumer = self.yield_resumer
+        bound = None if resumer is None else (lambda info: resumer(ctx, info))
+        return await yielder.call(caller, handle, run_bash, asker, resume, bound)
 
     def _yielder(self, tg: Any) -> Yielder:
-        return Yielder(self.yields, tg, self.worker, self.serve.yield_seconds, self.serve.heartbeat_seconds)
+        serve = self.serve
+        return Yielder(
+            self.yields, tg, self.worker, serve.yield_seconds, serve.heartbeat_seconds, self.ring, self.redact
+        )
 
     def _keeper(self, tg: Any) -> TaskKeeper:
         return TaskKeeper(
