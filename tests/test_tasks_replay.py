@@ -211,3 +211,19 @@ async def test_a_task_waiting_for_a_person_is_parked_and_the_answer_on_another_w
 
 def _interrupted(host: Host) -> bool:
     return any(r["exit_code"] == 130 for r in query(host.store) if r["script_preview"].startswith("a=$(tools"))
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_task_whose_shell_moved_on_since_it_started_is_not_run_again(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = "for i in 1 2 3; do tools counter tick n=$i; done"
+    async with _serving(store_url, tmp_path, monkeypatch) as (host, client):
+        task_id = await _held_task(host, client, tmp_path, script, hold=3, recorded=2)
+        host.store.execute("UPDATE shell_handles SET version = version + 1")  # saved by someone since
+        await get_task(client.session, task_id)
+        (tmp_path / "calls.log.hold-3").unlink()
+        done = await until_status(client.session, task_id, "completed", "failed")
+    result = types.CallToolResult.model_validate(done.result)
+    assert result.is_error and "could not be run again by replay" in result.content[0].text
+    assert calls(tmp_path / "calls.log") == [1, 2], "nothing ran again"

@@ -11,9 +11,8 @@ by the worker that runs it (the owner) and read by every worker:
 
 Statuses are the extension's: `working`, `input_required`, `completed`, `failed`, `cancelled`.
 
-A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own,
-`yielded_runs`, by shell handle: the output it wrote so far, how much of it was delivered, its
-final result once it ended, and its owner's heartbeat (`YieldRows`).
+A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own
+(`store.yields`).
 
 A task whose owner died can be taken over: `resume` holds (sealed) what running it again needs,
 `claim` hands it to exactly one worker, and its nested calls' records are `store.replay`'s.
@@ -66,29 +65,6 @@ MIGRATIONS = [
     """,
 ]
 
-YIELD_MIGRATIONS = [
-    """
-    CREATE TABLE yielded_runs (
-        handle TEXT PRIMARY KEY,
-        caller TEXT,
-        worker TEXT NOT NULL,
-        stdout TEXT NOT NULL,
-        stderr TEXT NOT NULL,
-        sent_out BIGINT NOT NULL,
-        sent_err BIGINT NOT NULL,
-        result TEXT,
-        beat DOUBLE PRECISION NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL
-    );
-    """,
-    # The run's key among the nested-call records (`store.replay`) and, sealed, what running it
-    # again by replay takes.
-    """
-    ALTER TABLE yielded_runs ADD COLUMN run_key TEXT;
-    ALTER TABLE yielded_runs ADD COLUMN resume TEXT;
-    """,
-]
-
 CHANNEL = "tasks"
 """The store channel a task's change is announced on (the payload is its id's hash)."""
 TERMINAL = ("completed", "failed", "cancelled")
@@ -133,9 +109,9 @@ class TaskRow:
             row["worker"],
             row["status"],
             row["status_message"],
-            _loaded(row["input_requests"]),
-            _loaded(row["result"]),
-            _loaded(row["error"]),
+            loaded(row["input_requests"]),
+            loaded(row["result"]),
+            loaded(row["error"]),
             bool(row["cancel_requested"]),
             float(row["created_at"]),
             float(row["updated_at"]),
@@ -323,109 +299,13 @@ class TaskRows:
             tx.execute("DELETE FROM run_calls WHERE run_key = ?", (key,))
 
 
-YIELD_CHANNEL = "yields"
-"""The store channel a yielded run's change is announced on (the payload is its shell handle)."""
-
-
-@dataclass(frozen=True)
-class YieldedRow:
-    """A yielded `bash` call as the store holds it."""
-
-    handle: str
-    caller: str | None
-    stdout: str
-    stderr: str
-    sent_out: int
-    sent_err: int
-    result: dict[str, Any] | None
-    beat: float
-    worker: str = ""
-    run_key: str | None = None
-    resume: str | None = None
-    """What running it again takes, sealed; None: it cannot be resumed."""
-
-
-class YieldRows:
-    """The yielded runs of one `StateStore`, by shell handle (one at a time per shell)."""
-
-    def __init__(self, store: StateStore) -> None:
-        store.migrate("yielded_runs", YIELD_MIGRATIONS)
-        self.store = store
-        self.calls = CallRecords(store)
-
-    def create(
-        self,
-        handle: str,
-        caller: str | None,
-        worker: str,
-        stdout: str,
-        stderr: str,
-        run_key: str | None = None,
-        resume: str | None = None,
-    ) -> None:
-        """A call yields: what it wrote so far is delivered (the offsets say so)."""
-        now = time.time()
-        self.store.execute(
-            "INSERT INTO yielded_runs (handle, caller, worker, stdout, stderr, sent_out, sent_err, beat, created_at,"
-            " run_key, resume) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (handle, caller, worker, stdout, stderr, len(stdout), len(stderr), now, now, run_key, resume),
-        )
-
-    def claim(self, row: YieldedRow, worker: str) -> bool:
-        """Take over a run whose owner went silent (as `row` showed it): True for exactly one worker."""
-        done = self.store.execute(
-            "UPDATE yielded_runs SET worker = ?, beat = ? WHERE handle = ? AND worker = ? AND beat = ?"
-            " AND result IS NULL AND resume IS NOT NULL",
-            (worker, time.time(), row.handle, row.worker, row.beat),
-        )
-        return bool(done.rowcount)
-
-    def write(self, handle: str, stdout: str, stderr: str, result: dict[str, Any] | None) -> None:
-        """The owner records the output so far (and the result, once the call ended)."""
-        with self.store.transaction() as tx:
-            tx.execute(
-                "UPDATE yielded_runs SET stdout = ?, stderr = ?, result = ?, beat = ? WHERE handle = ?",
-                (stdout, stderr, _dumped(result), time.time(), handle),
-            )
-            self.store.notify(YIELD_CHANNEL, handle)
-
-    def get(self, handle: str) -> YieldedRow | None:
-        rows = self.store.query("SELECT * FROM yielded_runs WHERE handle = ?", (handle,))
-        if not rows:
-            return None
-        r = rows[0]
-        return YieldedRow(
-            r["handle"], r["caller"], r["stdout"], r["stderr"], int(r["sent_out"]), int(r["sent_err"]),
-            _loaded(r["result"]), float(r["beat"]), r["worker"], r["run_key"], r["resume"],
-        )  # fmt: skip
-
-    def delivered(self, row: YieldedRow, stdout: int, stderr: int) -> bool:
-        """Move the delivered offsets on from what `row` showed; False when another call did first."""
-        done = self.store.execute(
-            "UPDATE yielded_runs SET sent_out = ?, sent_err = ? WHERE handle = ? AND sent_out = ? AND sent_err = ?",
-            (stdout, stderr, row.handle, row.sent_out, row.sent_err),
-        )
-        return bool(done.rowcount)
-
-    def finish(self, row: YieldedRow) -> bool:
-        """Take the ended run's rest: the row goes; False when another call took it first."""
-        with self.store.transaction() as tx:
-            done = tx.execute(
-                "DELETE FROM yielded_runs WHERE handle = ? AND sent_out = ? AND sent_err = ?",
-                (row.handle, row.sent_out, row.sent_err),
-            )
-            if done.rowcount and row.run_key is not None:
-                tx.execute("DELETE FROM run_calls WHERE run_key = ?", (row.run_key,))
-        return bool(done.rowcount)
-
-
 def _state_values(state: dict[str, Any]) -> tuple[Any, ...]:
     return (
         state["status"],
         state.get("status_message"),
-        _dumped(state.get("input_requests")),
-        _dumped(state.get("result")),
-        _dumped(state.get("error")),
+        dumped(state.get("input_requests")),
+        dumped(state.get("result")),
+        dumped(state.get("error")),
     )
 
 
@@ -433,11 +313,11 @@ def _finished(state: dict[str, Any], now: float) -> float | None:
     return now if state["status"] in TERMINAL else None
 
 
-def _dumped(value: Any) -> str | None:
+def dumped(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _loaded(text: str | None) -> Any:
+def loaded(text: str | None) -> Any:
     if text is None:
         return None
     try:
@@ -452,10 +332,9 @@ __all__ = [
     "OPEN",
     "PARKED",
     "TERMINAL",
-    "YIELD_CHANNEL",
     "TaskRow",
     "TaskRows",
-    "YieldRows",
-    "YieldedRow",
+    "dumped",
     "id_hash",
+    "loaded",
 ]

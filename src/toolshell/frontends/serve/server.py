@@ -44,6 +44,7 @@ from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.serve.hosts import host_checks
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
+from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
 from toolshell.frontends.serve.tasks.yielding import RunBash
@@ -61,7 +62,6 @@ from toolshell.frontends.serve.upstream import (
 from toolshell.host import Host
 from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
-from toolshell.shell.handles import Forged
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.store.workers import Workers
@@ -202,7 +202,7 @@ def build_server(
             if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
                 asks = can_ask(ctx, "form") or can_ask(ctx, "url")
                 handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # a resumed run needs its shell
-                resume = _resume_info(shells, _caller(ctx), handle, script, asks)
+                resume = resume_info(shells, _caller(ctx), handle, script, asks)
                 return await tasks.call(
                     ctx, _caller(ctx), lambda a, f: run_bash(ctx, script, handle, a, feed=f), asks, resume
                 )
@@ -216,7 +216,7 @@ def build_server(
                 handle,
                 lambda o, a, f: run_bash(ctx, script, handle, a, o, f),
                 asker,
-                lambda: _resume_info(shells, _caller(ctx), handle, script, False),  # read only if it yields
+                lambda: resume_info(shells, _caller(ctx), handle, script, False),  # read only if it yields
             )
         entry = visible.get(params.name)
         if entry is None:
@@ -258,8 +258,9 @@ def build_server(
         """A call taken over from a dead worker (or parked): its script again, from the shell's state
         before the call, its nested calls answered from their records."""
         handle = str(resume["handle"])
-        if _version(shells, _caller(ctx), handle) != resume.get("version"):
-            return error_result(ToolshellError(ErrorCode.UNAVAILABLE, _NOT_RESUMED))
+        gone = shell_gone(shells, _caller(ctx), resume)
+        if gone is not None:
+            return gone
         shells.handles.on_drop(handle)  # a live copy here may hold the stopped run's half: start from the store
         return await run_bash(ctx, str(resume["script"]), handle, asker, on_output, feed)
 
@@ -271,32 +272,6 @@ def build_server(
 
     tasks.resumer, tasks.yield_resumer = resumer, yield_resumer
     return server
-
-
-_NOT_RESUMED = (
-    "the worker running this call stopped, and it could not be run again by replay: its shell was saved "
-    "since the call started (or is gone), so the state before the call is not there. What it did stays done; "
-    "check its effects, then run what is left"
-)
-
-
-def _version(shells: Shells, caller: str | None, handle: str) -> int | None:
-    """The stored version of the caller's shell `handle` (the state a run starts from); None when
-    it is gone or does not open."""
-    try:
-        kept = shells.handles.find(handle, caller, shells.keys)
-    except (Forged, ToolshellError):
-        return None
-    return None if kept is None else kept.version
-
-
-def _resume_info(shells: Shells, caller: str | None, handle: str, script: str, asks: bool) -> dict[str, Any] | None:
-    """What running a task again by replay takes: its script, its caller, and its shell as it is
-    before the call (handle and version). None when the shell cannot be read (then the run says so)."""
-    version = _version(shells, caller, handle)
-    if version is None:
-        return None
-    return {"script": script, "caller": caller, "handle": handle, "version": version, "asks": asks}
 
 
 class _ToolshellServer(Server[Any]):

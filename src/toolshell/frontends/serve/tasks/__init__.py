@@ -33,7 +33,8 @@ from toolshell.frontends.serve.upstream import Asker
 from toolshell.redact import Redactor
 from toolshell.store.protocol import StateStore
 from toolshell.store.replay import RESUME, opened_json
-from toolshell.store.tasks import TaskRow, TaskRows, YieldRows
+from toolshell.store.tasks import TaskRow, TaskRows
+from toolshell.store.yields import YieldRows
 
 Resumer = Callable[[ServerRequestContext[Any], dict[str, Any]], RunScript]
 """Makes the run of a task taken over, from what it was started with (`TaskKeeper.call`'s `resume`)."""

@@ -4,7 +4,7 @@ A client's tool timeout (often 60 s) would lose a long call. So a `bash` call st
 `[serve] yield_seconds` (default 45) returns what it has so far: its output, `running: true`
 (and `exit_code: -1`, none yet) and its `shell`. The script goes on, in the worker that started
 it (its owner), which records the output it writes and, at the end, its result in the store
-(`store.tasks.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
+(`store.yields.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
 
 The next `bash` call on that shell, on any worker, first collects the rest: it waits (up to
 `yield_seconds` again) for the earlier call to end, then runs its own script and returns its
@@ -38,7 +38,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.upstream import Asker, Parking
 from toolshell.redact import Redactor
 from toolshell.store.replay import RESUME, opened_json, sealed_json
-from toolshell.store.tasks import YIELD_CHANNEL, YieldedRow, YieldRows
+from toolshell.store.yields import YIELD_CHANNEL, YieldedRow, YieldRows
 
 logger = logging.getLogger(__name__)
 
@@ -193,10 +193,13 @@ class Yielder:
                 return
             body = None if ended is None else ended.model_dump(by_alias=True, mode="json", exclude_none=True)
             try:
-                self.rows.write(handle, "".join(run.out), "".join(run.err), body)
+                owned = self.rows.write(handle, self.worker, "".join(run.out), "".join(run.err), body)
             except Exception:  # the store failed: the next beat writes it all again
                 logger.warning("could not record a yielded call's output", exc_info=True)
                 continue
+            if not owned:  # another worker judged this one dead and runs it again: this copy stops
+                run.scope.cancel()
+                return
             if run.done.is_set():
                 return
 
