@@ -32,6 +32,9 @@ from toolshell.timeline.events import preview
 
 Write = Callable[[int, dict[str, Any]], None]
 """Keeps one record durably (ordinal, record); returns once it is kept."""
+MAX_KEPT_BYTES = 16 << 20
+"""The records a run keeps in memory before it has a key; past it they are dropped and the run
+cannot be resumed (`lost`): a call that never becomes a task holds no second copy of big results."""
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class CallFeed:
         self.redact = redact or Redactor()
         self._write = write
         self._kept: list[tuple[int, dict[str, Any]]] = []
+        self._kept_bytes = 0
+        self.lost = False
+        """Records were dropped before the run got a key: it must not be resumed."""
         self._ordinal = 0
         self.replayed = 0
         """How many calls were answered from the record."""
@@ -116,10 +122,17 @@ class CallFeed:
         self._keep(ordinal, {**self._call(prepared), "risk": risk, "error": error})
 
     def _keep(self, ordinal: int, record: dict[str, Any]) -> None:
-        if self._write is None:
-            self._kept.append((ordinal, record))
-        else:
+        if self._write is not None:
             self._write(ordinal, record)
+            return
+        if self.lost:
+            return
+        self._kept_bytes += len(canonical_json(record))
+        if self._kept_bytes > MAX_KEPT_BYTES:
+            self._kept.clear()
+            self.lost = True
+        else:
+            self._kept.append((ordinal, record))
 
     def _call(self, prepared: PreparedCall) -> dict[str, Any]:
         entry = prepared.entry

@@ -153,7 +153,8 @@ class TaskKeeper:
         task_id = secrets.token_urlsafe(32)  # 256 bits: the capability a client polls with
         owned.key = id_hash(task_id)
         state = _state(owned)
-        sealed = None if resume is None else sealed_json(self.ring, RESUME, owned.key, resume)
+        resumable = resume is not None and not owned.feed.lost
+        sealed = sealed_json(self.ring, RESUME, owned.key, resume) if resumable else None
         try:
             self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
             owned.feed.attach(self._writer(owned.key))  # the calls made so far are recorded now

@@ -137,7 +137,7 @@ class Yielder:
             return _with_earlier(run.result, earlier)
         stdout, stderr = "".join(run.out), "".join(run.err)
         run_key = "yield:" + secrets.token_urlsafe(24)
-        info = None if resume is None else resume()
+        info = None if resume is None or feed.lost else resume()
         sealed = None if info is None else sealed_json(self.ring, RESUME, run_key, info)
         try:
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
