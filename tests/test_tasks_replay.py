@@ -227,3 +227,32 @@ async def test_a_task_whose_shell_moved_on_since_it_started_is_not_run_again(
     result = types.CallToolResult.model_validate(done.result)
     assert result.is_error and "could not be run again by replay" in result.content[0].text
     assert calls(tmp_path / "calls.log") == [1, 2], "nothing ran again"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_worker_that_stops_cleanly_hands_its_task_over_and_another_finishes_it(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "calls.log"))
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    (tmp_path / "calls.log.hold-3").touch()
+    script = "for i in 1 2 3 4; do tools counter tick n=$i; done; echo done"
+    async with Host.open(
+        EVERY_CALL, store=open_store(store_url), state_dir=tmp_path / "two", servers={"counter": counter()}
+    ) as two:
+        async with Host.open(
+            EVERY_CALL, store=open_store(store_url), state_dir=tmp_path / "one", servers={"counter": counter()}
+        ) as one:
+            async with Client(build_server(one, []), extensions=[TasksClient()]) as on_one:
+                created = await on_one.session.call_tool("bash", {"script": script}, allow_claimed=True)
+                assert isinstance(created, CreatedTask), created
+                with anyio.fail_after(60):
+                    while _recorded(one, id_hash(created.task_id)) < 2:  # noqa: ASYNC110  (store rows)
+                        await anyio.sleep(0.2)
+        # worker one stopped: its run with it, the task handed to the store
+        (tmp_path / "calls.log.hold-3").unlink()
+        async with Client(build_server(two, []), extensions=[TasksClient()]) as on_two:
+            done = await until_status(on_two.session, created.task_id, "completed", "failed")
+    assert done.status == "completed", done
+    assert _body(done)["stdout"] == "tick 1\ntick 2\ntick 3\ntick 4\ndone\n"
+    assert calls(tmp_path / "calls.log") == [1, 2, 3, 4]

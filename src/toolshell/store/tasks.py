@@ -251,6 +251,19 @@ class TaskRows:
             )
         return bool(done.rowcount)
 
+    def hand_over(self, key: str, worker: str, stale_beat: float) -> bool:
+        """The owner stops: a task waiting for a person is parked, any other left to be taken over
+        at once (its heartbeat set to `stale_beat`, already silent). False when it cannot be resumed
+        or is not the owner's."""
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = CASE WHEN status = ? THEN ? ELSE worker END,"
+                " beat = CASE WHEN status = ? THEN beat ELSE ? END, updated_at = ?"
+                " WHERE id_hash = ? AND worker = ? AND status IN (?, ?) AND resume IS NOT NULL",
+                ("input_required", PARKED, "input_required", stale_beat, time.time(), key, worker, *OPEN),
+            )
+        return bool(done.rowcount)
+
     def claim_parked(self, key: str, worker: str) -> bool:
         """Take a parked task to resume it (its question was answered): True for exactly one worker."""
         now = time.time()

@@ -270,8 +270,13 @@ class TaskKeeper:
         return owned.resumable and self.park_after > 0 and now - owned.waiting_since >= self.park_after
 
     def stopped(self) -> None:
-        """The serving lifespan ends: this worker's open tasks fail, saying why."""
-        for key in list(self._owned):
+        """The serving lifespan ends: this worker's open tasks are handed to the store (a question
+        waiting for a person parked, the others left for the next worker that reads them to run
+        again by replay); one that cannot be resumed fails, saying why. The runs here stop next."""
+        silent = time.time() - 3 * self.heartbeat_seconds - 1
+        for key, owned in list(self._owned.items()):
+            if owned.resumable and self.rows.hand_over(key, self.worker, silent):
+                continue
             self.rows.set_state(key, self.worker, status="failed", status_message=STOPPED, error=_stopped_error())
         self._owned.clear()
 
@@ -321,7 +326,7 @@ def keeper_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], TaskKeepe
 
 
 def stop_tasks(parking: Parking) -> None:
-    """The serving lifespan ends: its open tasks fail at once instead of going stale."""
+    """The serving lifespan ends: its open tasks are handed over (or fail) at once instead of going stale."""
     keeper = _keepers.pop(parking, None)
     if keeper is not None:
         try:
