@@ -22,7 +22,7 @@ from mcp import Client
 
 from _replay_support import LOG_ENV, calls, counter
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
-from _tasks_support import CreatedTask, TasksClient, get_task, until_status, update_task
+from _tasks_support import CreatedTask, TasksClient, cancel_task, get_task, until_status, update_task
 from toolshell.config import Config
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
@@ -207,6 +207,33 @@ async def test_a_task_waiting_for_a_person_is_parked_and_the_answer_on_another_w
     assert _body(done)["stdout"] == "dropped 2\ntick 3\ntick 1 done\n"
     assert calls(tmp_path / "calls.log") == [1, -2, 3], "each call once: the first from its record"
     assert resumed is not None and resumed.worker == two.worker_id
+
+
+@pytest.mark.parametrize("store_url", ["sqlite"], indirect=True)
+async def test_a_parked_task_cancelled_ends_at_once_and_runs_nothing_more(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "calls.log"))
+    config = Config.model_validate(
+        {"serve": {"heartbeat_seconds": 1, "tasks": {"after_seconds": 0}}, "approval": {"park_after_seconds": 1}}
+    )
+    script = "tools counter tick n=1; n=2; tools counter drop n=$n; tools counter tick n=3"
+    async with (
+        Host.open(
+            config, store=open_store(store_url), state_dir=tmp_path / "one", servers={"counter": counter()}
+        ) as one,
+        Client(build_server(one, []), extensions=[TasksClient()], elicitation_callback=_never) as client,
+    ):
+        created = await client.session.call_tool("bash", {"script": script}, allow_claimed=True)
+        assert isinstance(created, CreatedTask), created
+        rows = TaskRows(one.store)
+        with anyio.fail_after(30):
+            while not (row := rows.get(id_hash(created.task_id))) or not row.parked:  # noqa: ASYNC110  (a store row)
+                await anyio.sleep(0.2)
+        await cancel_task(client.session, created.task_id)
+        cancelled = await get_task(client.session, created.task_id)
+    assert cancelled.status == "cancelled" and "parked" in (cancelled.status_message or "")
+    assert calls(tmp_path / "calls.log") == [1]
 
 
 def _interrupted(host: Host) -> bool:

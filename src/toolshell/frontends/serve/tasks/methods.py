@@ -29,13 +29,17 @@ from toolshell.frontends.serve.tasks.wire import (
     require_declared,
     require_name_header,
 )
-from toolshell.store.tasks import TaskRow, TaskRows, id_hash
+from toolshell.store.tasks import PARKED, TaskRow, TaskRows, id_hash
 
 _T = TypeVar("_T")
 Caller = Callable[[ServerRequestContext[Any]], str | None]
 TakeOver = Callable[[ServerRequestContext[Any], TaskRow], bool | None]
 """Claims a task whose owner went silent and runs it here (`Tasks.take_over`); None: not resumable."""
 STOPPED = "the worker running this task stopped (no heartbeat); what the script did before stays done"
+CANCELLED_PARKED = (
+    "cancelled by tasks/cancel while it waited, parked, for a person: the script stopped at the question; "
+    "what it had done stays done"
+)
 MAX_RESPONSES = 64
 """Answers one `tasks/update` may carry (a task asks one question at a time, usually)."""
 
@@ -80,7 +84,11 @@ class TaskMethods:
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         """Ask the owner to stop the script; acknowledged at once, `cancelled` once it stopped."""
         row = self._find(ctx, params.task_id)
-        if not row.finished:
+        if row.parked:  # nobody runs it: it ends here (unless an answer resumed it first)
+            _store(
+                lambda: self.rows.set_state(row.id_hash, PARKED, status="cancelled", status_message=CANCELLED_PARKED)
+            )
+        elif not row.finished:
             _store(lambda: self.rows.ask_cancel(row.id_hash))
         return {"resultType": "complete"}
 
