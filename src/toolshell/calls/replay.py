@@ -155,8 +155,12 @@ class CallFeed:
         )
 
 
+def discard(ordinal: int, record: dict[str, Any]) -> None:
+    """The writer of a run that cannot be resumed: it keeps nothing."""
+
+
 def _hash(prepared: PreparedCall) -> str:
     return hashlib.sha256(canonical_json(prepared.input).encode()).hexdigest()
 
 
-__all__ = ["CallFeed", "Replayed", "Write"]
+__all__ = ["CallFeed", "Replayed", "Write", "discard"]

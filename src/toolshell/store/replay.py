@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from toolshell.errors import ToolshellError
 from toolshell.store.protocol import StateStore
 from toolshell.store.sealed import seal, unseal
+
+logger = logging.getLogger(__name__)
 
 MIGRATIONS = [
     """
@@ -66,6 +70,18 @@ class CallRecords:
             " ON CONFLICT (run_key, ordinal) DO NOTHING",
             (run_key, ordinal, sealed),
         )
+
+    def writer(self, ring: Sequence[bytes], run_key: str) -> Callable[[int, dict[str, Any]], None]:
+        """Writes the run's records (`calls.replay.Write`). A store that fails is logged, not
+        raised: the call ran and its script gets its result; only a replay would lack the record."""
+
+        def write(ordinal: int, record: dict[str, Any]) -> None:
+            try:
+                self.write(ring, run_key, ordinal, record)
+            except ToolshellError:
+                logger.warning("could not record a nested call for replay", exc_info=True)
+
+        return write
 
     def read(self, ring: Sequence[bytes], run_key: str) -> dict[int, dict[str, Any]]:
         """The run's records that open, by ordinal (one that does not is left out: made live again,

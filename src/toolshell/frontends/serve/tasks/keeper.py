@@ -36,7 +36,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from toolshell.calls.replay import CallFeed
+from toolshell.calls.replay import CallFeed, discard
 from toolshell.config.serve import ServeTasksConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.tasks.wire import created
@@ -157,7 +157,8 @@ class TaskKeeper:
         sealed = sealed_json(self.ring, RESUME, owned.key, resume) if resumable else None
         try:
             self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
-            owned.feed.attach(self._writer(owned.key))  # the calls made so far are recorded now
+            # The calls made so far are recorded now (a task that cannot be resumed records nothing).
+            owned.feed.attach(self.rows.calls.writer(self.ring, owned.key) if sealed is not None else discard)
             row = self.rows.get(owned.key)
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
@@ -173,7 +174,7 @@ class TaskKeeper:
         """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
         recorded by the first run are answered from their records, its questions from `answered`."""
         records = self.rows.calls.read(self.ring, key)
-        feed = CallFeed(records, self._writer(key), self.redact, resumed=True)
+        feed = CallFeed(records, self.rows.calls.writer(self.ring, key), self.redact, resumed=True)
         run = TaskRun(self._poke, attempt, answered)
         owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
         owned.published = {"status": "working"}
@@ -183,15 +184,6 @@ class TaskKeeper:
         self._owned[key] = owned
         self.tg.start_soon(self._execute, owned, run_script, asks)
         self._poke()
-
-    def _writer(self, key: str) -> Callable[[int, dict[str, Any]], None]:
-        def write(ordinal: int, record: dict[str, Any]) -> None:
-            try:
-                self.rows.calls.write(self.ring, key, ordinal, record)
-            except ToolshellError:  # the call ran: its script sees its result; only a replay would lack it
-                logger.warning("could not record a task's nested call for replay", exc_info=True)
-
-        return write
 
     async def _execute(self, owned: _Owned, run_script: RunScript, asks: bool) -> None:
         with owned.scope:

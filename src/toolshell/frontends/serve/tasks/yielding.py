@@ -33,7 +33,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from toolshell.calls.replay import CallFeed
+from toolshell.calls.replay import CallFeed, discard
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.upstream import Asker, Parking
 from toolshell.redact import Redactor
@@ -141,7 +141,9 @@ class Yielder:
         sealed = None if info is None else sealed_json(self.ring, RESUME, run_key, info)
         try:
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
-            feed.attach(self._writer(run_key))
+            feed.attach(
+                self.rows.calls.writer(self.ring, run_key) if sealed is not None else discard
+            )  # nothing kept if not resumable
         except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
             await run.done.wait()
@@ -150,15 +152,6 @@ class Yielder:
         self.tg.start_soon(self._keep, run, handle)
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
         return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
-
-    def _writer(self, run_key: str) -> Callable[[int, dict[str, Any]], None]:
-        def write(ordinal: int, record: dict[str, Any]) -> None:
-            try:
-                self.rows.calls.write(self.ring, run_key, ordinal, record)
-            except ToolshellError:  # the call ran: its script sees its result; only a replay would lack it
-                logger.warning("could not record a yielded call's nested call for replay", exc_info=True)
-
-        return write
 
     def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool:
         """Run a call whose owner went silent again here, by replay; False when it cannot be resumed
@@ -169,7 +162,7 @@ class Yielder:
         if self.rows.claim(row, self.worker):
             records = self.rows.calls.read(self.ring, row.run_key)
             run = _Run(yielded=True)  # nobody can be asked: its stream is gone
-            feed = CallFeed(records, self._writer(row.run_key), self.redact, resumed=True)
+            feed = CallFeed(records, self.rows.calls.writer(self.ring, row.run_key), self.redact, resumed=True)
             self.tg.start_soon(self._execute, run, resumer(resume), None, feed)
             self.tg.start_soon(self._keep, run, row.handle)
         return True
