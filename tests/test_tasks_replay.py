@@ -283,3 +283,19 @@ async def test_a_worker_that_stops_cleanly_hands_its_task_over_and_another_finis
     assert done.status == "completed", done
     assert _body(done)["stdout"] == "tick 1\ntick 2\ntick 3\ntick 4\ndone\n"
     assert calls(tmp_path / "calls.log") == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_the_sweep_drops_the_records_of_tasks_gone_and_keeps_those_of_yielded_calls(store_url: str) -> None:
+    store = open_store(store_url)
+    ring = [b"k" * 32]
+    try:
+        rows = TaskRows(store)
+        rows.create("kept", None, "w", 60, "sealed", status="working")
+        for run_key in ("kept", "gone", "yield:running"):
+            rows.calls.write(ring, run_key, 1, {"tool": "tick"})
+        rows.sweep(time.time(), 30)
+        left = {r["run_key"] for r in store.query("SELECT run_key FROM run_calls")}
+    finally:
+        store.close()
+    assert left == {"kept", "yield:running"}

@@ -303,7 +303,9 @@ class TaskRows:
                 "DELETE FROM tasks WHERE finished_at IS NULL AND beat + keep_seconds + ? < ?", (stale_after, now)
             )
             tx.execute("DELETE FROM task_answers WHERE id_hash NOT IN (SELECT id_hash FROM tasks)")
-            tx.execute("DELETE FROM run_calls WHERE run_key NOT IN (SELECT id_hash FROM tasks)")
+            tx.execute(  # a yielded call's records go with its row (`store.yields`)
+                "DELETE FROM run_calls WHERE run_key NOT LIKE 'yield:%' AND run_key NOT IN (SELECT id_hash FROM tasks)"
+            )
 
     def delete(self, key: str) -> None:
         with self.store.transaction() as tx:
