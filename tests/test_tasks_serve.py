@@ -184,8 +184,8 @@ async def test_a_task_whose_worker_went_silent_reads_as_failed() -> None:
         async with Client(build_server(host, []), extensions=[TasksClient()]) as client:
             created = await _created(client, "sleep 20")
             with anyio.fail_after(10):
-                # As a dead owner leaves it: no heartbeat for far longer than three beats.
-                host.store.execute("UPDATE tasks SET beat = beat - 3600, worker = 'gone'")
+                # As a dead owner leaves it (no heartbeat for far longer than three beats), not resumable.
+                host.store.execute("UPDATE tasks SET beat = beat - 3600, worker = 'gone', resume = NULL")
                 failed = await get_task(client.session, created.task_id)
     assert failed.status == "failed" and failed.error and failed.error["code"] == types.INTERNAL_ERROR
     assert failed.status_message and "stopped" in failed.status_message

@@ -28,6 +28,7 @@ from toolshell.calls.approval import ApprovalGate, Approver, store_waiter
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import CallTarget, Pipeline
 from toolshell.calls.prepare import prepare_input, resolve
+from toolshell.calls.replay import CallFeed
 from toolshell.calls.view import CatalogView
 from toolshell.command.masking import masked_result
 from toolshell.config import Config
@@ -267,6 +268,7 @@ class Session:
         approver: Approver | None = None,
         on_output: OnOutput | None = None,
         on_event: Callable[[Event], None] | None = None,
+        feed: CallFeed | None = None,
     ) -> RunResult:
         """Run one script as one shell call, with the catalog as it is when the script first needs it.
 
@@ -276,7 +278,8 @@ class Session:
         `on_output(stdout, stderr)` gets the output as the script writes it, in order and with the
         config's secrets masked (a terminal shows progress and which command failed); the result
         still holds the capped whole. `on_event` sees each timeline event of this run (a nested
-        call ended) as it is recorded.
+        call ended) as it is recorded. `feed` records the nested calls (and answers a run resumed by
+        replay from the record: `calls.replay`).
         """
         refused = not_utf8("the script", script, script=True)
         if refused is not None:  # lone surrogates from a client's JSON: bashkit and the store take UTF-8 only
@@ -290,12 +293,16 @@ class Session:
                 self.answerer = answerer
             self._run_approver = approver
             try:
-                return await self._run(script, on_output, on_event)
+                return await self._run(script, on_output, on_event, feed)
             finally:
                 self.answerer, self._run_approver = kept
 
     async def _run(
-        self, script: str, on_output: OnOutput | None = None, on_event: Callable[[Event], None] | None = None
+        self,
+        script: str,
+        on_output: OnOutput | None = None,
+        on_event: Callable[[Event], None] | None = None,
+        feed: CallFeed | None = None,
     ) -> RunResult:
         services, config = self.services, self.services.config
         ledger = Ledger(
@@ -312,21 +319,27 @@ class Session:
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows
         try:
-            return await self._started(script, ledger, started, on_output)
+            return await self._started(script, ledger, started, on_output, feed)
+        except anyio.get_cancelled_exc_class():  # stopped before its script ran (waiting at the before-start check)
+            ledger.shell_call(script, started, self.source, INTERRUPTED)
+            raise
         except Exception:
             # The run failed (the store lost mid-run, say): its row ends, never left `running`.
             with contextlib.suppress(Exception):  # the store may still be down; the first error is the one
                 ledger.shell_call(script, started, self.source, 1)
             raise
 
-    async def _started(self, script: str, ledger: Ledger, started: float, on_output: OnOutput | None) -> RunResult:
+    async def _started(
+        self, script: str, ledger: Ledger, started: float, on_output: OnOutput | None, feed: CallFeed | None
+    ) -> RunResult:
         services, config = self.services, self.services.config
         view = CatalogView(None, services.load_server, lambda: services.catalog(self))  # built when first needed
         gate = ApprovalGate(
             services.policy.approvals, self.id, self._approver(), caller=self.caller, metrics=services.metrics
         )
         precheck = Precheck(view, services.policy, gate, ledger)
-        held = await precheck.hold_before_start(script)
+        # A run resumed by replay passed this check when it first started: its calls are not asked about again.
+        held = None if feed is not None and feed.resumed else await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
             stopped = self._result(1, "", error_line(held.error()), ledger)
@@ -342,7 +355,7 @@ class Session:
         state = ShellCallState(
             view=view,
             ledger=ledger,
-            pipeline=Pipeline(ledger, services.policy, gate, services.target(self)),
+            pipeline=Pipeline(ledger, services.policy, gate, services.target(self), feed),
             precheck=precheck,
             scripts=services.scripts,
             manage_scripts=config.tools_in_shell.manage_scripts,

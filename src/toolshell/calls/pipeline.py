@@ -7,6 +7,9 @@
         _send_handling_guards(p)      the after-call guards see the result before the script does
           _send_single(p)             the one call on the connection
 
+With a `CallFeed` (`calls.replay`), `send` records each call's outcome before the script sees
+it, and a run resumed by replay is answered from those records first.
+
 Every caller that makes a real call uses it: the `tools` builtin, `Host.call_tool`, the LLM
 adapters and `toolshell serve`'s `keep_visible` proxies.
 """
@@ -20,6 +23,7 @@ from typing import Any, Protocol
 from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall
+from toolshell.calls.replay import CallFeed
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.guardrails import GuardCall, Guardrails
 from toolshell.policy.policy import Policy
@@ -51,10 +55,14 @@ class Pipeline:
         policy: judges each call.
         gate: asks a person, or stops the script.
         target: makes the call.
+        feed: records each call's outcome, and answers a replayed run's calls from the record.
     """
 
-    def __init__(self, ledger: Ledger, policy: Policy, gate: ApprovalGate, target: CallTarget) -> None:
+    def __init__(
+        self, ledger: Ledger, policy: Policy, gate: ApprovalGate, target: CallTarget, feed: CallFeed | None = None
+    ) -> None:
         self.ledger = ledger
+        self.feed = feed
         self.policy = policy
         self.guards: Guardrails = policy.guardrails
         self.gate = gate
@@ -64,8 +72,31 @@ class Pipeline:
         """Make one call. Raises `ToolshellError` (the call's error) or `StopScript`."""
         started = time.perf_counter()
         self.ledger.charge(prepared)
-        sent = await self._send_handling_approval(prepared)
+        if self.feed is None:
+            sent = await self._send_handling_approval(prepared)
+        else:
+            sent = await self._send_recording(self.feed, prepared)
         self.ledger.completed(sent.prepared, sent.risk.level, sent.result, started)
+        return sent
+
+    async def _send_recording(self, feed: CallFeed, prepared: PreparedCall) -> Sent:
+        """The call answered from its record (a replayed run), or made and recorded before the
+        script sees its result. A call stopped before it was sent (denied, held for approval) is
+        not recorded: run again, it is judged again."""
+        ordinal = feed.next_ordinal()
+        replayed = feed.replay(ordinal, prepared)
+        if replayed is not None:
+            risk = Risk(replayed.risk)
+            if replayed.error is not None:
+                self.ledger.failed_in_flight(prepared, risk.level, replayed.error)
+                raise replayed.error
+            return Sent(prepared, risk, replayed.result)
+        try:
+            sent = await self._send_handling_approval(prepared)
+        except _InFlight as failed:
+            feed.record_error(ordinal, prepared, failed.risk.level, failed.error)
+            raise failed.error from None
+        feed.record(ordinal, prepared, sent.risk.level, sent.result)
         return sent
 
     async def _send_handling_approval(self, prepared: PreparedCall) -> Sent:
@@ -81,7 +112,9 @@ class Pipeline:
             result = await self._send_handling_guards(prepared)
         except ToolshellError as err:
             self.ledger.failed_in_flight(prepared, risk.level, err)
-            raise
+            if self.feed is None:
+                raise
+            raise _InFlight(err, risk) from None
         return Sent(prepared, risk, result)
 
     async def _send_handling_guards(self, prepared: PreparedCall) -> Any:
@@ -92,6 +125,14 @@ class Pipeline:
 
     async def _send_single(self, prepared: PreparedCall) -> Any:
         return await self.target.call(prepared)
+
+
+class _InFlight(Exception):
+    """A call that was sent and failed, with how it was judged (for its record)."""
+
+    def __init__(self, error: ToolshellError, risk: Risk) -> None:
+        super().__init__(error.message)
+        self.error, self.risk = error, risk
 
 
 __all__ = ["CallTarget", "Pipeline", "Sent", "StopScript"]

@@ -248,6 +248,11 @@ class ApprovalConfig(_Model):
     declared elicitation unless this is set to false."""
     wait_seconds: float = Field(default=900.0, gt=0)
     """How long a call waits for a person's answer before the script stops with the report."""
+    park_after_seconds: float = Field(default=300.0, ge=0)
+    """`toolshell serve`: a task that waited this long for a person's answer is parked: its run
+    stops, its worker keeps nothing of it, and the answer (on any worker) resumes it by replay.
+    0: never parked. Five minutes: a person who answers within it gets no replay, and a worker
+    holds no memory for approvals that take hours."""
     wait_for: Literal["none", "store"] = "none"
     """"store": with nobody to ask on the spot, a call waits (up to `wait_seconds`) for an answer
     given in another process (`toolshell approvals grant`, the web page)."""

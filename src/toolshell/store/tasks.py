@@ -11,9 +11,11 @@ by the worker that runs it (the owner) and read by every worker:
 
 Statuses are the extension's: `working`, `input_required`, `completed`, `failed`, `cancelled`.
 
-A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own,
-`yielded_runs`, by shell handle: the output it wrote so far, how much of it was delivered, its
-final result once it ended, and its owner's heartbeat (`YieldRows`).
+A yielded `bash` call (yield-and-wait, for clients without Tasks) has a row of its own
+(`store.yields`).
+
+A task whose owner died can be taken over: `resume` holds (sealed) what running it again needs,
+`claim` hands it to exactly one worker, and its nested calls' records are `store.replay`'s.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolshell.store.protocol import Row, StateStore
+from toolshell.store.replay import CallRecords
 
 MIGRATIONS = [
     """
@@ -54,22 +57,11 @@ MIGRATIONS = [
         PRIMARY KEY (id_hash, answer_key)
     );
     """,
-]
-
-YIELD_MIGRATIONS = [
+    # What a worker needs to run the task again by replay (sealed: `store.replay`), and how many
+    # times it was taken over.
     """
-    CREATE TABLE yielded_runs (
-        handle TEXT PRIMARY KEY,
-        caller TEXT,
-        worker TEXT NOT NULL,
-        stdout TEXT NOT NULL,
-        stderr TEXT NOT NULL,
-        sent_out BIGINT NOT NULL,
-        sent_err BIGINT NOT NULL,
-        result TEXT,
-        beat DOUBLE PRECISION NOT NULL,
-        created_at DOUBLE PRECISION NOT NULL
-    );
+    ALTER TABLE tasks ADD COLUMN resume TEXT;
+    ALTER TABLE tasks ADD COLUMN attempt BIGINT NOT NULL DEFAULT 0;
     """,
 ]
 
@@ -77,6 +69,8 @@ CHANNEL = "tasks"
 """The store channel a task's change is announced on (the payload is its id's hash)."""
 TERMINAL = ("completed", "failed", "cancelled")
 OPEN = ("working", "input_required")
+PARKED = ""
+"""The owner of a parked task: no worker runs it; an answer resumes it by replay on the worker that takes it."""
 
 
 def id_hash(task_id: str) -> str:
@@ -102,6 +96,10 @@ class TaskRow:
     finished_at: float | None
     beat: float
     keep_seconds: float
+    resume: str | None = None
+    """What running it again takes, sealed (`store.replay.seal_resume`); None: it cannot be resumed."""
+    attempt: int = 0
+    """How many times another worker took it over."""
 
     @classmethod
     def of(cls, row: Row) -> TaskRow:
@@ -111,20 +109,26 @@ class TaskRow:
             row["worker"],
             row["status"],
             row["status_message"],
-            _loaded(row["input_requests"]),
-            _loaded(row["result"]),
-            _loaded(row["error"]),
+            loaded(row["input_requests"]),
+            loaded(row["result"]),
+            loaded(row["error"]),
             bool(row["cancel_requested"]),
             float(row["created_at"]),
             float(row["updated_at"]),
             None if row["finished_at"] is None else float(row["finished_at"]),
             float(row["beat"]),
             float(row["keep_seconds"]),
+            row["resume"],
+            int(row["attempt"]),
         )
 
     @property
     def finished(self) -> bool:
         return self.status in TERMINAL
+
+    @property
+    def parked(self) -> bool:
+        return self.worker == PARKED and not self.finished
 
     def expired(self, now: float) -> bool:
         """Past its keeping: a finished task `keep_seconds` after it finished."""
@@ -137,16 +141,30 @@ class TaskRows:
     def __init__(self, store: StateStore) -> None:
         store.migrate("tasks", MIGRATIONS)
         self.store = store
+        self.calls = CallRecords(store)
 
-    def create(self, key: str, caller: str | None, worker: str, keep_seconds: float, **state: Any) -> None:
+    def create(
+        self, key: str, caller: str | None, worker: str, keep_seconds: float, resume: str | None = None, **state: Any
+    ) -> None:
         """Commit a new task's row (status and its payload in `state`); committed on return."""
         now = time.time()
         with self.store.transaction() as tx:
             tx.execute(
                 "INSERT INTO tasks (id_hash, caller, worker, status, status_message, input_requests, result,"
-                " error, created_at, updated_at, finished_at, beat, keep_seconds)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, caller, worker, *_state_values(state), now, now, _finished(state, now), now, keep_seconds),
+                " error, created_at, updated_at, finished_at, beat, keep_seconds, resume)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    key,
+                    caller,
+                    worker,
+                    *_state_values(state),
+                    now,
+                    now,
+                    _finished(state, now),
+                    now,
+                    keep_seconds,
+                    resume,
+                ),
             )
             self.store.notify(CHANNEL, key)
 
@@ -154,14 +172,24 @@ class TaskRows:
         rows = self.store.query("SELECT * FROM tasks WHERE id_hash = ?", (key,))
         return TaskRow.of(rows[0]) if rows else None
 
-    def set_state(self, key: str, **state: Any) -> bool:
-        """Move an open task to a new status (with its payload); False when it had finished already."""
+    def set_state(self, key: str, worker: str | None = None, **state: Any) -> bool:
+        """Move an open task to a new status (with its payload); False when it had finished already
+        (or, given its owner `worker`, when another worker took it over)."""
         now = time.time()
+        owned = "" if worker is None else " AND worker = ?"
         with self.store.transaction() as tx:
             done = tx.execute(
                 "UPDATE tasks SET status = ?, status_message = ?, input_requests = ?, result = ?, error = ?,"
-                " updated_at = ?, finished_at = ?, beat = ? WHERE id_hash = ? AND status IN (?, ?)",
-                (*_state_values(state), now, _finished(state, now), now, key, *OPEN),
+                " updated_at = ?, finished_at = ?, beat = ? WHERE id_hash = ? AND status IN (?, ?)" + owned,
+                (
+                    *_state_values(state),
+                    now,
+                    _finished(state, now),
+                    now,
+                    key,
+                    *OPEN,
+                    *([] if worker is None else [worker]),
+                ),
             )
             if done.rowcount:
                 self.store.notify(CHANNEL, key)
@@ -196,6 +224,63 @@ class TaskRows:
             )
         return {r["answer_key"]: json.loads(r["response"]) for r in rows}
 
+    def claim(self, key: str, worker: str, stale_before: float) -> bool:
+        """Take over a resumable open task whose owner's beat is older than `stale_before`: True for
+        exactly one of the workers that try at once. Its open question goes (the run asks again), and
+        so do the answers to the old run's questions."""
+        now = time.time()
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = ?, beat = ?, updated_at = ?, attempt = attempt + 1, status = 'working',"
+                " status_message = NULL, input_requests = NULL WHERE id_hash = ? AND beat < ? AND status IN (?, ?)"
+                " AND resume IS NOT NULL AND worker <> ?",
+                (worker, now, now, key, stale_before, *OPEN, PARKED),
+            )
+            if done.rowcount:
+                tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
+                self.store.notify(CHANNEL, key)
+        return bool(done.rowcount)
+
+    def park(self, key: str, worker: str) -> bool:
+        """The owner stops a task waiting for a person and hands it to the store (its question stays)."""
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = ?, updated_at = ? WHERE id_hash = ? AND worker = ? AND status = ?"
+                " AND resume IS NOT NULL",
+                (PARKED, time.time(), key, worker, "input_required"),
+            )
+        return bool(done.rowcount)
+
+    def hand_over(self, key: str, worker: str, stale_beat: float) -> bool:
+        """The owner stops: a task waiting for a person is parked, any other left to be taken over
+        at once (its heartbeat set to `stale_beat`, already silent). False when it cannot be resumed
+        or is not the owner's."""
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = CASE WHEN status = ? THEN ? ELSE worker END,"
+                " beat = CASE WHEN status = ? THEN beat ELSE ? END, updated_at = ?"
+                " WHERE id_hash = ? AND worker = ? AND status IN (?, ?) AND resume IS NOT NULL",
+                ("input_required", PARKED, "input_required", stale_beat, time.time(), key, worker, *OPEN),
+            )
+        return bool(done.rowcount)
+
+    def claim_parked(self, key: str, worker: str) -> bool:
+        """Take a parked task to resume it (its question was answered): True for exactly one worker."""
+        now = time.time()
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE tasks SET worker = ?, beat = ?, updated_at = ?, attempt = attempt + 1, status = 'working',"
+                " status_message = NULL, input_requests = NULL WHERE id_hash = ? AND worker = ? AND status = ?",
+                (worker, now, now, key, PARKED, "input_required"),
+            )
+            if done.rowcount:
+                self.store.notify(CHANNEL, key)
+        return bool(done.rowcount)
+
+    def answered(self, key: str) -> bool:
+        """Whether the task has answers not handed to a run yet."""
+        return bool(self.store.query("SELECT 1 FROM task_answers WHERE id_hash = ? AND taken = 0", (key,)))
+
     def ask_cancel(self, key: str) -> None:
         with self.store.transaction() as tx:
             done = tx.execute(
@@ -218,90 +303,24 @@ class TaskRows:
                 "DELETE FROM tasks WHERE finished_at IS NULL AND beat + keep_seconds + ? < ?", (stale_after, now)
             )
             tx.execute("DELETE FROM task_answers WHERE id_hash NOT IN (SELECT id_hash FROM tasks)")
+            tx.execute(  # a yielded call's records go with its row (`store.yields`)
+                "DELETE FROM run_calls WHERE run_key NOT LIKE 'yield:%' AND run_key NOT IN (SELECT id_hash FROM tasks)"
+            )
 
     def delete(self, key: str) -> None:
         with self.store.transaction() as tx:
             tx.execute("DELETE FROM tasks WHERE id_hash = ?", (key,))
             tx.execute("DELETE FROM task_answers WHERE id_hash = ?", (key,))
-
-
-YIELD_CHANNEL = "yields"
-"""The store channel a yielded run's change is announced on (the payload is its shell handle)."""
-
-
-@dataclass(frozen=True)
-class YieldedRow:
-    """A yielded `bash` call as the store holds it."""
-
-    handle: str
-    caller: str | None
-    stdout: str
-    stderr: str
-    sent_out: int
-    sent_err: int
-    result: dict[str, Any] | None
-    beat: float
-
-
-class YieldRows:
-    """The yielded runs of one `StateStore`, by shell handle (one at a time per shell)."""
-
-    def __init__(self, store: StateStore) -> None:
-        store.migrate("yielded_runs", YIELD_MIGRATIONS)
-        self.store = store
-
-    def create(self, handle: str, caller: str | None, worker: str, stdout: str, stderr: str) -> None:
-        """A call yields: what it wrote so far is delivered (the offsets say so)."""
-        now = time.time()
-        self.store.execute(
-            "INSERT INTO yielded_runs (handle, caller, worker, stdout, stderr, sent_out, sent_err, beat, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (handle, caller, worker, stdout, stderr, len(stdout), len(stderr), now, now),
-        )
-
-    def write(self, handle: str, stdout: str, stderr: str, result: dict[str, Any] | None) -> None:
-        """The owner records the output so far (and the result, once the call ended)."""
-        with self.store.transaction() as tx:
-            tx.execute(
-                "UPDATE yielded_runs SET stdout = ?, stderr = ?, result = ?, beat = ? WHERE handle = ?",
-                (stdout, stderr, _dumped(result), time.time(), handle),
-            )
-            self.store.notify(YIELD_CHANNEL, handle)
-
-    def get(self, handle: str) -> YieldedRow | None:
-        rows = self.store.query("SELECT * FROM yielded_runs WHERE handle = ?", (handle,))
-        if not rows:
-            return None
-        r = rows[0]
-        return YieldedRow(
-            r["handle"], r["caller"], r["stdout"], r["stderr"], int(r["sent_out"]), int(r["sent_err"]),
-            _loaded(r["result"]), float(r["beat"]),
-        )  # fmt: skip
-
-    def delivered(self, row: YieldedRow, stdout: int, stderr: int) -> bool:
-        """Move the delivered offsets on from what `row` showed; False when another call did first."""
-        done = self.store.execute(
-            "UPDATE yielded_runs SET sent_out = ?, sent_err = ? WHERE handle = ? AND sent_out = ? AND sent_err = ?",
-            (stdout, stderr, row.handle, row.sent_out, row.sent_err),
-        )
-        return bool(done.rowcount)
-
-    def finish(self, row: YieldedRow) -> bool:
-        """Take the ended run's rest: the row goes; False when another call took it first."""
-        done = self.store.execute(
-            "DELETE FROM yielded_runs WHERE handle = ? AND sent_out = ? AND sent_err = ?",
-            (row.handle, row.sent_out, row.sent_err),
-        )
-        return bool(done.rowcount)
+            tx.execute("DELETE FROM run_calls WHERE run_key = ?", (key,))
 
 
 def _state_values(state: dict[str, Any]) -> tuple[Any, ...]:
     return (
         state["status"],
         state.get("status_message"),
-        _dumped(state.get("input_requests")),
-        _dumped(state.get("result")),
-        _dumped(state.get("error")),
+        dumped(state.get("input_requests")),
+        dumped(state.get("result")),
+        dumped(state.get("error")),
     )
 
 
@@ -309,11 +328,11 @@ def _finished(state: dict[str, Any], now: float) -> float | None:
     return now if state["status"] in TERMINAL else None
 
 
-def _dumped(value: Any) -> str | None:
+def dumped(value: Any) -> str | None:
     return None if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _loaded(text: str | None) -> Any:
+def loaded(text: str | None) -> Any:
     if text is None:
         return None
     try:
@@ -326,11 +345,11 @@ __all__ = [
     "CHANNEL",
     "MIGRATIONS",
     "OPEN",
+    "PARKED",
     "TERMINAL",
-    "YIELD_CHANNEL",
     "TaskRow",
     "TaskRows",
-    "YieldRows",
-    "YieldedRow",
+    "dumped",
     "id_hash",
+    "loaded",
 ]

@@ -29,6 +29,7 @@ from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
 from toolshell.calls.approval import name_process_options
+from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
@@ -43,8 +44,10 @@ from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.serve.hosts import host_checks
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
-from toolshell.frontends.serve.tasks import install_tasks, stop_tasks
+from toolshell.frontends.serve.resume import resume_info, shell_gone
+from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
+from toolshell.frontends.serve.tasks.yielding import RunBash
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -137,7 +140,12 @@ def build_server(
         return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
 
     async def run_bash(
-        ctx: ServerRequestContext[Any], script: str, shell: str | None, asker: Asker | None, on_output: Any = None
+        ctx: ServerRequestContext[Any],
+        script: str,
+        shell: str | None,
+        asker: Asker | None,
+        on_output: Any = None,
+        feed: CallFeed | None = None,
     ) -> types.CallToolResult:
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
@@ -146,7 +154,7 @@ def build_server(
         async with reporting(ctx, on_output) as progress:  # notifications/progress, when the call asked for them
             with upstream(ctx.meta), calling_from(_address(ctx)):  # the client's trace context and address
                 result = await shells.run(
-                    _caller(ctx), handle, script, answerer=answerer, approver=approver, **progress
+                    _caller(ctx), handle, script, answerer=answerer, approver=approver, feed=feed, **progress
                 )
         if host.metrics is not None:  # metrics: mcp.server.operation.duration
             host.metrics.bash_served(time.perf_counter() - started, result.success)
@@ -195,13 +203,22 @@ def build_server(
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
             if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
                 asks = can_ask(ctx, "form") or can_ask(ctx, "url")
-                return await tasks.call(ctx, _caller(ctx), lambda a: run_bash(ctx, script, shell, a), asks)
+                handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # a resumed run needs its shell
+                resume = resume_info(shells, _caller(ctx), handle, script, asks)
+                return await tasks.call(
+                    ctx, _caller(ctx), lambda a, f: run_bash(ctx, script, handle, a, feed=f), asks, resume
+                )
             if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
                 return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
             handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
             return await tasks.run_or_yield(
-                ctx, _caller(ctx), handle, lambda o, a: run_bash(ctx, script, handle, a, o), asker
+                ctx,
+                _caller(ctx),
+                handle,
+                lambda o, a, f: run_bash(ctx, script, handle, a, o, f),
+                asker,
+                lambda: resume_info(shells, _caller(ctx), handle, script, False),  # read only if it yields
             )
         entry = visible.get(params.name)
         if entry is None:
@@ -226,7 +243,36 @@ def build_server(
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
-    tasks = install_tasks(server, host.store, host.config.serve, host.worker_id, _caller, notifier)
+    # The records and resume data are sealed with the ring (`store.sealed` derives a key per purpose).
+    ring = state_ring(host)
+    park_after = host.config.approval.park_after_seconds
+    tasks = install_tasks(
+        server, host.store, host.config.serve, host.worker_id, _caller, ring, notifier, host.redact, park_after
+    )
+
+    async def resumed(
+        ctx: ServerRequestContext[Any],
+        resume: dict[str, Any],
+        asker: Asker | None,
+        feed: CallFeed | None,
+        on_output: Any,
+    ) -> types.CallToolResult:
+        """A call taken over from a dead worker (or parked): its script again, from the shell's state
+        before the call, its nested calls answered from their records."""
+        handle = str(resume["handle"])
+        gone = shell_gone(shells, _caller(ctx), resume)
+        if gone is not None:
+            return gone
+        shells.handles.on_drop(handle)  # a live copy here may hold the stopped run's half: start from the store
+        return await run_bash(ctx, str(resume["script"]), handle, asker, on_output, feed)
+
+    def resumer(ctx: ServerRequestContext[Any], resume: dict[str, Any]) -> RunScript:
+        return lambda asker, feed: resumed(ctx, resume, asker, feed, None)
+
+    def yield_resumer(ctx: ServerRequestContext[Any], resume: dict[str, Any]) -> RunBash:
+        return lambda on_output, asker, feed: resumed(ctx, resume, asker, feed, on_output)
+
+    tasks.resumer, tasks.yield_resumer = resumer, yield_resumer
     return server
 
 

@@ -104,6 +104,9 @@ class ParkedRun:
     `current()` is what a retry would get now, read without taking anything, so this worker's
     retry and the relay that publishes rounds to other workers (`frontends.serve.relay`) see the same."""
 
+    key_prefix = ""
+    """Put before each question's key (a task run again elsewhere: its keys never repeat the first run's)."""
+
     def __init__(self) -> None:
         self.token = secrets.token_urlsafe(18)
         self._open: dict[str, _Question] = {}
@@ -119,6 +122,7 @@ class ParkedRun:
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
         question = _Question(params)
+        question.key = self.key_prefix + question.key
         self._open[question.key] = question
         self._bump()
         try:

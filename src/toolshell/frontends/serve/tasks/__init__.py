@@ -15,6 +15,8 @@ answers `tasks/get`, `tasks/update` and `tasks/cancel` (docs/tasks.md):
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 import mcp_types as types
@@ -22,47 +24,126 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.serve.list_notifier import ListNotifier
-from toolshell.frontends.serve.tasks.keeper import RunScript, TaskKeeper, keeper_for, stop_tasks
+from toolshell.frontends.serve.tasks.keeper import Answered, RunScript, TaskKeeper, keeper_for, stop_tasks
 from toolshell.frontends.serve.tasks.listen import Listener
 from toolshell.frontends.serve.tasks.methods import Caller, TaskMethods
 from toolshell.frontends.serve.tasks.wire import EXTENSION, TaskParams, UpdateParams, declared
 from toolshell.frontends.serve.tasks.yielding import RunBash, Yielder, yielder_for
 from toolshell.frontends.serve.upstream import Asker
+from toolshell.redact import Redactor
 from toolshell.store.protocol import StateStore
-from toolshell.store.tasks import TaskRows, YieldRows
+from toolshell.store.replay import RESUME, opened_json
+from toolshell.store.tasks import TaskRow, TaskRows
+from toolshell.store.yields import YieldRows
+
+Resumer = Callable[[ServerRequestContext[Any], dict[str, Any]], RunScript]
+"""Makes the run of a task taken over, from what it was started with (`TaskKeeper.call`'s `resume`)."""
 
 
 class Tasks:
-    """The extension on one server: which calls become tasks, and the keeper that runs them."""
+    """The extension on one server: which calls become tasks, and the keeper that runs them.
 
-    def __init__(self, rows: TaskRows, yields: YieldRows, serve: ServeConfig, worker: str) -> None:
+    `resumer` (set by the server) runs a task again when this worker takes it over; None: tasks
+    whose worker died fail."""
+
+    def __init__(
+        self,
+        rows: TaskRows,
+        yields: YieldRows,
+        serve: ServeConfig,
+        worker: str,
+        ring: list[bytes],
+        redact: Redactor | None = None,
+        park_after: float = 0.0,
+    ) -> None:
         self.rows, self.yields, self.serve, self.worker = rows, yields, serve, worker
+        self.ring, self.redact, self.park_after = ring, redact, park_after
+        self.resumer: Resumer | None = None
+        self.yield_resumer: Callable[[ServerRequestContext[Any], dict[str, Any]], RunBash] | None = None
+        """Runs a yielded call again when this worker's collector takes it over."""
 
     def offered(self, ctx: ServerRequestContext[Any]) -> bool:
         """Whether this call may become a task: its client declared the extension."""
         return declared(ctx)
 
     async def call(
-        self, ctx: ServerRequestContext[Any], caller: str | None, run_script: RunScript, asks: bool
+        self,
+        ctx: ServerRequestContext[Any],
+        caller: str | None,
+        run_script: RunScript,
+        asks: bool,
+        resume: dict[str, Any] | None = None,
     ) -> types.CallToolResult | dict[str, Any]:
         """The call's plain result if it ends soon, else its `CreateTaskResult` (`keeper.TaskKeeper.call`)."""
         keeper = keeper_for(ctx.lifespan_context, self._keeper)
-        return await keeper.call(caller, run_script, asks)
+        return await keeper.call(caller, run_script, asks, resume)
+
+    def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | None:
+        """A task whose owner went silent, or a parked one that was answered: claim it and run it
+        again here by replay. True when this worker took it, False when another did first, None
+        when it cannot be resumed (or, parked, has no answer yet)."""
+        resume = opened_json(self.ring, RESUME, row.id_hash, row.resume)
+        if self.resumer is None or not isinstance(resume, dict) or resume.get("caller") != row.caller:
+            return None
+        answered: Answered = []
+        if row.parked:
+            if not self.rows.answered(row.id_hash):
+                return None
+            if not self.rows.claim_parked(row.id_hash, self.worker):
+                return False
+            answered = _answered(row, self.rows.take_answers(row.id_hash))
+        elif not self.rows.claim(row.id_hash, self.worker, time.time() - 3 * self.serve.heartbeat_seconds):
+            return False
+        keeper = keeper_for(ctx.lifespan_context, self._keeper)
+        keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")), answered)
+        return True
 
     async def run_or_yield(
-        self, ctx: ServerRequestContext[Any], caller: str | None, handle: str, run_bash: RunBash, asker: Asker | None
+        self,
+        ctx: ServerRequestContext[Any],
+        caller: str | None,
+        handle: str,
+        run_bash: RunBash,
+        asker: Asker | None,
+        resume: Callable[[], dict[str, Any] | None] | None = None,
     ) -> types.CallToolResult:
         """A call of a client without Tasks: its result, or its output so far (`yielding`)."""
         if self.serve.yield_seconds <= 0:
-            return await run_bash(lambda out, err: None, asker)
+            return await run_bash(lambda out, err: None, asker, None)  # never yields: nothing to resume
         yielder = yielder_for(ctx.lifespan_context, self._yielder)
-        return await yielder.call(caller, handle, run_bash, asker)
+        resumer = self.yield_resumer
+        bound = None if resumer is None else (lambda info: resumer(ctx, info))
+        return await yielder.call(caller, handle, run_bash, asker, resume, bound)
 
     def _yielder(self, tg: Any) -> Yielder:
-        return Yielder(self.yields, tg, self.worker, self.serve.yield_seconds, self.serve.heartbeat_seconds)
+        serve = self.serve
+        return Yielder(
+            self.yields, tg, self.worker, serve.yield_seconds, serve.heartbeat_seconds, self.ring, self.redact
+        )
 
     def _keeper(self, tg: Any) -> TaskKeeper:
-        return TaskKeeper(self.rows, tg, self.worker, self.serve.tasks, self.serve.heartbeat_seconds)
+        return TaskKeeper(
+            self.rows,
+            tg,
+            self.worker,
+            self.serve.tasks,
+            self.serve.heartbeat_seconds,
+            self.ring,
+            self.redact,
+            self.park_after,
+        )
+
+
+def _answered(row: TaskRow, answers: dict[str, Any]) -> Answered:
+    """The answers of a parked task, each with the message of the question it answers (in asking order)."""
+    out: Answered = []
+    for key, request in (row.input_requests or {}).items():
+        if key in answers:
+            try:
+                out.append((request["params"]["message"], types.ElicitResult.model_validate(answers[key])))
+            except (KeyError, TypeError, ValueError):  # a row another version wrote: asked anew instead
+                continue
+    return out
 
 
 def install_tasks(
@@ -71,12 +152,16 @@ def install_tasks(
     serve: ServeConfig,
     worker: str,
     caller: Caller,
+    ring: list[bytes],
     notifier: ListNotifier | None = None,
+    redact: Redactor | None = None,
+    park_after: float = 0.0,
 ) -> Tasks:
     """Serve the extension's methods and `subscriptions/listen` on `server`, and advertise the
     extension (`server/discover`; `initialize` under `experimental`)."""
     rows = TaskRows(store)
-    methods = TaskMethods(rows, serve.tasks, serve.heartbeat_seconds, caller)
+    tasks = Tasks(rows, YieldRows(store), serve, worker, ring, redact, park_after)
+    methods = TaskMethods(rows, serve.tasks, serve.heartbeat_seconds, caller, tasks.take_over)
     server.add_request_handler("tasks/get", TaskParams, methods.get)
     server.add_request_handler("tasks/update", UpdateParams, methods.update)
     server.add_request_handler("tasks/cancel", TaskParams, methods.cancel)
@@ -86,7 +171,7 @@ def install_tasks(
         Listener(notifier, rows, serve.tasks.poll_milliseconds, caller),
     )
     server.extensions[EXTENSION] = {}
-    return Tasks(rows, YieldRows(store), serve, worker)
+    return tasks
 
 
-__all__ = ["EXTENSION", "Tasks", "install_tasks", "stop_tasks"]
+__all__ = ["EXTENSION", "Resumer", "RunScript", "Tasks", "install_tasks", "stop_tasks"]

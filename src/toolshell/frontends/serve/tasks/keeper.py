@@ -11,8 +11,15 @@ woken by the run itself and by store notifications from any worker:
 - hands the answers `tasks/update` recorded (on any worker) to the run's open questions;
 - cancels the script when `tasks/cancel` asked (the shell call stops where it is, as on a closed
   connection: nothing after that point runs);
-- renews the heartbeat of its open tasks every `[serve] heartbeat_seconds` (a silent owner's
-  tasks read as failed on any worker, `tasks.methods`) and sweeps rows past their keeping.
+- renews the heartbeat of its open tasks every `[serve] heartbeat_seconds` and sweeps rows past
+  their keeping.
+
+Each nested call of a task's script is recorded as it ends (`calls.replay`), so a task whose owner
+went silent for three heartbeats is taken over by the worker that notices (`TaskKeeper.resume`):
+it runs the script again from the shell's state before the call, answered from the records.
+A task that waited `[approval] park_after_seconds` for a person is parked the same way: its run
+stops and this worker forgets it; the answer, on any worker, resumes it there by replay, the
+question the replay asks again answered with it.
 """
 
 from __future__ import annotations
@@ -29,10 +36,13 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from toolshell.calls.replay import CallFeed, discard
 from toolshell.config.serve import ServeTasksConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.tasks.wire import created
 from toolshell.frontends.serve.upstream import Asker, ParkedRun, Parking
+from toolshell.redact import Redactor
+from toolshell.store.replay import RESUME, sealed_json
 from toolshell.store.tasks import CHANNEL, TERMINAL, TaskRows, id_hash
 
 logger = logging.getLogger(__name__)
@@ -42,18 +52,31 @@ CANCELLED = "cancelled by tasks/cancel: the script stopped where it was; what it
 WAITING = "waiting for a person's answer to inputRequests (send it with tasks/update)"
 STOPPED = "the worker running this task stopped before the script ended; run the script again"
 
-RunScript = Callable[[Asker | None], Awaitable[types.CallToolResult]]
-"""Runs the `bash` call's script, asking through the asker given (None: nobody can be asked)."""
+RunScript = Callable[[Asker | None, CallFeed], Awaitable[types.CallToolResult]]
+"""Runs the `bash` call's script, asking through the asker given (None: nobody can be asked), its
+nested calls going through the feed (recorded; a resumed run's answered from the record)."""
+
+
+Answered = list[tuple[str, types.ElicitResult]]
+"""The answers a parked task got, with the message of the question each answers."""
 
 
 class TaskRun(ParkedRun):
-    """A parked run whose questions and result wake the keeper at once."""
+    """A parked run whose questions and result wake the keeper at once.
 
-    def __init__(self, wake: Callable[[], None]) -> None:
+    A run resumed from parking gets the answers its questions were given (`answered`): a question
+    the replay asks again with the same message takes its answer, without asking the person twice."""
+
+    def __init__(self, wake: Callable[[], None], attempt: int = 0, answered: Answered | None = None) -> None:
         super().__init__()
         self._wake = wake
+        self.key_prefix = f"r{attempt}." if attempt else ""
+        self._answered = list(answered or ())
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
+        if self._answered and self._answered[0][0] == getattr(params, "message", None):
+            return self._answered.pop(0)[1]
+        self._answered.clear()  # the replay asks something else: the person is asked anew
         self._wake()  # the keeper looks once this task waits, when the question is open
         return await super().ask(params)
 
@@ -66,7 +89,10 @@ class TaskRun(ParkedRun):
 class _Owned:
     run: TaskRun
     scope: anyio.CancelScope
+    feed: CallFeed
     key: str = ""
+    resumable: bool = False
+    waiting_since: float | None = None
     cancel_asked: bool = False
     cancelled: bool = False
     failed: dict[str, Any] | None = None
@@ -82,23 +108,38 @@ class TaskKeeper:
         worker: this worker's id (the rows it owns).
         config: `[serve.tasks]`.
         heartbeat_seconds: `[serve] heartbeat_seconds`.
+        ring: the state key ring (the records and what resuming takes are sealed with it).
+        redact: masks the config's secrets in the records.
+        park_after: `[approval] park_after_seconds` (0: never parked).
     """
 
     def __init__(
-        self, rows: TaskRows, tg: anyio.abc.TaskGroup, worker: str, config: ServeTasksConfig, heartbeat_seconds: float
+        self,
+        rows: TaskRows,
+        tg: anyio.abc.TaskGroup,
+        worker: str,
+        config: ServeTasksConfig,
+        heartbeat_seconds: float,
+        ring: list[bytes],
+        redact: Redactor | None = None,
+        park_after: float = 0.0,
     ) -> None:
         self.rows, self.tg, self.worker, self.config = rows, tg, worker, config
         self.heartbeat_seconds = heartbeat_seconds
+        self.ring, self.redact, self.park_after = ring, redact, park_after
         self._owned: dict[str, _Owned] = {}
         self._wake = anyio.Event()
         tg.start_soon(self._serve)
         tg.start_soon(self._listen)
 
     async def call(
-        self, caller: str | None, run_script: RunScript, asks: bool
+        self, caller: str | None, run_script: RunScript, asks: bool, resume: dict[str, Any] | None = None
     ) -> types.CallToolResult | dict[str, Any]:
-        """The call's result if it ends within `after_seconds`, else a committed task's `CreateTaskResult`."""
-        owned = _Owned(TaskRun(self._poke), anyio.CancelScope())
+        """The call's result if it ends within `after_seconds`, else a committed task's `CreateTaskResult`.
+
+        `resume` is what running it again takes (script, shell handle and version, caller, asks),
+        kept sealed on the row; None: the task cannot be resumed (it fails with its worker)."""
+        owned = _Owned(TaskRun(self._poke), anyio.CancelScope(), CallFeed(redact=self.redact))
         self.tg.start_soon(self._execute, owned, run_script, asks)
         try:
             with anyio.move_on_after(self.config.after_seconds):
@@ -112,21 +153,42 @@ class TaskKeeper:
         task_id = secrets.token_urlsafe(32)  # 256 bits: the capability a client polls with
         owned.key = id_hash(task_id)
         state = _state(owned)
+        resumable = resume is not None and not owned.feed.lost
+        sealed = sealed_json(self.ring, RESUME, owned.key, resume) if resumable else None
         try:
-            self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, **state)
+            self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
+            # The calls made so far are recorded now (a task that cannot be resumed records nothing).
+            owned.feed.attach(self.rows.calls.writer(self.ring, owned.key) if sealed is not None else discard)
             row = self.rows.get(owned.key)
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
             return error_result(ToolshellError(err.code, f"could not record the task, so the script stopped: {err}"))
-        owned.published = state
+        owned.published, owned.resumable = state, sealed is not None
         self._owned[owned.key] = owned
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
 
+    def resume(
+        self, key: str, attempt: int, run_script: RunScript, asks: bool, answered: Answered | None = None
+    ) -> None:
+        """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
+        recorded by the first run are answered from their records, its questions from `answered`."""
+        records = self.rows.calls.read(self.ring, key)
+        feed = CallFeed(records, self.rows.calls.writer(self.ring, key), self.redact, resumed=True)
+        run = TaskRun(self._poke, attempt, answered)
+        owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
+        owned.published = {"status": "working"}
+        earlier = self._owned.pop(key, None)
+        if earlier is not None:  # this worker's own run, judged dead (its beats did not reach the store)
+            earlier.scope.cancel()
+        self._owned[key] = owned
+        self.tg.start_soon(self._execute, owned, run_script, asks)
+        self._poke()
+
     async def _execute(self, owned: _Owned, run_script: RunScript, asks: bool) -> None:
         with owned.scope:
             try:
-                result = await run_script(owned.run if asks else None)
+                result = await run_script(owned.run if asks else None, owned.feed)
             except Exception as exc:  # the boundary of a background run: the task fails with it
                 logger.warning("a task's bash call failed", exc_info=True)
                 owned.failed = {"code": types.INTERNAL_ERROR, "message": f"bash failed: {exc}"}
@@ -170,8 +232,8 @@ class TaskKeeper:
     def _sync(self) -> None:
         for key, owned in list(self._owned.items()):
             row = self.rows.get(key)
-            if row is None or row.finished:
-                owned.scope.cancel()  # swept, or ended by another worker (it judged this one dead)
+            if row is None or row.finished or row.worker != self.worker:
+                owned.scope.cancel()  # swept, or ended or taken over by another worker (it judged this one dead)
                 del self._owned[key]
                 continue
             if row.cancel_requested and not owned.cancel_asked:
@@ -181,15 +243,33 @@ class TaskKeeper:
             if answers:
                 owned.run.answer(_elicit_results(answers))
             state = _state(owned)
-            if state != owned.published and self.rows.set_state(key, **state):
+            if state != owned.published and self.rows.set_state(key, self.worker, **state):
                 owned.published = state
             if state["status"] in TERMINAL:
                 del self._owned[key]
+            elif self._parks(owned, state["status"]) and self.rows.park(key, self.worker):
+                owned.scope.cancel()  # its question stays on the row; the answer resumes it by replay
+                del self._owned[key]
+
+    def _parks(self, owned: _Owned, status: str) -> bool:
+        """Whether the run has waited `park_after` for a person (and can be resumed)."""
+        if status != "input_required" or owned.published is None or owned.published["status"] != status:
+            owned.waiting_since = None
+            return False
+        now = time.monotonic()
+        if owned.waiting_since is None:
+            owned.waiting_since = now
+        return owned.resumable and self.park_after > 0 and now - owned.waiting_since >= self.park_after
 
     def stopped(self) -> None:
-        """The serving lifespan ends: this worker's open tasks fail, saying why."""
-        for key in list(self._owned):
-            self.rows.set_state(key, status="failed", status_message=STOPPED, error=_stopped_error())
+        """The serving lifespan ends: this worker's open tasks are handed to the store (a question
+        waiting for a person parked, the others left for the next worker that reads them to run
+        again by replay); one that cannot be resumed fails, saying why. The runs here stop next."""
+        silent = time.time() - 3 * self.heartbeat_seconds - 1
+        for key, owned in list(self._owned.items()):
+            if owned.resumable and self.rows.hand_over(key, self.worker, silent):
+                continue
+            self.rows.set_state(key, self.worker, status="failed", status_message=STOPPED, error=_stopped_error())
         self._owned.clear()
 
 
@@ -238,7 +318,7 @@ def keeper_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], TaskKeepe
 
 
 def stop_tasks(parking: Parking) -> None:
-    """The serving lifespan ends: its open tasks fail at once instead of going stale."""
+    """The serving lifespan ends: its open tasks are handed over (or fail) at once instead of going stale."""
     keeper = _keepers.pop(parking, None)
     if keeper is not None:
         try:

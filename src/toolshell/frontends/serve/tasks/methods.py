@@ -4,8 +4,9 @@ Every request is checked the same way before anything is read: the client declar
 extension (else -32021), over HTTP its `Mcp-Name` header is the task id (else -32020), and the
 task is the caller's: a task id is a bearer capability bound to the identity that created it, so
 another caller's id, an unknown one and an expired one all get the same -32602. There is no
-`tasks/list`. An open task whose owner has been silent for three heartbeats is judged `failed`
-on the spot (its worker stopped), so no client polls a dead task forever.
+`tasks/list`. An open task whose owner has been silent for three heartbeats is taken over by the
+worker that reads it (run again by replay, `TaskKeeper.resume`); one that cannot be resumed is
+judged `failed` on the spot (its worker stopped), so no client polls a dead task forever.
 """
 
 from __future__ import annotations
@@ -28,11 +29,17 @@ from toolshell.frontends.serve.tasks.wire import (
     require_declared,
     require_name_header,
 )
-from toolshell.store.tasks import TaskRow, TaskRows, id_hash
+from toolshell.store.tasks import PARKED, TaskRow, TaskRows, id_hash
 
 _T = TypeVar("_T")
 Caller = Callable[[ServerRequestContext[Any]], str | None]
+TakeOver = Callable[[ServerRequestContext[Any], TaskRow], bool | None]
+"""Claims a task whose owner went silent and runs it here (`Tasks.take_over`); None: not resumable."""
 STOPPED = "the worker running this task stopped (no heartbeat); what the script did before stays done"
+CANCELLED_PARKED = (
+    "cancelled by tasks/cancel while it waited, parked, for a person: the script stopped at the question; "
+    "what it had done stays done"
+)
 MAX_RESPONSES = 64
 """Answers one `tasks/update` may carry (a task asks one question at a time, usually)."""
 
@@ -45,10 +52,18 @@ class TaskMethods:
         config: `[serve.tasks]`.
         heartbeat_seconds: `[serve] heartbeat_seconds`: three missed beats mean the owner stopped.
         caller: the identity a request authenticated as (None over stdio and `--no-auth`).
+        take_over: runs a task whose owner went silent again here (None: such a task fails).
     """
 
-    def __init__(self, rows: TaskRows, config: ServeTasksConfig, heartbeat_seconds: float, caller: Caller) -> None:
-        self.rows, self.config, self.caller = rows, config, caller
+    def __init__(
+        self,
+        rows: TaskRows,
+        config: ServeTasksConfig,
+        heartbeat_seconds: float,
+        caller: Caller,
+        take_over: TakeOver | None = None,
+    ) -> None:
+        self.rows, self.config, self.caller, self.take_over = rows, config, caller, take_over
         self.stale_seconds = 3 * heartbeat_seconds
 
     async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
@@ -61,12 +76,19 @@ class TaskMethods:
         responses = {key: _elicit_result(key, value) for key, value in params.input_responses.items()}
         row = self._find(ctx, params.task_id)
         _store(lambda: self.rows.answer(row.id_hash, responses))
+        take_over = self.take_over
+        if row.parked and take_over is not None:  # nobody runs it: this worker resumes it with the answer
+            _store(lambda: take_over(ctx, row))
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         """Ask the owner to stop the script; acknowledged at once, `cancelled` once it stopped."""
         row = self._find(ctx, params.task_id)
-        if not row.finished:
+        if row.parked:  # nobody runs it: it ends here (unless an answer resumed it first)
+            _store(
+                lambda: self.rows.set_state(row.id_hash, PARKED, status="cancelled", status_message=CANCELLED_PARKED)
+            )
+        elif not row.finished:
             _store(lambda: self.rows.ask_cancel(row.id_hash))
         return {"resultType": "complete"}
 
@@ -80,8 +102,13 @@ class TaskMethods:
         if row.expired(now):
             _store(lambda: self.rows.delete(row.id_hash))
             raise not_found("Task has expired")
-        if row.finished or now - row.beat <= self.stale_seconds:
+        take_over = self.take_over
+        if row.parked and take_over is not None and _store(lambda: take_over(ctx, row)) is not None:
+            return _store(lambda: self.rows.get(row.id_hash)) or row  # answered before, not resumed yet
+        if row.finished or row.parked or now - row.beat <= self.stale_seconds:
             return row
+        if take_over is not None and _store(lambda: take_over(ctx, row)) is not None:
+            return _store(lambda: self.rows.get(row.id_hash)) or row  # run again, here or on the worker that won
         error = {"code": types.INTERNAL_ERROR, "message": STOPPED}
         _store(lambda: self.rows.set_state(row.id_hash, status="failed", status_message=STOPPED, error=error))
         return _store(lambda: self.rows.get(row.id_hash)) or row

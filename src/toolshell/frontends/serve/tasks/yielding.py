@@ -4,7 +4,7 @@ A client's tool timeout (often 60 s) would lose a long call. So a `bash` call st
 `[serve] yield_seconds` (default 45) returns what it has so far: its output, `running: true`
 (and `exit_code: -1`, none yet) and its `shell`. The script goes on, in the worker that started
 it (its owner), which records the output it writes and, at the end, its result in the store
-(`store.tasks.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
+(`store.yields.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
 
 The next `bash` call on that shell, on any worker, first collects the rest: it waits (up to
 `yield_seconds` again) for the earlier call to end, then runs its own script and returns its
@@ -12,13 +12,17 @@ result with the earlier call's rest as `earlier` (the output not delivered yet, 
 and stop report). If the earlier call is still running then, the new call returns the output
 that came meanwhile (`running: true` again) and its own script does not run: nothing runs while
 the shell is busy, nothing twice, and each piece of output is delivered once. If the owner went
-silent for three heartbeats, `earlier` says the call stopped, and the new script runs.
+silent for three heartbeats, the collector takes the call over and runs it again by replay, as a
+task's (`calls.replay`: its nested calls, recorded as they ended, are answered from the record),
+and collects it as before: the replay writes the same output again, and only what was not
+delivered yet is. A call that cannot be resumed reads as stopped (exit code 137).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -29,15 +33,20 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from toolshell.calls.replay import CallFeed, discard
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.serve.upstream import Asker, Parking
-from toolshell.store.tasks import YIELD_CHANNEL, YieldedRow, YieldRows
+from toolshell.redact import Redactor
+from toolshell.store.replay import RESUME, opened_json, sealed_json
+from toolshell.store.yields import YIELD_CHANNEL, YieldedRow, YieldRows
 
 logger = logging.getLogger(__name__)
 
 OnOutput = Callable[[str, str], None]
-RunBash = Callable[[OnOutput, Asker | None], Awaitable[types.CallToolResult]]
-"""Runs the call's script with an output observer and the asker to use."""
+RunBash = Callable[[OnOutput, Asker | None, CallFeed | None], Awaitable[types.CallToolResult]]
+"""Runs the call's script with an output observer, the asker to use and the feed its nested calls go through."""
+Resumer = Callable[[dict[str, Any]], RunBash]
+"""Makes the run of a yielded call taken over, from what it was started with."""
 RUNNING = (
     "still running: this is its output so far. Call bash again with this `shell` (any script, e.g. `true`)"
     " to get the rest first, as `earlier`"
@@ -78,25 +87,46 @@ class Yielder:
         worker: this worker's id.
         yield_seconds: `[serve] yield_seconds`.
         heartbeat_seconds: `[serve] heartbeat_seconds`.
+        ring: the state key ring (records and what resuming takes are sealed with it).
+        redact: masks the config's secrets in the records.
     """
 
     def __init__(
-        self, rows: YieldRows, tg: anyio.abc.TaskGroup, worker: str, yield_seconds: float, heartbeat_seconds: float
+        self,
+        rows: YieldRows,
+        tg: anyio.abc.TaskGroup,
+        worker: str,
+        yield_seconds: float,
+        heartbeat_seconds: float,
+        ring: list[bytes],
+        redact: Redactor | None = None,
     ) -> None:
         self.rows, self.tg, self.worker = rows, tg, worker
         self.yield_seconds, self.heartbeat_seconds = yield_seconds, heartbeat_seconds
+        self.ring, self.redact = ring, redact
 
     async def call(
-        self, caller: str | None, handle: str, run_bash: RunBash, asker: Asker | None
+        self,
+        caller: str | None,
+        handle: str,
+        run_bash: RunBash,
+        asker: Asker | None,
+        resume: Callable[[], dict[str, Any] | None] | None = None,
+        resumer: Resumer | None = None,
     ) -> types.CallToolResult:
-        """The rest of an earlier yielded call on `handle` first, then this call (or its output so far)."""
-        earlier = await self._collect(caller, handle)
+        """The rest of an earlier yielded call on `handle` first, then this call (or its output so far).
+
+        `resume` gives what running this call again takes, read once it yields (None: it cannot be
+        resumed); `resumer`
+        runs an earlier call taken over from a silent owner."""
+        earlier = await self._collect(caller, handle, resumer)
         if earlier is not None and earlier.get("running"):
             busy = {"stdout": "", "stderr": "", "shell": handle, "earlier": earlier}
             return _result(busy, note="your script did not run: the shell is still busy with the earlier call")
         run = _Run()
         gated = None if asker is None else _AfterYield(asker, run)
-        self.tg.start_soon(self._execute, run, run_bash, gated)
+        feed = CallFeed(redact=self.redact)
+        self.tg.start_soon(self._execute, run, run_bash, gated, feed)
         try:
             with anyio.move_on_after(self.yield_seconds):
                 await run.done.wait()
@@ -106,8 +136,14 @@ class Yielder:
         if run.result is not None:
             return _with_earlier(run.result, earlier)
         stdout, stderr = "".join(run.out), "".join(run.err)
+        run_key = "yield:" + secrets.token_urlsafe(24)
+        info = None if resume is None or feed.lost else resume()
+        sealed = None if info is None else sealed_json(self.ring, RESUME, run_key, info)
         try:
-            self.rows.create(handle, caller, self.worker, stdout, stderr)
+            self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
+            feed.attach(
+                self.rows.calls.writer(self.ring, run_key) if sealed is not None else discard
+            )  # nothing kept if not resumable
         except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
             await run.done.wait()
@@ -117,10 +153,24 @@ class Yielder:
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
         return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
 
-    async def _execute(self, run: _Run, run_bash: RunBash, asker: Asker | None) -> None:
+    def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool:
+        """Run a call whose owner went silent again here, by replay; False when it cannot be resumed
+        (True too when another collector took it first: it runs there)."""
+        resume = None if row.run_key is None else opened_json(self.ring, RESUME, row.run_key, row.resume)
+        if resumer is None or row.run_key is None or not isinstance(resume, dict) or resume.get("caller") != caller:
+            return False
+        if self.rows.claim(row, self.worker):
+            records = self.rows.calls.read(self.ring, row.run_key)
+            run = _Run(yielded=True)  # nobody can be asked: its stream is gone
+            feed = CallFeed(records, self.rows.calls.writer(self.ring, row.run_key), self.redact, resumed=True)
+            self.tg.start_soon(self._execute, run, resumer(resume), None, feed)
+            self.tg.start_soon(self._keep, run, row.handle)
+        return True
+
+    async def _execute(self, run: _Run, run_bash: RunBash, asker: Asker | None, feed: CallFeed) -> None:
         with run.scope:
             try:
-                run.result = await run_bash(run.output, asker)
+                run.result = await run_bash(run.output, asker, feed)
             except Exception as exc:  # the boundary of a background run: its collector gets the error
                 logger.warning("a yielded bash call failed", exc_info=True)
                 run.result = _failed(f"bash failed: {exc}")
@@ -136,20 +186,26 @@ class Yielder:
                 return
             body = None if ended is None else ended.model_dump(by_alias=True, mode="json", exclude_none=True)
             try:
-                self.rows.write(handle, "".join(run.out), "".join(run.err), body)
+                owned = self.rows.write(handle, self.worker, "".join(run.out), "".join(run.err), body)
             except Exception:  # the store failed: the next beat writes it all again
                 logger.warning("could not record a yielded call's output", exc_info=True)
                 continue
+            if not owned:  # another worker judged this one dead and runs it again: this copy stops
+                run.scope.cancel()
+                return
             if run.done.is_set():
                 return
 
-    async def _collect(self, caller: str | None, handle: str) -> dict[str, Any] | None:
+    async def _collect(self, caller: str | None, handle: str, resumer: Resumer | None) -> dict[str, Any] | None:
         """The earlier call's rest: all of it once it ended, else what came within `yield_seconds`."""
         if self.rows.get(handle) is None:
             return None
         with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, anyio.move_on_after(self.yield_seconds):
             while (row := self.rows.get(handle)) is not None and row.caller == caller:
-                if row.result is not None or time.time() - row.beat > 3 * self.heartbeat_seconds:
+                silent = row.result is None and time.time() - row.beat > 3 * self.heartbeat_seconds
+                if silent and self._take_over(row, caller, resumer):
+                    continue  # run again (here, or by the collector that claimed it first): wait for it
+                if row.result is not None or silent:
                     return _rest(row) if self.rows.finish(row) else None
                 with anyio.move_on_after(self.heartbeat_seconds):
                     await subscription.wait()
@@ -157,7 +213,8 @@ class Yielder:
         row = self.rows.get(handle)
         if row is None or row.caller != caller:
             return None
-        if not self.rows.delivered(row, len(row.stdout), len(row.stderr)):
+        # A replay writes its output again from the start: what was delivered stays delivered.
+        if not self.rows.delivered(row, max(len(row.stdout), row.sent_out), max(len(row.stderr), row.sent_err)):
             return None  # another call took this piece
         rest = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
         return {"running": True, **rest, "shell": handle}

@@ -1,0 +1,52 @@
+"""What running a `bash` call again by replay takes, and whether its shell still allows it.
+
+A task or a yielded call records, sealed on its row, its script, its caller and its shell as it
+is before the call: the handle and the stored version (a shell is saved only when a call ends,
+so while it runs the store holds the state it started from). The worker that takes the call
+over runs it again only if the shell is still at that version (docs/tasks.md, Resume by replay).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp_types as types
+
+from toolshell.errors import ErrorCode, ToolshellError, error_result
+from toolshell.shell.handles import Forged
+from toolshell.shells import Shells
+
+NOT_RESUMED = (
+    "the worker running this call stopped, and it could not be run again by replay: its shell was saved "
+    "since the call started (or is gone), so the state before the call is not there. What it did stays done; "
+    "check its effects, then run what is left"
+)
+
+
+def shell_version(shells: Shells, caller: str | None, handle: str) -> int | None:
+    """The stored version of the caller's shell `handle` (the state a run starts from); None when
+    it is gone or does not open."""
+    try:
+        kept = shells.handles.find(handle, caller, shells.keys)
+    except (Forged, ToolshellError):
+        return None
+    return None if kept is None else kept.version
+
+
+def resume_info(shells: Shells, caller: str | None, handle: str, script: str, asks: bool) -> dict[str, Any] | None:
+    """What running a call again by replay takes; None when its shell cannot be read (then the
+    run itself says so, and nothing is resumed)."""
+    version = shell_version(shells, caller, handle)
+    if version is None:
+        return None
+    return {"script": script, "caller": caller, "handle": handle, "version": version, "asks": asks}
+
+
+def shell_gone(shells: Shells, caller: str | None, resume: dict[str, Any]) -> types.CallToolResult | None:
+    """The error result of a call that cannot be run again (its shell moved on); None when it can."""
+    if shell_version(shells, caller, str(resume["handle"])) != resume.get("version"):
+        return error_result(ToolshellError(ErrorCode.UNAVAILABLE, NOT_RESUMED))
+    return None
+
+
+__all__ = ["NOT_RESUMED", "resume_info", "shell_gone", "shell_version"]
