@@ -42,6 +42,7 @@ from toolshell.result import RunResult
 from toolshell.scripts.store import ScriptStore
 from toolshell.shell.bash import MAX_FILE_BYTES, OutputFiles, both_streams
 from toolshell.shell.builtin import ToolsBuiltin
+from toolshell.shell.outcome import OnOutput, outcome, shell_cut, streamed
 from toolshell.shell.output import Bounded, Collected, Collector, bound, where_saved
 from toolshell.shell.pool import Shell, ShellPool
 from toolshell.shell.precheck import Precheck
@@ -54,11 +55,8 @@ if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is
     from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import Telemetry
 
-_CANCEL_NOISE = "execution cancelled"
 INTERRUPTED = 130
 """The exit code a shell call's row ends with when its caller cancels it (as a shell's after SIGINT)."""
-OnOutput = Callable[[str, str], None]
-"""Receives a run's output as it is written: a stdout chunk and a stderr chunk (either may be empty)."""
 Source = Literal["agent", "cli", "trigger", "script"]
 
 
@@ -351,7 +349,7 @@ class Session:
         out, err = Collector(MAX_FILE_BYTES, cap), Collector(MAX_FILE_BYTES, cap)
         collect = both_streams(out.add, err.add)
         if on_output is not None:
-            collect = _streamed(collect, on_output, services.redact, lambda: ledger.stopped)
+            collect = streamed(collect, on_output, services.redact, lambda: ledger.stopped)
         state = ShellCallState(
             view=view,
             ledger=ledger,
@@ -377,13 +375,13 @@ class Session:
             self._current = None
             self.bash.clear_cancel()
         errs = err.collected()
-        exit_code, end = self._outcome(result, ledger.stopped, errs.end)
+        exit_code, end = outcome(result, ledger.stopped, errs.end, services.config.shell.timeout_seconds)
         if on_output is not None and end.startswith(errs.end) and end != errs.end:
-            on_output("", services.redact(end[len(errs.end) :]))  # the notes `_outcome` added
+            on_output("", services.redact(end[len(errs.end) :]))  # the notes `outcome` added
         call_id = ledger.shell_call_id
-        stdout = self._bounded(_shell_cut(out.collected(), result, "stdout"), cap, call_id, "stdout")
+        stdout = self._bounded(shell_cut(out.collected(), result, "stdout"), cap, call_id, "stdout")
         err_cap = cap - len(stdout.note.encode())  # the JSON cut's note goes on stderr, inside its cap
-        stderr = self._bounded(_shell_cut(errs.with_end(end), result, "stderr"), err_cap, call_id, "stderr")
+        stderr = self._bounded(shell_cut(errs.with_end(end), result, "stderr"), err_cap, call_id, "stderr")
         ledger.shell_call(script, started, self.source, exit_code)
         return self._result(exit_code, stdout.text, stderr.text + stdout.note, ledger)
 
@@ -410,23 +408,6 @@ class Session:
             return self.approver
         return store_waiter(approval, self.services.policy.approvals, self.id, caller=self.caller)
 
-    def _outcome(self, result: object, stopped: bool, stderr: str) -> tuple[int, str]:
-        """The exit code and stderr of a finished run, with bashkit's own notes made readable."""
-        exit_code: int = getattr(result, "exit_code", 1)
-        error: str | None = getattr(result, "error", None)
-        if stopped and stderr.endswith(_CANCEL_NOISE):
-            stderr = stderr[: -len(_CANCEL_NOISE)]
-        if stopped:
-            exit_code = exit_code or 1
-        elif error and error not in stderr:
-            stderr += f"{error}\n"
-        if error and "timeout" in error:
-            limit = self.services.config.shell.timeout_seconds
-            stderr += (
-                f"the script ran past the shell's {limit:g} s limit; raise [shell] timeout_seconds for longer runs\n"
-            )
-        return exit_code, stderr
-
     def _result(self, exit_code: int, stdout: str, stderr: str, ledger: Ledger) -> RunResult:
         """The shell call's result, with the config's secrets taken out of everything in it."""
         self.hints.extend(ledger.hints)
@@ -438,27 +419,6 @@ class Session:
             tools=redact_json(ledger.report.to_json(exit_code), redact),
             hints=[redact(h) for h in self.hints.drain()],
         )
-
-
-def _streamed(collect: OnOutput, on_output: OnOutput, redact: Redactor, stopped: Callable[[], bool]) -> OnOutput:
-    """`collect`, and each chunk passed on masked. bashkit's note on the cancel that ends a stopped
-    script is left out, as the result leaves it out."""
-
-    def both(stdout: str, stderr: str) -> None:
-        collect(stdout, stderr)
-        if stopped() and stderr.endswith(_CANCEL_NOISE):
-            stderr = stderr[: -len(_CANCEL_NOISE)]
-        if stdout or stderr:
-            on_output(redact(stdout), redact(stderr))
-
-    return both
-
-
-def _shell_cut(stream: Collected, result: object, name: str) -> Collected:
-    """Mark a stream bashkit cut at its own limit (`shell.output.SHELL_OUTPUT_LIMIT`)."""
-    if getattr(result, f"{name}_truncated", False):
-        return dataclasses.replace(stream, shell_cut=True)
-    return stream
 
 
 __all__ = ["RunResult", "Session", "SessionServices"]
