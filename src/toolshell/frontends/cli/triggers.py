@@ -122,9 +122,5 @@ def triggers_serve(
     loaded = guard(lambda: load_config(config_path))
     guard(lambda: tokens_from_env([Trigger.from_config(t) for t in loaded.triggers]))  # fail before starting
     opened = listened_port(loaded, port)
-    host = (
-        bind
-        if opened is None
-        else listen_address(bind, opened, allow_remote=allow_remote, what="fire your saved scripts")
-    )
+    host = listen_address(bind, opened, allow_remote=allow_remote, what="fire your saved scripts")
     run_async(lambda: serve_triggers(loaded, state_dir, host, port))
