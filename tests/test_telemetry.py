@@ -318,3 +318,25 @@ async def test_a_secret_straddling_the_recorded_cut_is_masked_whole_before_the_t
     assert call["gen_ai.tool.call.result"] == f"echo {pad}***{pad}"[:1000]
     assert call["gen_ai.tool.call.arguments"] == json.dumps({"n": f"{pad}***{pad}"})[:1000]
     assert TOKEN[:6] not in json.dumps(call)
+
+
+async def test_a_call_to_an_unknown_command_or_tool_is_a_failed_nested_span_named_by_what_the_script_wrote(
+    tmp_path: Path,
+) -> None:
+    with otlp_receiver() as receiver:
+        async with Host.open(_config(receiver), servers={"octo": _octo([])}, state_dir=tmp_path) as host:
+            result = await host.run("tools nosuch-server thing n=1; tools octo nope; tools octo echo n=1")
+        shell = receiver.one("execute_tool bash")
+        calls = _children(receiver, shell)
+    assert result.exit_code == 0 and result.stdout == "echo 1\n"
+    assert [c.name for c in calls] == ["tools/call", "tools/call", "tools/call echo"]
+    unknown_server, unknown_tool = (c.attributes for c in calls[:2])
+    assert unknown_server["toolshell.command"] == "tools nosuch-server thing"
+    assert unknown_tool["toolshell.command"] == "tools octo nope"
+    for attributes in (unknown_server, unknown_tool):
+        assert attributes["error.type"] == attributes["toolshell.error_code"] == "unknown_command"
+        assert attributes["mcp.method.name"] == "tools/call" and "toolshell.duration_ms" in attributes
+        assert "gen_ai.tool.name" not in attributes, "no tool was resolved"
+    assert unknown_server["toolshell.outcome"] == unknown_tool["toolshell.outcome"] == "failed", "as the timeline says"
+    assert calls[0].status == calls[1].status == ERROR_STATUS
+    assert {c.trace_id for c in calls} == {shell.trace_id}

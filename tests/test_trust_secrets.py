@@ -104,7 +104,7 @@ def test_a_config_error_quotes_the_text_as_written_not_the_expanded_secret() -> 
     with pytest.raises(ConfigError) as caught:
         load_text(text, env={"DOCS_URL": "ftp://user:hunter2pass@example.com/mcp"})
     assert "hunter2pass" not in str(caught.value)
-    assert "${DOCS_URL}" in str(caught.value)
+    assert "'ftp://user:***@example.com/mcp'" in str(caught.value), "the URL shows; its password does not"
 
 
 class Refusing:

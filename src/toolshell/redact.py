@@ -1,10 +1,13 @@
 """Keeping secrets out of what scripts, logs and errors show.
 
-The values of `${VAR}` expansions in a server's `command`, `args`, `env`, `url` and `headers` are
-secrets when they are long enough to matter (6 characters or more) or when the variable's name says
-so (TOKEN, SECRET, KEY, PASSWORD, AUTH). `Redactor` replaces each with `***` in any text; the host
-applies it to every `tools` output, the shell call's result, diagnostics, timeline previews and
-log records.
+Which configured values are secrets (`config.loading` collects them): a `${VAR}` expansion whose
+variable's name says so (`secret_name`: TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, COOKIE,
+PRIVATE anywhere in it, or KEY, APIKEY, AUTH, OAUTH, AUTHORIZATION, SESSION as a word of it), every
+expansion in a server's `headers`, the value of every variable a `*_env` setting names (OAuth
+client secrets and keys, webhook tokens, the state key ring) and of every variable listed in the
+top-level `secret_env`. Paths, repository names and other settings are not secrets and show as
+they are. `Redactor` replaces each secret with `***` in any text; the host applies it to every
+`tools` output, the shell call's result, diagnostics, timeline previews and log records.
 
 A server that knows a secret can send it in another form, so each secret is masked in the forms
 text and files commonly carry it (`forms_of`): reversed, base64 and base64url at each of the three
@@ -33,7 +36,11 @@ from toolshell.safe_text import HIDDEN
 
 MASK = "***"
 MIN_LENGTH = 6
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|KEY|PASSWORD|PASSWD|AUTH|CREDENTIAL", re.IGNORECASE)
+_SECRET_PART = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|PRIVATE", re.IGNORECASE)
+"""Words that name a secret wherever they stand in a name (`GITHUB_TOKEN`, `DBPASSWORD`)."""
+_SECRET_WORDS = frozenset({"KEY", "KEYS", "APIKEY", "AUTH", "OAUTH", "AUTHORIZATION", "SESSION", "SESSIONID"})
+"""Words that name a secret only as a whole word (`API_KEY`, `X-Auth`; not `MONKEY`, `AUTHOR`)."""
+_WORD_BREAK = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 _OPTIONS = re2.Options()
 _OPTIONS.encoding = re2.Options.Encoding.LATIN1  # byte semantics: blobs need not be UTF-8
 _OPTIONS.never_capture = True
@@ -42,13 +49,16 @@ _OPTIONS.max_mem = 64 << 20  # the DFA of many long literals; RE2's default (8 M
 
 
 def is_secret(name: str, value: str) -> bool:
-    """Whether the value of `${name}` must never be shown."""
-    return bool(value) and (len(value) >= MIN_LENGTH or secret_name(name))
+    """Whether the value of `${name}` must never be shown: a non-empty one under a secret name."""
+    return bool(value) and secret_name(name)
 
 
 def secret_name(name: str) -> bool:
-    """Whether a variable or header name says it holds a secret (TOKEN, SECRET, KEY, PASSWORD, AUTH)."""
-    return bool(_SECRET_NAME.search(name))
+    """Whether a variable or header name says it holds a secret (see the module's rule). Words
+    break at anything but a letter and where lower case meets upper (`apiKey`)."""
+    if _SECRET_PART.search(name):
+        return True
+    return any(word.upper() in _SECRET_WORDS for word in _WORD_BREAK.split(name))
 
 
 def forms_of(secret: str) -> set[bytes]:

@@ -138,7 +138,10 @@ class Ledger:
                 break
             named.append(word)
         command = cut(" ".join(["tools", *named]), COMMAND_LIMIT)
-        ms = self._row(command, given_input(words[len(named) :]), outcome_for(code), code, started)
+        arguments = given_input(words[len(named) :])
+        ms = self._row(command, arguments, outcome_for(code), code, started)
+        if self.trace is not None:
+            self.trace.call_unresolved(command, arguments, outcome_for(code), code, ms)
         if self.metrics is not None:  # no tool was resolved: the words say what was named
             self.metrics.nested_call(None, " ".join(named) or "tools", outcome_for(code), code, ms)
 

@@ -13,10 +13,11 @@ import os
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,7 +26,7 @@ from toolshell.config.models import Config
 from toolshell.config.trust import as_found, ignored_note, trust_database, trust_state
 from toolshell.errors import ConfigError
 from toolshell.places import LOCAL_CONFIG
-from toolshell.redact import is_secret
+from toolshell.redact import MASK, is_secret
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 
@@ -38,17 +39,20 @@ def referenced_vars(text: str) -> set[str]:
     return {m.group(1) for m in _VAR_RE.finditer(text)}
 
 
-def expand_vars(value: str, env: Mapping[str, str], place: str, seen: dict[str, str] | None = None) -> str:
+def expand_vars(
+    value: str, env: Mapping[str, str], place: str, seen: dict[str, str] | None = None, *, secret: bool = False
+) -> str:
     """Expand `${VAR}` and `${VAR:-default}`; an undefined `${VAR}` is an error naming it and the place.
 
-    `seen` collects each expansion's value and the text it came from (`${VAR}`), so secrets can be
-    redacted and config errors can quote the text as written.
+    `seen` collects the value of each secret expansion (`redact.is_secret`, or every one with
+    `secret`, as in headers) and the text it came from (`${VAR}`), so secrets can be redacted and
+    config errors can quote the text as written.
     """
 
     def sub(m: re.Match[str]) -> str:
         name, has_default, default = m.group(1), m.group(2), m.group(3)
         if name in env and (env[name] != "" or not has_default):
-            if seen is not None and is_secret(name, env[name]):
+            if seen is not None and (is_secret(name, env[name]) or (secret and env[name])):
                 seen[env[name]] = m.group(0)
             return env[name]
         if has_default is not None:
@@ -58,13 +62,13 @@ def expand_vars(value: str, env: Mapping[str, str], place: str, seen: dict[str, 
     return _VAR_RE.sub(sub, value)
 
 
-def _expand_tree(data: Any, env: Mapping[str, str], place: str, seen: dict[str, str]) -> Any:
+def _expand_tree(data: Any, env: Mapping[str, str], place: str, seen: dict[str, str], secret: bool = False) -> Any:
     if isinstance(data, str):
-        return expand_vars(data, env, place, seen)
+        return expand_vars(data, env, place, seen, secret=secret)
     if isinstance(data, list):
-        return [_expand_tree(v, env, place, seen) for v in data]
+        return [_expand_tree(v, env, place, seen, secret) for v in data]
     if isinstance(data, dict):
-        return {k: _expand_tree(v, env, f"{place}.{k}" if place else k, seen) for k, v in data.items()}
+        return {k: _expand_tree(v, env, f"{place}.{k}" if place else k, seen, secret) for k, v in data.items()}
     return data
 
 
@@ -79,7 +83,10 @@ def _expand_servers(raw: dict[str, Any], env: Mapping[str, str], seen: dict[str,
         for key in ("command", "args", "env", "cwd", "url", "headers"):
             if key in server:
                 try:
-                    server[key] = _expand_tree(server[key], env, f"{label}.{key}", seen)
+                    written = server[key]
+                    server[key] = _expand_tree(written, env, f"{label}.{key}", seen, key == "headers")
+                    if key == "url" and isinstance(written, str) and written != server[key]:
+                        seen.update(dict.fromkeys(_url_secrets(server[key]), MASK))
                 except ConfigError as e:
                     problems.extend(e.problems)
     return problems
@@ -160,11 +167,35 @@ def parse_config(
     problems.extend(config.reference_problems())
     if problems:
         raise ConfigError(_as_written(problems, seen), source)
-    for variable in (v for s in config.mcp.servers if s.oauth for v in s.oauth.secret_variables()):
+    for variable in _secret_variables(config):  # read later (OAuth at connect time, tokens at start)
         if value := (os.environ if env is None else env).get(variable):
-            seen.setdefault(value, f"${{{variable}}}")  # OAuth secrets are read later, at connect time
+            seen.setdefault(value, f"${{{variable}}}")
     config.set_secrets(seen)
     return config
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The parts of an expanded URL that carry credentials: its password and its query's values."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:
+        return []
+    values = [v for _, v in parse_qsl(parts.query)]
+    return [s for s in (password, *values) if s]
+
+
+def _secret_variables(model: BaseModel) -> Iterator[str]:
+    """The variables every `*_env` setting in `model` names, at any depth (`secret_env`,
+    `client_secret_env`, `state_keys_env`, …): their values are secrets by the setting's meaning."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        items = value if isinstance(value, list) else [value]
+        for item in items:
+            if isinstance(item, BaseModel):
+                yield from _secret_variables(item)
+            elif name.endswith("_env") and isinstance(item, str) and item:
+                yield item
 
 
 def _as_written(problems: list[tuple[str, str]], seen: dict[str, str]) -> list[tuple[str, str]]:

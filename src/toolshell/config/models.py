@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_validator
 
@@ -387,6 +387,8 @@ class Config(_Model):
     """How long opening the host waits for `startup` servers; slower ones go on starting meanwhile."""
     include_builtins: bool = True
     """Add the shipped built-in servers that the file does not declare itself."""
+    secret_env: list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]] = Field(default_factory=list)
+    """Variables whose values are secrets whatever their names say (masked everywhere, `toolshell.redact`)."""
     _secrets: frozenset[str] = PrivateAttr(default_factory=frozenset)
 
     def set_secrets(self, values: Iterable[str]) -> None:

@@ -156,10 +156,10 @@ def _servers(stored: object) -> list[str] | None:
 _REFERENCE = re.compile(r"\$\{[^}]*\}")
 
 
-def _value(name: str, value: str) -> str:
+def _value(name: str, value: str, *, header: bool = False) -> str:
     """An `env`/`headers` value as shown: `${VAR}` references as written (the secret is in the
-    environment), a literal that looks secret (by its name or length) masked."""
-    if _REFERENCE.search(value) or not is_secret(name, value):
+    environment), a literal header value or one under a secret name (`redact.secret_name`) masked."""
+    if _REFERENCE.search(value) or not (is_secret(name, value) or (header and value)):
         return value
     return MASK
 
@@ -193,7 +193,7 @@ def describe(config: Config) -> list[str]:
         else:
             lines.append(f"server {server.name}{off}: imports {server.module or 'the shipped ' + server.name}")
         lines += [f"  env {k}={_value(k, v)}" for k, v in server.env.items()]
-        lines += [f"  header {k}: {_value(k, v)}" for k, v in server.headers.items()]
+        lines += [f"  header {k}: {_value(k, v, header=True)}" for k, v in server.headers.items()]
     return [escape(line) for line in lines]
 
 

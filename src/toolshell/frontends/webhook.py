@@ -12,7 +12,8 @@ same JSON shape as `tools` error lines.
 An `Idempotency-Key` header (1 to 255 printable ASCII characters, e.g. a UUID) makes the request
 run once across every trigger server sharing the state store, for `KEY_TTL` (24 hours): a repeat
 with the same body gets the first run's answer and the header `Idempotent-Replayed: true`; a
-repeat while that run is going gets 409 with `Retry-After`; the key with another body gets 422.
+repeat while that run is going gets 409 with `Retry-After`, and once the process running it is
+lost (no heartbeat, `scripts.claims`) the lost outcome, replayed; the key with another body gets 422.
 """
 
 from __future__ import annotations

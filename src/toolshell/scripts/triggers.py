@@ -66,6 +66,8 @@ class RunOutcome:
     """The stop report (`done`, `read_only_calls`, `stopped`, …) when the run has one."""
     replayed: bool = False
     """This is the recorded outcome of an earlier run with the same Idempotency-Key; nothing ran."""
+    lost: bool = False
+    """The process running it died before it ended (`scripts.claims.lost_outcome`)."""
 
     @property
     def success(self) -> bool:
@@ -77,6 +79,8 @@ class RunOutcome:
             out["stderr"] = self.stderr
         if self.tools is not None:
             out["tools"] = self.tools
+        if self.lost:
+            out["lost"] = True
         return out
 
     def record(self) -> dict[str, Any]:
@@ -85,7 +89,8 @@ class RunOutcome:
 
     @classmethod
     def from_record(cls, record: dict[str, Any], *, replayed: bool = False) -> RunOutcome:
-        return cls(record["exit_code"], record["stdout"], record["stderr"], record["tools"], replayed)
+        lost = bool(record.get("lost"))
+        return cls(record["exit_code"], record["stdout"], record["stderr"], record["tools"], replayed, lost)
 
 
 class KeyInUse(ToolshellError):
@@ -305,8 +310,7 @@ class TriggerRunner:
             )
         if held.outcome is None:
             raise KeyInUse(
-                "the run for this Idempotency-Key is still going (or its process stopped before it ended);"
-                " repeat the request later to get its outcome",
+                "the run for this Idempotency-Key is still going; repeat the request later to get its outcome",
                 running=True,
             )
         return RunOutcome.from_record(held.outcome, replayed=True)

@@ -51,7 +51,9 @@ class Workers:
         )
 
     def beat(self, worker: str) -> None:
-        self.store.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (time.time(), worker))
+        done = self.store.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (time.time(), worker))
+        if done.rowcount == 0:  # taken for dead and forgotten (a long pause): register again
+            self.register(worker)
 
     def dead(self) -> list[str]:
         """The workers silent for `MISSED_BEATS` beats."""

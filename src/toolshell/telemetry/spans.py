@@ -227,6 +227,32 @@ class ShellTrace:
             span.set_status(Status(StatusCode.ERROR))
         span.end()
 
+    def call_unresolved(
+        self, command: str, arguments: dict[str, Any], outcome: str, code: str, duration_ms: float
+    ) -> None:
+        """A call that named no tool it could reach (`unknown_command`, a server not available): a
+        span of its own, already ended, named `tools/call` alone (the name is whatever the script
+        wrote), with the words that named it as `toolshell.command`, redacted."""
+        attributes: dict[str, Any] = {
+            "mcp.method.name": "tools/call",
+            "gen_ai.operation.name": "execute_tool",
+            "toolshell.command": self.telemetry.io(command),
+            "toolshell.shell_call.id": self.shell_call_id,
+            "toolshell.outcome": outcome,
+            "toolshell.duration_ms": duration_ms,
+            "error.type": code,
+            "toolshell.error_code": code,
+        }
+        if self.telemetry.config.record_io:
+            attributes["gen_ai.tool.call.arguments"] = self.telemetry.io(arguments)
+        context = None if self.span is None else trace.set_span_in_context(self.span)
+        started = time.time_ns() - int(duration_ms * 1_000_000)
+        span = self.telemetry.tracer.start_span(
+            "tools/call", context=context, kind=SpanKind.CLIENT, attributes=attributes, start_time=started
+        )
+        span.set_status(Status(StatusCode.ERROR))
+        span.end()
+
     def _nested_span(self, entry: ToolEntry, arguments: dict[str, Any], start_time: int | None) -> Span:
         attributes: dict[str, Any] = {
             "mcp.method.name": "tools/call",

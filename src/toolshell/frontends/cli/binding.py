@@ -11,8 +11,9 @@ PORT = click.IntRange(1, 65535)
 """`--port`: what a TCP port can be."""
 
 
-def listen_address(bind: str, port: int, *, allow_remote: bool, what: str) -> str:
-    """The `--host` to bind (`[::1]` written as `::1`), after the loopback rule and a trial bind.
+def listen_address(bind: str, port: int | None, *, allow_remote: bool, what: str) -> str:
+    """The `--host` to bind (`[::1]` written as `::1`), after the loopback rule and a trial bind
+    (none when `port` is None: nothing will listen, but the rule still holds for what was asked).
 
     Raises:
         click.UsageError: a non-loopback host without `--allow-remote` (exit 2).
@@ -26,7 +27,8 @@ def listen_address(bind: str, port: int, *, allow_remote: bool, what: str) -> st
             f"--host {bind} would let other machines {what}; keep the default 127.0.0.1, or pass "
             "--allow-remote to mean it (and put TLS in front: tokens cross the network)"
         )
-    _try_bind(host, port)
+    if port is not None:
+        _try_bind(host, port)
     return host
 
 

@@ -55,14 +55,17 @@ def triggers_history(
     config_path: str | None, state_dir: str | None, name: str | None, limit: int, as_json: bool
 ) -> None:
     """The latest trigger runs on this state store, newest first: which slot or Idempotency-Key,
-    which process claimed it, when, and its exit code (blank while it runs)."""
+    which process claimed it, when, and its exit code (`running` while it runs, `lost` when its
+    process stopped heartbeating before it ended)."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.scripts.claims import TriggerClaims
     from toolshell.store.engines import open_store
+    from toolshell.store.workers import Workers
 
     loaded = guard(lambda: load_config(config_path))
-    claims = guard(lambda: TriggerClaims(open_store(cfg.state_location(loaded, state_dir))))
+    store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
+    claims = guard(lambda: TriggerClaims(store, workers=Workers(store, loaded.serve.heartbeat_seconds)))
     rows = claims.history(name, limit)
     claims.store.close()
     if as_json:
@@ -73,7 +76,7 @@ def triggers_history(
     for r in rows:
         when = datetime.fromtimestamp(r["claimed_at"], UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         slot = r["slot"] if r["kind"] == "schedule" else "key " + json.dumps(r["slot"])
-        ended = "running" if r["finished_at"] is None else f"exit {r['exit_code']}"
+        ended = "running" if r["finished_at"] is None else "lost" if r["ended_by"] else f"exit {r['exit_code']}"
         click.echo(f"{r['trigger_name']:<20} {slot:<24} {ended:<8} claimed {when} by {r['claimed_by']}")
 
 
@@ -95,20 +98,29 @@ def triggers_fire(config_path: str | None, state_dir: str | None, name: str) -> 
 @config_opt
 @state_opt
 @click.option("--host", "bind", default="127.0.0.1", show_default=True)
-@click.option("--port", type=PORT, default=8766, show_default=True)
+@click.option(
+    "--port",
+    type=PORT,
+    default=None,
+    help="The port for webhooks and the probes /healthz and /readyz (default 8766 when there are "
+    "webhooks; with none, no port is opened unless this is given).",
+)
 @click.option(
     "--allow-remote",
     is_flag=True,
     help="Allow --host to be a non-loopback address. Webhooks check their secret_env token "
     "(those with allow_unauthenticated = true check none).",
 )
-def triggers_serve(config_path: str | None, state_dir: str | None, bind: str, port: int, allow_remote: bool) -> None:
+def triggers_serve(
+    config_path: str | None, state_dir: str | None, bind: str, port: int | None, allow_remote: bool
+) -> None:
     """Run schedules, and serve webhooks at POST /hooks/<trigger> (loopback by default)."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
-    from toolshell.frontends.trigger_server import serve_triggers
+    from toolshell.frontends.trigger_server import listened_port, serve_triggers
     from toolshell.scripts.triggers import Trigger, tokens_from_env  # lazy: CLI start-up
 
-    host = listen_address(bind, port, allow_remote=allow_remote, what="fire your saved scripts")
     loaded = guard(lambda: load_config(config_path))
     guard(lambda: tokens_from_env([Trigger.from_config(t) for t in loaded.triggers]))  # fail before starting
+    opened = listened_port(loaded, port)
+    host = listen_address(bind, opened, allow_remote=allow_remote, what="fire your saved scripts")
     run_async(lambda: serve_triggers(loaded, state_dir, host, port))

@@ -18,7 +18,7 @@ import sys
 import time
 import uuid
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -34,6 +34,7 @@ from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
+from toolshell.frontends.heartbeat import registered
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.serve.bash_tool import bash_result as _bash_result
@@ -64,10 +65,8 @@ from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
-from toolshell.store.workers import Workers
 from toolshell.telemetry.context import upstream
 from toolshell.timeline.address import calling_from
-from toolshell.timeline.sinks import mark_lost
 from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -343,13 +342,10 @@ async def serve(
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, on_server_progress=notifier.progress) as h:
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible, notifier=notifier)
-        workers = Workers(h.store, config.serve.heartbeat_seconds)
-        workers.register(h.worker_id)
         if h.metrics is not None and config.telemetry.prometheus_port is not None:  # metrics: the scrape port
             scrape = h.metrics.serve_prometheus(config.telemetry.prometheus_host, config.telemetry.prometheus_port)
             print(f"toolshell: Prometheus metrics on {scrape}", file=sys.stderr, flush=True)
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_keep_alive, workers, h)
+        async with registered(h, config.serve.heartbeat_seconds):
             if http:
                 gate = NO_AUTH if no_auth else _gate(config, h, host, port)
                 events = open_event_log(config.serve.event_store, h.store)
@@ -360,24 +356,6 @@ async def serve(
 
                 async with stdio_server() as (read, write):
                     await server.run(read, write, server.create_initialization_options())
-            tg.cancel_scope.cancel()
-        workers.forget(h.worker_id)
-
-
-async def _keep_alive(workers: Workers, host: Host) -> None:
-    """Beat, and end what dead workers left open: their running shell calls are marked lost. A
-    store that fails for a while costs beats, not the worker (`/readyz` says it is unreachable)."""
-    while True:
-        try:
-            for dead in workers.dead():
-                if dead != host.worker_id:
-                    mark_lost(host.store, [dead])
-                    workers.forget(dead)
-            with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
-                workers.beat(host.worker_id)
-        except ToolshellError as err:
-            logger.warning("could not beat in the state store: %s", err.message)
-        await anyio.sleep(workers.heartbeat_seconds)
 
 
 def _gate(config: Config, host: Host, bind: str, port: int) -> Gate:

@@ -1,0 +1,159 @@
+"""Masking hides what is secret, not every configured value (docs/configuration.md, secrets):
+secret-named variables, header values, `*_env` variables and `secret_env` are masked; a path or
+a repository shows as it is."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import anyio
+import pytest
+
+from _cli_support import toolshell
+from toolshell.config import load_text
+from toolshell.host import Host
+from toolshell.redact import secret_name
+
+TOKEN = "tok-0123456789-secret"
+GIT_SERVER = shutil.which("mcp-server-git") or str(Path(sys.executable).parent / "mcp-server-git")
+PATH = "/srv/memory/notes.json"
+
+
+@pytest.mark.parametrize(
+    "name", ["GITHUB_TOKEN", "API_KEY", "apiKey", "X-Api-Key", "OPENAI_APIKEY", "DB_PASSWORD", "X-Auth", "SESSION_ID"]
+)
+def test_a_name_that_says_secret_is_secret(name: str) -> None:
+    assert secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["MEMORY_FILE_PATH", "REPO_DIR", "MONKEY", "GIT_AUTHOR_NAME", "KEYBOARD", "HOME"])
+def test_a_name_that_does_not_say_secret_is_not(name: str) -> None:
+    assert not secret_name(name)
+
+
+def test_the_secret_set_holds_secret_names_headers_star_env_and_secret_env_and_nothing_else() -> None:
+    text = textwrap.dedent(
+        """
+        secret_env = ["DB_URL"]
+
+        [[mcp.servers]]
+        name = "memory"
+        command = "server-memory"
+        args = ["--db", "${DB_URL}"]
+        env = { MEMORY_FILE_PATH = "${MEMORY_FILE_PATH}", GH = "${GITHUB_TOKEN}" }
+
+        [[mcp.servers]]
+        name = "docs"
+        type = "http"
+        url = "https://docs.example.com/mcp?team=${TEAM}"
+        headers = { X-Tenant = "${TENANT}" }
+
+        [[triggers]]
+        name = "deploy"
+        script = "deploy"
+        webhook = true
+        secret_env = "HOOK"
+        """
+    )
+    env = {
+        "DB_URL": "postgres://db.internal/app",
+        "MEMORY_FILE_PATH": PATH,
+        "GITHUB_TOKEN": TOKEN,
+        "TEAM": "team-blue-7",
+        "TENANT": "tenant-a1",
+        "HOOK": "hook-token-99",
+    }
+    config = load_text(text, env=env)
+    assert config.secrets == {"postgres://db.internal/app", TOKEN, "team-blue-7", "tenant-a1", "hook-token-99"}
+
+
+def test_config_trust_shows_a_path_and_masks_a_token_and_a_header(tmp_path: Path) -> None:
+    config = tmp_path / "toolshell.toml"
+    config.write_text(
+        textwrap.dedent(
+            f"""
+            [[mcp.servers]]
+            name = "memory"
+            command = "server-memory"
+            env = {{ MEMORY_FILE_PATH = "{PATH}", GITHUB_TOKEN = "{TOKEN}" }}
+
+            [[mcp.servers]]
+            name = "docs"
+            type = "http"
+            url = "https://docs.example.com/mcp"
+            headers = {{ X-Tenant = "tenant-a1" }}
+            """
+        )
+    )
+    trusted = toolshell("config", "trust", str(config), "--yes", env={"TOOLSHELL_STATE_DIR": str(tmp_path / "s")})
+    shown = trusted.stdout + trusted.stderr
+    assert trusted.returncode == 0, shown
+    assert f"env MEMORY_FILE_PATH={PATH}" in shown
+    assert "env GITHUB_TOKEN=***" in shown and TOKEN not in shown
+    assert "header X-Tenant: ***" in shown and "tenant-a1" not in shown
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(
+    not (Path(GIT_SERVER).exists() and shutil.which("git")) and not os.environ.get("CI"),
+    reason="run `pip install mcp-server-git` (needs git)",
+)
+async def test_a_git_error_names_the_allowed_repository(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    await anyio.run_process(["git", "init", "-q", str(repo)])
+    text = f'[[mcp.servers]]\nname = "git"\ncommand = {json.dumps(GIT_SERVER)}\n'
+    text += 'args = ["--repository", "${REPO_DIR}"]\n'
+    config = load_text(text, env={"REPO_DIR": str(repo)})
+    async with Host.open(config, state_dir=tmp_path / "state") as host:
+        result = await host.run(f"tools git git-status repo_path={tmp_path / 'other'}")
+    assert result.exit_code == 1
+    assert f"outside the allowed repository {str(repo)!r}" in result.stderr, result.stderr
+    assert "***" not in result.stderr
+
+
+SERVER = textwrap.dedent(
+    """
+    import os, sys
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
+    print(f"starting with {os.environ['SERVER_TOKEN']}", file=sys.stderr, flush=True)
+    server = MCPServer("echo", log_level="ERROR")
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
+    def where() -> str:
+        return f"{os.environ['MEMORY_FILE_PATH']} {os.environ['SERVER_TOKEN']}"
+
+    server.run()
+    """
+)
+
+
+@pytest.mark.anyio
+async def test_a_secret_named_value_is_still_masked_in_script_output_and_logs_while_a_path_shows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = tmp_path / "echo.py"
+    script.write_text(SERVER)
+    text = textwrap.dedent(
+        f"""
+        [[mcp.servers]]
+        name = "echo"
+        command = {json.dumps(sys.executable)}
+        args = [{json.dumps(str(script))}]
+        env = {{ SERVER_TOKEN = "${{MY_TOKEN}}", MEMORY_FILE_PATH = "${{MEMORY_FILE_PATH}}" }}
+        """
+    )
+    config = load_text(text, env={"MY_TOKEN": TOKEN, "MEMORY_FILE_PATH": PATH})
+    with caplog.at_level(logging.DEBUG):
+        async with Host.open(config, state_dir=tmp_path / "state") as host:
+            result = await host.run("tools echo where; tools echo where | rev")
+            status = json.dumps([s.to_json() for s in host.statuses()])
+    assert result.stdout.splitlines()[0] == f"{PATH} ***"
+    assert TOKEN not in result.stdout + result.stderr + status + caplog.text
+    assert TOKEN[::-1] not in result.stdout, "an encoded form is masked too"
