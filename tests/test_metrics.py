@@ -161,6 +161,9 @@ async def test_a_serving_worker_answers_a_prometheus_scrape_over_http_with_the_s
         s.labels["db_operation_name"] == "heartbeat" for s in samples["db_client_operation_duration_seconds_count"]
     )
     assert [s.value for s in samples["toolshell_workers_alive"]] == [1]
+    # The one shell the call ran in stays live in this worker, and its files are counted.
+    assert [s.value for s in samples["toolshell_live_shells"]] == [1]
+    assert samples["toolshell_live_shells_bytes"][0].value > 0
     assert rebound.status_code == 403, "DNS-rebinding protection: a foreign Host gets nothing"
 
 

@@ -228,8 +228,9 @@ class Shells:
     @property
     def held(self) -> dict[str, int]:
         """The live shells of this process, least recently used first, and the bytes of files each
-        held after its last call."""
-        return {handle: live.size for handle, live in self._live.items()}
+        held after its last call. Safe from another thread (a metrics reader): the items are copied
+        in one step first."""
+        return {handle: live.size for handle, live in list(self._live.items())}
 
     def _admit(self, handle: str, caller: str | None, live: _Live) -> RunResult | None:
         """Make room for `live` within `live_bytes`, closing idle others least recently used first;

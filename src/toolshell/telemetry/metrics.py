@@ -95,6 +95,22 @@ class Metrics:
             "toolshell.workers.alive", [self._workers], "{worker}", "Workers beating on the store (fleet-wide)."
         )
 
+    def watch_live_shells(self, held: Callable[[], dict[str, int]]) -> None:
+        """Gauge this process's live shells and the bytes of their files (`Shells.held`): what
+        `[serve] live_shell_bytes` bounds, per worker, where `toolshell.shells` counts the store's."""
+
+        def count(options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(len(held()))]
+
+        def size(options: CallbackOptions) -> Iterable[Observation]:
+            return [Observation(sum(held().values()))]
+
+        meter = self._provider.get_meter("toolshell")
+        meter.create_observable_gauge("toolshell.live_shells", [count], "{shell}", "Shells this worker holds live.")
+        meter.create_observable_gauge(
+            "toolshell.live_shells.bytes", [size], "By", "Bytes of files in the shells this worker holds live."
+        )
+
     @classmethod
     def configured(
         cls,

@@ -113,6 +113,8 @@ def build_server(
     a new one. The result names it, so the client can pass it back.
     """
     shells = shells or Shells.for_host(host)
+    if host.metrics is not None:  # metrics: this worker's live shells, as `live_shell_bytes` bounds them
+        host.metrics.watch_live_shells(lambda: shells.held)
     stdio_key = f"stdio:{uuid.uuid4().hex}"  # the one client of this process; never another process's
     visible = {e.flat_name: e for e in keep_visible}
     approval = host.config.approval
