@@ -120,3 +120,31 @@ async def test_the_protected_resource_metadata_names_the_public_https_url_only_t
     assert f'resource_metadata="https://mcp.example.com{METADATA}"' in challenge
     assert direct["resource"] == f"{own}/mcp"
     assert f'resource_metadata="{own}{METADATA}"' in direct_challenge
+
+
+async def test_a_clients_own_forwarded_header_through_the_docs_nginx_changes_nothing(
+    token_worker: tuple[Served, Proxy],
+) -> None:
+    # nginx sets X-Forwarded-*; a Forwarded of the client's own it would pass on, were it not
+    # removed in the doc's config and ignored by the worker's default forwarded_header.
+    worker, front = token_worker
+    marker = f"m{secrets.token_hex(4)}"
+    lies = ['for="[2001:db8::66]:1";proto=https;host=mcp.example.com', 'for="<script>alert(1)</script>"']
+    for lie in lies:
+        await _bash(front.url, f"echo via # {marker}", Host="mcp.example.com", Forwarded=lie)
+    assert _addresses(worker, marker) == [CLIENT, CLIENT]
+
+
+async def test_a_forwarded_origin_through_the_docs_nginx_is_not_the_metadatas(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    with (
+        serving(state, config=GITHUB_CONFIG + OAUTH + PROXIED) as worker,
+        _through(worker, tmp_path / "nginx") as front,
+    ):
+        poison = "for=1.2.3.4;proto=http;host=mcp.example.com:1"
+        async with _http(Host="mcp.example.com", Forwarded=poison) as http:
+            answer = await http.get(front.url.removesuffix("/mcp") + METADATA)
+            challenge = (await http.post(front.url)).headers["www-authenticate"]
+    assert answer.json()["resource"] == "https://mcp.example.com/mcp"
+    assert f'resource_metadata="https://mcp.example.com{METADATA}"' in challenge
+    assert answer.headers["cache-control"] == "no-store", "an origin from the request's headers is not shared"

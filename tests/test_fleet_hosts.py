@@ -5,6 +5,7 @@ only from `[serve] trusted_proxies`, and then the URLs it hands out use them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import httpx2
 import pytest
@@ -77,30 +78,39 @@ async def test_a_trusted_proxy_names_the_scheme_and_host_the_client_used_in_ever
     with serving(tmp_path / "state", config=config, env=ENV) as worker:
         base = worker.url.removesuffix("/mcp")
         async with httpx2.AsyncClient() as http:
-            metadata = (await http.get(base + METADATA, headers=sent)).json()
+            answer = await http.get(base + METADATA, headers=sent)
             by_rfc = (await http.get(base + METADATA, headers=rfc)).json()
             challenge = (await http.post(worker.url, headers=sent)).headers["www-authenticate"]
-            unforwarded = (await http.get(base + METADATA)).json()
-        assert metadata["resource"] == by_rfc["resource"] == "https://mcp.example.com/mcp"
+            own = await http.get(base + METADATA)
+        assert answer.json()["resource"] == "https://mcp.example.com/mcp"
+    assert by_rfc["resource"] == f"{base}/mcp", "Forwarded is not the family [serve] forwarded_header names"
     assert f'resource_metadata="https://mcp.example.com{METADATA}"' in challenge
-    assert unforwarded["resource"] == f"{base}/mcp", "without the headers, the worker's own address"
+    assert own.json()["resource"] == f"{base}/mcp", "without the headers, the worker's own address"
+    # An answer built from the request's headers is for that request: no shared cache keeps it.
+    assert answer.headers["cache-control"] == "no-store"
+    assert {"host", "x-forwarded-host", "x-forwarded-proto"} <= set(answer.headers["vary"].lower().split(", "))
+    assert "public" in own.headers["cache-control"], "the worker's own answer stays cacheable"
 
 
-def _applied(trusted: list[str], peer: str, headers: dict[str, str]) -> dict[str, object]:
+def _applied(
+    trusted: list[str], peer: str, headers: dict[str, str], family: Literal["x-forwarded", "forwarded"] = "x-forwarded"
+) -> dict[str, object]:
     scope = {
         "type": "http",
         "client": (peer, 5000),
         "scheme": "http",
         "headers": [(b"host", b"10.0.0.2:8765"), *((k.lower().encode(), v.encode()) for k, v in headers.items())],
     }
-    return ForwardedHeaders(lambda *_: None, trusted).applied(scope)  # type: ignore[arg-type, return-value]
+    return ForwardedHeaders(lambda *_: None, trusted, family).applied(scope)  # type: ignore[arg-type, return-value]
 
 
 def test_the_client_is_the_rightmost_address_that_is_not_a_trusted_proxy() -> None:
     # The client prepended a lie; two trusted proxies appended what they saw.
     chain = {"X-Forwarded-For": "198.51.100.66, 203.0.113.9, 10.0.0.7", "X-Forwarded-Proto": "https"}
     scope = _applied(["10.0.0.0/8"], "10.0.0.5", chain)
-    rfc = _applied(["10.0.0.0/8"], "10.0.0.5", {"Forwarded": "for=198.51.100.66, for=203.0.113.9;proto=https"})
+    rfc = _applied(
+        ["10.0.0.0/8"], "10.0.0.5", {"Forwarded": "for=198.51.100.66, for=203.0.113.9;proto=https"}, "forwarded"
+    )
     assert scope["client"] == ("203.0.113.9", 0) and scope["scheme"] == "https"
     assert rfc["client"] == ("203.0.113.9", 0) and rfc["scheme"] == "https"
 
@@ -121,3 +131,60 @@ def test_behind_a_trusted_proxy_the_host_check_judges_the_host_the_client_asked_
 def test_a_malformed_forwarded_host_is_not_taken() -> None:
     scope = _applied(["10.0.0.5"], "10.0.0.5", {"X-Forwarded-Host": "evil.example/<x>", "X-Forwarded-For": "1.2.3.4"})
     assert dict(scope["headers"])[b"host"] == b"10.0.0.2:8765"  # type: ignore[call-overload]
+
+
+def test_only_the_configured_header_family_is_read() -> None:
+    # nginx and HAProxy set X-Forwarded-*; a client's own Forwarded they pass on as it was written.
+    both = {"X-Forwarded-For": "203.0.113.9", "Forwarded": 'for="[2001:db8::66]:1";proto=https;host=evil.example'}
+    scope = _applied(["10.0.0.5"], "10.0.0.5", both)
+    assert scope["client"] == ("203.0.113.9", 0) and scope["scheme"] == "http"
+    assert public_origin(scope) == "http://10.0.0.2:8765"
+    rfc = _applied(
+        ["10.0.0.5"], "10.0.0.5", {"Forwarded": "for=198.51.100.7", "X-Forwarded-For": "1.2.3.4"}, "forwarded"
+    )
+    assert rfc["client"] == ("198.51.100.7", 0)
+    alone = _applied(["10.0.0.5"], "10.0.0.5", {"Forwarded": "for=198.51.100.7;proto=https"})
+    assert alone["client"] == ("10.0.0.5", 5000) and public_origin(alone) is None
+
+
+@pytest.mark.parametrize(
+    ("family", "headers"),
+    [
+        ("forwarded", {"Forwarded": 'for="<script>alert(1)</script>"'}),
+        ("forwarded", {"Forwarded": "for=unknown"}),
+        ("forwarded", {"Forwarded": "proto=https;host=mcp.example.com"}),
+        ("x-forwarded", {"X-Forwarded-For": "<script>alert(1)</script>"}),
+        ("x-forwarded", {"X-Forwarded-For": "mcp.example.com"}),
+    ],
+)
+def test_a_hop_that_is_not_an_ip_address_leaves_the_peers_address(
+    family: Literal["x-forwarded", "forwarded"], headers: dict[str, str]
+) -> None:
+    scope = _applied(["10.0.0.5"], "10.0.0.5", headers, family)
+    assert scope["client"] == ("10.0.0.5", 5000) and scope["scheme"] == "http"
+
+
+@pytest.mark.parametrize(
+    ("family", "headers"),
+    [
+        # The proxy appended its element after what the client wrote; a part that does not parse
+        # must not leave the client's element standing for the proxy's.
+        ("forwarded", {"Forwarded": "for=198.51.100.7;proto=https, @@, for=203.0.113.2"}),
+        ("forwarded", {"Forwarded": 'for=198.51.100.7;proto=https;x="unterminated, for=203.0.113.2'}),
+        ("forwarded", {"Forwarded": "for=198.51.100.7;proto=https,, for=203.0.113.2"}),
+        ("x-forwarded", {"X-Forwarded-For": "198.51.100.7, @@, 203.0.113.2", "X-Forwarded-Proto": "https"}),
+    ],
+)
+def test_a_malformed_element_anywhere_leaves_the_whole_header_unread(
+    family: Literal["x-forwarded", "forwarded"], headers: dict[str, str]
+) -> None:
+    scope = _applied(["10.0.0.5"], "10.0.0.5", headers, family)
+    assert scope["client"] == ("10.0.0.5", 5000) and scope["scheme"] == "http"
+    assert public_origin(scope) is None
+
+
+def test_addresses_in_brackets_with_ports_or_bare_ipv6_are_read() -> None:
+    rfc = _applied(["10.0.0.5"], "10.0.0.5", {"Forwarded": 'for="[2001:db8::1]:4711";proto=https'}, "forwarded")
+    bare = _applied(["10.0.0.5"], "10.0.0.5", {"X-Forwarded-For": "2001:db8::1, 192.0.2.4:80"})
+    assert rfc["client"] == ("2001:db8::1", 4711) and rfc["scheme"] == "https"
+    assert bare["client"] == ("192.0.2.4", 80)

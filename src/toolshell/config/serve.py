@@ -139,7 +139,11 @@ class ServeConfig(_Model):
     its `--host`; a `Host` or `Origin` naming anything else is refused (DNS-rebinding protection)."""
     trusted_proxies: list[str] = Field(default_factory=list)
     """Addresses or CIDRs of the proxies whose `Forwarded` / `X-Forwarded-*` headers are believed;
-    from any other peer those headers are ignored."""
+    from any other peer those headers are ignored. A CIDR trusts every host in it."""
+    forwarded_header: Literal["x-forwarded", "forwarded"] = "x-forwarded"
+    """The one header family the trusted proxies set: `X-Forwarded-For/-Proto/-Host` or RFC 7239
+    `Forwarded`. The other is ignored, since a proxy passes on the one it does not set as the
+    client wrote it."""
     drain_seconds: float = Field(default=25.0, ge=0, le=3600)
     """After SIGTERM, how long requests in flight and parked runs may take to finish before the
     worker exits; give Kubernetes' `terminationGracePeriodSeconds` at least this plus 5."""

@@ -8,9 +8,12 @@ name, `frontends.serve.hosts`), and `public_origin(scope)` gives the origin to p
 From any other peer the headers are dropped, so nothing after this sees them.
 
 The client is the rightmost address of the chain that is not a trusted proxy (a client can
-prepend anything, but not append). `Forwarded` (RFC 7239) wins over `X-Forwarded-*` when both
-come; its element for that client gives the scheme and host, while `X-Forwarded-Proto` and
-`-Host` are taken as the nearest proxy set them (their last value).
+prepend anything, but not append). Only the family `[serve] forwarded_header` names is read:
+proxies set one family and pass the other on as the client wrote it, so believing both would let
+a client name itself. With `Forwarded` (RFC 7239) the client's element gives the scheme and host;
+`X-Forwarded-Proto` and `-Host` are taken as the nearest proxy set them (their last value). A
+header that does not parse, or names a hop that is not an IP address, is ignored whole: the
+request is the peer's, since a part that parsed may be the client's and the proxy's be lost.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -29,7 +32,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _HEADERS = {b"forwarded", b"x-forwarded-for", b"x-forwarded-proto", b"x-forwarded-host"}
 _PAIR = re2.compile(  # linear time: these headers come from the network
-    r'\s*([A-Za-z]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;,\s]*)\s*'
+    r'\s*([A-Za-z]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^;,\s"]*)\s*'
 )
 _PUBLIC = "toolshell.public_origin"
 
@@ -37,9 +40,12 @@ _PUBLIC = "toolshell.public_origin"
 class ForwardedHeaders:
     """ASGI middleware: the forwarded headers of trusted proxies applied to the scope, others dropped."""
 
-    def __init__(self, app: ASGIApp, trusted: Sequence[str]) -> None:
+    def __init__(
+        self, app: ASGIApp, trusted: Sequence[str], family: Literal["x-forwarded", "forwarded"] = "x-forwarded"
+    ) -> None:
         self.app = app
         self.trusted: list[Network] = [ipaddress.ip_network(t, strict=False) for t in trusted]
+        self.family = family
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] in ("http", "websocket"):
@@ -51,7 +57,8 @@ class ForwardedHeaders:
         peer = (scope.get("client") or ("", 0))[0]
         if not self._trusts(peer):
             return {**scope, "headers": headers}
-        hops = _forwarded(scope.get("headers", []))
+        read = _forwarded if self.family == "forwarded" else _x_forwarded
+        hops = read(scope.get("headers", []))
         if hops is None:
             return {**scope, "headers": headers}
         client, port, proto, host = self._client(hops, peer)
@@ -78,7 +85,7 @@ class ForwardedHeaders:
         """The rightmost hop whose address is not a trusted proxy (the leftmost when all are):
         its address, port, scheme and host."""
         for index in range(len(hops) - 1, -1, -1):
-            address, port = _node(hops[index].node)
+            address, port = hops[index].address, hops[index].port
             if index == 0 or not self._trusts(address):
                 return address, port, hops[index].proto, hops[index].host
         return peer, 0, "", ""
@@ -102,28 +109,45 @@ def _values(headers: Sequence[tuple[bytes, bytes]], name: bytes) -> list[str]:
 
 @dataclass(frozen=True)
 class _Hop:
-    node: str
-    """Who sent the request to this hop's proxy (`for`)."""
+    address: str
+    """Who sent the request to this hop's proxy (`for`), an IP address."""
+    port: int = 0
     proto: str = ""
     host: str = ""
 
 
 def _forwarded(headers: Sequence[tuple[bytes, bytes]]) -> list[_Hop] | None:
-    """The hops the proxies recorded, oldest first, or None when no proxy header came. With
-    `X-Forwarded-*` every hop carries the scheme and host the nearest proxy set."""
-    if any(k == b"forwarded" for k, _ in headers):
-        elements = _elements(",".join(v.decode("latin-1") for k, v in headers if k == b"forwarded"))
-        return [_Hop(e.get("for", "unknown"), e.get("proto", "").lower(), e.get("host", "")) for e in elements] or None
-    nodes = _values(headers, b"x-forwarded-for")
+    """The hops the proxies recorded in `Forwarded`, oldest first, or None when none came or any
+    element is malformed or names no IP address."""
+    if not any(k == b"forwarded" for k, _ in headers):
+        return None
+    elements = _elements(",".join(v.decode("latin-1") for k, v in headers if k == b"forwarded"))
+    if not elements:
+        return None
+    hops = []
+    for element in elements:
+        node = _node(element.get("for", ""))
+        if node is None:
+            return None
+        hops.append(_Hop(*node, element.get("proto", "").lower(), element.get("host", "")))
+    return hops
+
+
+def _x_forwarded(headers: Sequence[tuple[bytes, bytes]]) -> list[_Hop] | None:
+    """The hops of `X-Forwarded-For`, oldest first, each with the scheme and host the nearest
+    proxy set; None when no such header came or any entry is not an IP address."""
+    entries = _values(headers, b"x-forwarded-for")
     protos, hosts = _values(headers, b"x-forwarded-proto"), _values(headers, b"x-forwarded-host")
-    if not (nodes or protos or hosts):
+    nodes = [_node(entry) for entry in entries]
+    if not entries or None in nodes:
         return None
     proto, host = (protos[-1] if protos else "").lower(), hosts[-1] if hosts else ""
-    return [_Hop(node, proto, host) for node in nodes or ["unknown"]]
+    return [_Hop(node[0], node[1], proto, host) for node in nodes if node is not None]
 
 
-def _elements(text: str) -> list[dict[str, str]]:
-    """RFC 7239 elements: `for=a;proto=https, for="[2001:db8::1]:4711"` → a dict per element."""
+def _elements(text: str) -> list[dict[str, str]] | None:
+    """RFC 7239 elements: `for=a;proto=https, for="[2001:db8::1]:4711"` → a dict per element;
+    None when any part does not parse (or an element is empty)."""
     elements: list[dict[str, str]] = [{}]
     position = 0
     while position < len(text):
@@ -136,17 +160,18 @@ def _elements(text: str) -> list[dict[str, str]]:
             continue
         pair = _PAIR.match(text, position)
         if pair is None or pair.end() == position:
-            break  # malformed: keep what came before
+            return None
         value = pair.group(2)
         if value.startswith('"'):
             value = re2.sub(r"\\(.)", r"\1", value[1:-1])
         elements[-1].setdefault(pair.group(1).lower(), value)
         position = pair.end()
-    return [e for e in elements if e]
+    return None if any(not e for e in elements) else elements
 
 
-def _node(node: str) -> tuple[str, int]:
-    """`192.0.2.1:4711`, `[2001:db8::1]:4711` or `unknown` → (address, port)."""
+def _node(node: str) -> tuple[str, int] | None:
+    """`192.0.2.1:4711`, `[2001:db8::1]:4711` or `2001:db8::1` → (address, port); None for
+    anything that is not an IP address (`unknown`, a name, markup)."""
     if node.startswith("["):
         address, _, rest = node[1:].partition("]")
         port = rest[1:] if rest.startswith(":") else ""
@@ -154,4 +179,8 @@ def _node(node: str) -> tuple[str, int]:
         address, port = node.split(":")
     else:
         address, port = node, ""
-    return address, int(port) if port.isdigit() and int(port) < 65536 else 0
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    return str(ip), int(port) if port.isdigit() and int(port) < 65536 else 0

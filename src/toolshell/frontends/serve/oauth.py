@@ -34,7 +34,7 @@ from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.auth.routes import build_resource_metadata_url, create_protected_resource_routes
 from pydantic import AnyHttpUrl
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolshell.config.serve import ServeOAuthConfig, secure_url
 from toolshell.errors import ErrorCode, ToolshellError
@@ -334,13 +334,28 @@ def _metadata_routes(config: ServeOAuthConfig, resource: AnyHttpUrl) -> list[Rou
             app = other.app
             if len(at) < MAX_ORIGINS:  # a proxy passes on what clients send: keep a few, build the rest
                 at[origin or ""] = app
-        await app(scope, receive, send)
+        await app(scope, receive, send if origin is None else _uncached(send))
 
     return [Route(route.path, endpoint=_Asgi(metadata), methods=["GET", "OPTIONS"])]
 
 
 MAX_ORIGINS = 16
 """Public origins whose metadata is kept built."""
+_VARY = b"Host, Forwarded, X-Forwarded-Proto, X-Forwarded-Host"
+
+
+def _uncached(send: Send) -> Send:
+    """`send` with the answer marked for this request alone: its origin came from the request's
+    headers, and a shared cache must not hand it to a client that sent others (the SDK's own
+    `Cache-Control: public` would)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            kept = [(k, v) for k, v in message.get("headers", []) if k.lower() not in (b"cache-control", b"vary")]
+            message = {**message, "headers": [*kept, (b"cache-control", b"no-store"), (b"vary", _VARY)]}
+        await send(message)
+
+    return sending
 
 
 class _Asgi:

@@ -408,7 +408,11 @@ async def _serve_http(
         mount, url = ui_mount(ui, host, port, gate)
         routes.append(mount)
         page = f"; the web page is on {url}"
-    app = ForwardedHeaders(Starlette(routes=routes, lifespan=lambda _: manager.run()), serve_config.trusted_proxies)
+    app = ForwardedHeaders(
+        Starlette(routes=routes, lifespan=lambda _: manager.run()),
+        serve_config.trusted_proxies,
+        serve_config.forwarded_header,
+    )
     if gate is NO_AUTH:
         print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
     print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)
