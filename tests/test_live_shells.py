@@ -157,3 +157,64 @@ async def test_through_serve_a_client_is_told_its_shell_is_past_the_budget_and_g
             )
     assert refused["exit_code"] == 1 and refused["stdout"] == "" and refused["shell"] != handle
     assert "more than [serve] live_shell_bytes" in refused["shell_note"]
+
+
+async def test_a_shell_grown_past_the_budget_alone_goes_before_any_other_callers_shell(tmp_path: Path) -> None:
+    async with _worker(tmp_path) as shells:
+        others = [(await shells.run(f"caller{i}", None, "echo hi > x")).shell for i in range(5)]
+        grown = await shells.run("grower", None, "seq 1 70000 > p; cat p p p > big; rm p")
+        held = list(shells.held)
+    assert "its next call is refused" in (grown.shell_note or "")
+    assert held == others, "only the shell past the budget went; every other caller's stays live"
+
+
+async def test_a_caller_past_its_share_makes_room_from_its_own_idle_shells_only(tmp_path: Path) -> None:
+    async with _worker(tmp_path) as shells:
+        kept = (await shells.run("quiet", None, "echo hi > x")).shell
+        # Three shells of 250 KB of files each pass the 1 MiB budget; with two callers the share is half.
+        many = [(await shells.run("greedy", None, f"head -c 250000 /dev/zero > {n}")).shell for n in "abc"]
+        held = list(shells.held)
+    assert held == [kept, many[1], many[2]], "the greedy caller's oldest went, not the quiet caller's shell"
+
+
+async def test_a_call_refused_because_other_callers_running_shells_hold_the_budget_says_so(tmp_path: Path) -> None:
+    gate = Gate()
+    async with _worker(tmp_path, gate) as shells:
+        busy = (await shells.run("holder", None, "head -c 880000 /dev/zero > big")).shell
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(shells.run, "holder", busy, "tools gate wait")
+            with anyio.fail_after(30):
+                await gate.entered.wait()
+            refused = await shells.run("other", None, "echo hello")
+            gate.open.set()
+    error = _error(refused)
+    assert (refused.stdout, error["code"], error["retryable"]) == ("", "unavailable", True)
+    assert "held by other callers' shells that are running calls" in error["message"]
+
+
+async def test_a_call_that_waited_on_a_shell_closed_meanwhile_runs_in_one_from_the_store(tmp_path: Path) -> None:
+    gate = Gate()
+    async with _worker(tmp_path, gate, max_shell_bytes=4096) as shells:
+        handle = (await shells.run("c", None, "true")).shell
+        results: dict[str, Any] = {}
+
+        async def first() -> None:  # its state is too big to keep: its session is closed after it
+            results["first"] = await shells.run("c", handle, "seq 1 70000 > f; tools gate wait")
+
+        async def second() -> None:
+            results["second"] = await shells.run("c", handle, "ls")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first)
+            with anyio.fail_after(30):
+                await gate.entered.wait()
+            tg.start_soon(second)
+            for _ in range(3000):  # up to 30 s for the second call to wait on the shell's lock
+                if shells._live[handle].lock.statistics().tasks_waiting:
+                    break
+                await anyio.sleep(0.01)
+            gate.open.set()
+        live = handle in shells.held
+    assert "was not kept" in (results["first"].shell_note or "")
+    assert results["second"].stdout == "", "the file whose state was not kept is not in the shell it ran in"
+    assert live, "the shell it ran in is the counted live one"

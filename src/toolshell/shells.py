@@ -13,11 +13,16 @@ script starts keeps the caller's handle (call again with it); once the script ha
 result never says "nothing ran", and the shell keeps the state saved before the call.
 
 Live sessions are a cache of the store, bounded by count (`max_live`) and by the bytes of their
-files (`[serve] live_shell_bytes`, counted by `shell.live_bytes`): past either, the least recently
-used idle one is closed (its state stays in the store). A call whose shell does not fit even after
-that (the others are all in calls, or it alone holds more) is refused before it starts: nothing
-runs, and the result says what to do. A live session whose handle was dropped or expired is closed
-at once.
+files (`[serve] live_shell_bytes`, counted by `shell.live_bytes`): past either, an idle one is
+closed (its state stays in the store). The budget is shared fairly: a shell holding more than all
+of it alone goes first, and room for a caller holding more than its share (the budget over the
+callers holding live shells, at least the one shell) is made from its own idle shells only, so
+one caller cannot flush everyone else's; otherwise the least recently used idle shell goes, a
+caller's past its share first. A call whose shell does not fit even after that (the others are
+all in calls, or it alone holds more) is refused before it starts: nothing runs, and the result
+says what to do and whose shells hold the budget. A live session whose handle was dropped or
+expired is closed at once; a call that waited on a session closed meanwhile runs in a new one
+from the store.
 """
 
 from __future__ import annotations
@@ -130,8 +135,8 @@ class Shells:
             return self._unreadable(handle or "", caller, err)
         except ToolshellError as err:
             return self._store_failed(handle, err)
-        live = self._live_for(handle, caller)
-        async with live.lock:
+        live = await self._locked(handle, caller)
+        try:
             try:
                 kept = self._find(handle, caller)  # another call may have saved it while this one waited
                 if kept is None:
@@ -164,7 +169,9 @@ class Shells:
                     f"this shell now holds {live.size} bytes of files, more than [serve] live_shell_bytes "
                     f"({self.live_bytes}): its next call is refused (raise the bound, or go on in a new shell)"
                 )
-        self._trim()
+        finally:
+            live.lock.release()
+        self._trim(caller)
         result.shell, result.shell_note = handle, note
         return result
 
@@ -218,6 +225,17 @@ class Shells:
             live.full = added
         return None
 
+    async def _locked(self, handle: str, caller: str | None) -> _Live:
+        """The live session of `handle`, its lock taken. A session closed while this call waited
+        (the call before it forgot it) is not run in: the next one comes from the store."""
+        live = self._live_for(handle, caller)
+        await live.lock.acquire()
+        while self._live.get(handle) is not live:
+            live.lock.release()
+            live = self._live_for(handle, caller)
+            await live.lock.acquire()
+        return live
+
     def _live_for(self, handle: str, caller: str | None) -> _Live:
         live = self._live.get(handle)
         if live is None:
@@ -233,31 +251,62 @@ class Shells:
         return {handle: live.size for handle, live in list(self._live.items())}
 
     def _admit(self, handle: str, caller: str | None, live: _Live) -> RunResult | None:
-        """Make room for `live` within `live_bytes`, closing idle others least recently used first;
-        None when it fits, else the refusal (and `live` is closed: its state stays in the store)."""
+        """Make room for `live` within `live_bytes`, closing idle shells (`_victim`); None when it
+        fits, else the refusal (and `live` is closed: its state stays in the store)."""
         if live.size > self.live_bytes:
             self._forget(handle)
             return self._too_big(handle, caller, live.size)
         while (held := sum(v.size for v in self._live.values())) > self.live_bytes:
-            idle = next((h for h, v in self._live.items() if h != handle and not v.lock.locked()), None)
+            idle = self._victim(caller, handle)
             if idle is None:
+                refused = self._full(handle, caller, held)  # before it goes: it counts as the caller's
                 self._forget(handle)
-                return self._full(handle, held)
+                return refused
             self._forget(idle)
         return None
 
-    def _trim(self) -> None:
-        """Close live sessions past the bounds, least recently used first (never one in a call):
-        expired ones, then past `max_live` sessions or `live_bytes` bytes of files."""
+    def _victim(self, caller: str | None, keep: str | None) -> str | None:
+        """The idle shell to close to make room for `caller`'s: while the caller holds more than its
+        share, only one of its own; else, least recently used first, one of a caller past its share,
+        then any. None when no shell may go."""
+        share, held = self._share(keep), self._by_caller()
+        idle = [h for h, v in self._live.items() if h != keep and not v.lock.locked()]
+        if held.get(caller, 0) > share:
+            return next((h for h in idle if self._live[h].session.caller == caller), None)
+        past = [h for h in idle if held.get(self._live[h].session.caller, 0) > share]
+        return next(iter(past or idle), None)
+
+    def _share(self, keep: str | None) -> int:
+        """A caller's fair share of `live_bytes`: an equal part for each caller holding live shells,
+        at least the shell `keep` (so one shell within the budget always may run)."""
+        callers = max(1, len(self._by_caller()))
+        live = self._live.get(keep) if keep is not None else None
+        return max(self.live_bytes // callers, live.size if live is not None else 0)
+
+    def _by_caller(self) -> dict[str | None, int]:
+        held: dict[str | None, int] = {}
+        for live in self._live.values():
+            held[live.session.caller] = held.get(live.session.caller, 0) + live.size
+        return held
+
+    def _trim(self, caller: str | None = None) -> None:
+        """Close live sessions past the bounds, never one in a call: expired ones and ones holding
+        more than `live_bytes` alone, then the least recently used past `max_live` sessions, then
+        past `live_bytes` bytes of files the ones `_victim` picks for `caller`."""
         expired = time.monotonic() - self.handles.idle_seconds
         for handle, live in list(self._live.items()):
-            if live.used < expired and not live.lock.locked():
+            if (live.used < expired or live.size > self.live_bytes) and not live.lock.locked():
                 self._forget(handle)
-        while len(self._live) > self.max_live or sum(v.size for v in self._live.values()) > self.live_bytes:
+        while len(self._live) > self.max_live:
             idle = next((h for h, v in self._live.items() if not v.lock.locked()), None)
             if idle is None:
                 return
             self._forget(idle)
+        while sum(v.size for v in self._live.values()) > self.live_bytes:
+            victim = self._victim(caller, None)
+            if victim is None:
+                return
+            self._forget(victim)
 
     def _forget(self, handle: str) -> None:
         live = self._live.pop(handle, None)
@@ -285,12 +334,21 @@ class Shells:
         )
         return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
 
-    def _full(self, handle: str, held: int) -> RunResult:
-        """The other live shells are all in calls and hold the budget: nothing ran, the shell is kept."""
+    def _full(self, handle: str, caller: str | None, held: int) -> RunResult:
+        """The idle shells that could go are gone and the rest hold the budget: nothing ran, the
+        shell is kept. Says whose shells hold it: the caller's own past its share, or others' in calls."""
+        own = self._by_caller().get(caller, 0)
+        if own > self._share(handle):
+            whose = (
+                f"this caller's own shells hold {own} bytes of it, more than its share with "
+                f"{len(self._by_caller())} callers holding live shells, and its others are running calls"
+            )
+        else:
+            whose = f"{held - own} bytes of it are held by other callers' shells that are running calls"
         err = ToolshellError(
             ErrorCode.UNAVAILABLE,
             f"this worker's live shells hold {held} bytes of files, past [serve] live_shell_bytes "
-            f"({self.live_bytes}), and the others are all running calls; nothing ran. The shell {handle} is "
+            f"({self.live_bytes}); {whose}; nothing ran. The shell {handle} is "
             "kept: call again with it once a call ends, or raise [serve] live_shell_bytes",
             retryable=True,
         )
