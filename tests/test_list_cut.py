@@ -22,7 +22,7 @@ from mcp.server import Server
 from _connections_support import serve_http
 from toolshell.config import Config, ServerConfig
 from toolshell.connections.base import SessionContext
-from toolshell.connections.bounded_http import Dropped, bound_client
+from toolshell.connections.bounded_http import Dropped, bound_client, cut_event, cut_json
 from toolshell.connections.bounded_stdio import Noise, bounded_stdio_client
 from toolshell.connections.factory import make_connection
 from toolshell.connections.list_cut import CUT_KEY, SMALL, cut_listing, offered
@@ -145,3 +145,44 @@ async def test_an_http_listing_reaches_the_sdk_cut_to_max_tools_and_the_connecti
             await conn.close()
     assert (len(page.tools), page.tools[-1].name, offered(page.meta)) == (100, "t99", 3000)
     assert len(listed) == 100 and "the first 100 are kept, 2,900 more were dropped" in notes[0]
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _page(2000)[:-1] + ', "result": 5}',  # a second `result` replaces the one counted
+        _page(2000)[:-1] + ', "result": [1]}',
+        _page(2000).replace("]}", f", {DEEP}]}}", 1),  # past the decoder's depth, in a dropped entry
+        json.dumps({"jsonrpc": "2.0", "id": 7, "result": {"x": None, "tools": []}}).replace("null", DEEP),
+        json.dumps({"jsonrpc": "2.0", "method": "x", "params": None}).replace("null", DEEP),
+    ],
+)
+def test_a_hostile_listing_is_left_to_the_usual_decoding_without_raising(text: str) -> None:
+    assert len(text) >= SMALL
+    assert cut_listing(text, keep=10) is None
+    assert cut_json(text.encode(), 7, 10) == text.encode()
+    event = b"event: message\ndata: " + text.encode() + b"\n\n"
+    assert cut_event(event, 7, 10) == event
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["nestedlist", "resulttwice"])
+async def test_a_listing_answer_the_cut_cannot_read_is_skipped_as_noise_and_the_connection_says_so(mode: str) -> None:
+    config = _hostile(max_tools=2000, timeout_seconds=5, args=[HOSTILE, "many=3000", mode])
+    async with Host.open(config) as host:
+        listed = await host.session().run("tools evil t1")
+        status = next(s.to_json() for s in host.statuses() if s.name == "evil")
+    assert json.loads(listed.stderr)["error"]["code"] == "unavailable"
+    assert status["notes"] == ["skipped stdout lines: 1 not JSON-RPC"], "the reader read on past the answer"
+
+
+def test_a_seal_that_is_not_ascii_text_is_refused_without_raising() -> None:
+    cut = cut_listing(_page(2000), keep=10)
+    assert cut is not None
+    seal = cut["result"]["_meta"][CUT_KEY]["seal"]
+    assert offered({CUT_KEY: {"offered": 5, "seal": seal}}) == 5
+    assert offered({CUT_KEY: {"offered": 5, "seal": "é" * len(seal)}}) is None
+    assert offered({CUT_KEY: {"offered": 5, "seal": 12}}) is None

@@ -9,6 +9,8 @@ Plain JSON-RPC over bytes, so it can write what no SDK server would. Usage:
   many=N     also list N tools `t0` … (plain schemas), in pages of `page=N` (default: all in one page)
   deep=N     also list `deep`, whose input schema is a chain of N `$defs`, each `anyOf` twice the next
   deepout=N  also list `deepout`, whose output schema is such a chain, and whose result does not match it
+  nestedlist the listing's page ends with an entry nested 100,000 arrays deep
+  resulttwice the listing's answer carries a second `result`: 5
   err32000   also list `slow` (answered only once a `release` call arrives), `fail` (answered, once a
              `slow` call is held, with the JSON-RPC error -32000: the code the SDK gives its own
              closed-stream error) and `crash` (the server exits without answering)
@@ -162,7 +164,12 @@ def handle(message: dict[str, object]) -> None:
         result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": info}
         send({"jsonrpc": "2.0", "id": rid, "result": result})
     elif method == "tools/list":
-        send({"jsonrpc": "2.0", "id": rid, "result": list_tools(params.get("cursor"))})
+        answer = json.dumps({"jsonrpc": "2.0", "id": rid, "result": list_tools(params.get("cursor"))})
+        if "nestedlist" in MODES:
+            answer = answer.removesuffix("]}}") + ", " + "[" * 100_000 + "]" * 100_000 + "]}}"
+        if "resulttwice" in MODES:
+            answer = answer[:-1] + ', "result": 5}'
+        write(answer.encode() + b"\n")
     elif method == "tools/call":
         call_tool(rid, params.get("name"), params.get("arguments") or {})
     elif method == "ping":

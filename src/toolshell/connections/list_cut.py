@@ -9,11 +9,13 @@ and counts them. The count travels in the page's `_meta` under `CUT_KEY`, sealed
 this process so a server cannot forge it; `offered` reads it back for `toolshell servers`.
 
 The walk is the stdlib's C decoder on each value (linear time); anything it does not expect
-(not an object, no `result.tools` array) returns None and the answer goes the usual way.
+(not an object, no `result.tools` array, a second `result`, nesting past the decoder's depth)
+returns None, never raises, and the answer goes the usual way, which refuses it clearly.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import secrets
 from json.decoder import scanstring  # type: ignore[attr-defined]  # the decoder's own, untyped
@@ -36,11 +38,13 @@ def cut_listing(text: str, keep: int) -> dict[str, Any] | None:
         return None
     try:
         message, end, offered = _members(text, _skip(text, 0), ("result", "tools"), keep)
-    except (ValueError, IndexError, TypeError):
+    except (ValueError, IndexError, TypeError, RecursionError):  # deep nesting: the usual decoding refuses it
         return None
     if _skip(text, end) != len(text) or offered is None or offered <= keep:
         return None
-    result = message["result"]
+    result = message.get("result")
+    if not isinstance(result, dict):  # a second `result` key replaced the one counted
+        return None
     meta = result.get("_meta")
     result["_meta"] = {**(meta if isinstance(meta, dict) else {}), CUT_KEY: {"offered": offered, "seal": _SEAL}}
     return message
@@ -50,7 +54,10 @@ def offered(meta: dict[str, Any] | None) -> int | None:
     """The tools a page offered before `cut_listing` kept some, from its `_meta`; None when it was
     not cut here (a count the server wrote itself has no valid seal)."""
     cut = (meta or {}).get(CUT_KEY)
-    if not isinstance(cut, dict) or cut.get("seal") != _SEAL or not isinstance(cut.get("offered"), int):
+    if not isinstance(cut, dict) or not isinstance(cut.get("offered"), int):
+        return None
+    seal = cut.get("seal")
+    if not isinstance(seal, str) or not hmac.compare_digest(seal.encode(), _SEAL.encode()):
         return None
     count: int = cut["offered"]
     return count
