@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from _fleet_support import TOKEN, bash_stdout, port_of
-from _proxy_support import Proxy, proxy
+from _proxy_support import PROXIES, Proxy, proxy
 from _serve_auth_support import GITHUB_CONFIG, Served, serving
 from toolshell.config.loading import STATE_FILE
 from toolshell.store.engines import open_store
@@ -148,3 +148,17 @@ async def test_a_forwarded_origin_through_the_docs_nginx_is_not_the_metadatas(tm
     assert answer.json()["resource"] == "https://mcp.example.com/mcp"
     assert f'resource_metadata="https://mcp.example.com{METADATA}"' in challenge
     assert answer.headers["cache-control"] == "no-store", "an origin from the request's headers is not shared"
+
+
+@pytest.mark.parametrize("name", PROXIES)
+async def test_the_docs_proxies_remove_a_clients_own_forwarded_header(name: str, tmp_path: Path) -> None:
+    # A worker told to read Forwarded, behind a documented proxy that sets X-Forwarded-*: the
+    # client's Forwarded must not arrive, so the worker records the proxy's own address.
+    config = GITHUB_CONFIG + PROXIED + 'forwarded_header = "forwarded"\n'
+    marker = f"m{secrets.token_hex(4)}"
+    with serving(tmp_path / "state", config=config, env={"TOOLSHELL_SERVE_TOKEN": TOKEN}) as worker:
+        port = port_of(worker)
+        with proxy(name, [port, port, port], tmp_path / name) as front:
+            lie = 'for="[2001:db8::66]:1";proto=https;host=mcp.example.com'
+            await _bash(front.url, f"echo via # {marker}", Host="mcp.example.com", Forwarded=lie)
+        assert _addresses(worker, marker) == ["127.0.0.1"]
