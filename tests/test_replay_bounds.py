@@ -28,6 +28,7 @@ from toolshell.config.serve import ServeTasksConfig
 from toolshell.frontends.serve.tasks.methods import TaskMethods
 from toolshell.frontends.serve.tasks.yielding import Yielder, _sealed_to
 from toolshell.host import Host
+from toolshell.store import replay as store_replay
 from toolshell.store.engines import open_store
 from toolshell.store.replay import RESUME, CallRecords, sealed_json
 from toolshell.store.tasks import TaskRows, id_hash
@@ -61,7 +62,7 @@ async def test_a_replay_that_makes_fewer_calls_than_its_first_run_stops_naming_t
     assert done.exit_code == 0
     assert short.exit_code == 1 and short.tools["stopped"]["reason"] == "stopped"
     message = json.loads(short.stderr)["error"]["message"]
-    assert "ended after 1 calls where the first run made 3" in message
+    assert "ended after 1 call where the first run made 3" in message
     assert 'call 2 `tools counter tick {"n":2}`, call 3 `tools counter tick {"n":3}`' in message
     assert short.tools["stopped"]["call"]["tool"] == "tools counter tick"
     assert calls(tmp_path / "calls.log") == [1, 2, 3], "the replayed call was answered from its record"
@@ -141,6 +142,21 @@ def test_a_runs_records_are_read_one_at_a_time_as_the_replay_asks(store_url: str
         store.close()
     assert got == [{"tool": "tick", "n": 1}, None] and after == [2]
     assert run.size > 0
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_a_row_longer_than_any_record_of_ours_is_not_loaded(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(store_replay, "MAX_RECORD_TEXT", 1000)
+    store = open_store(store_url)
+    try:
+        records = CallRecords(store)
+        records.write(RING, "run", 1, {"tool": "tick", "pad": "x" * 2000})
+        records.write(RING, "run", 2, {"tool": "tick"})
+        run = records.read(RING, "run")
+        got = [run.get(1), run.get(2)]
+    finally:
+        store.close()
+    assert got == [None, {"tool": "tick"}]
 
 
 async def test_a_result_the_shell_refuses_is_recorded_as_the_error_the_script_got(

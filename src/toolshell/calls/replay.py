@@ -173,7 +173,7 @@ class CallFeed:
         named = [self._named(o) for o in missed[:SHORT_NAMED]]
         more = f" and {len(missed) - SHORT_NAMED} more" if len(missed) > SHORT_NAMED else ""
         message = (
-            f"the run, resumed by replay after its worker stopped, ended after {self._ordinal} calls where the "
+            f"the run, resumed by replay after its worker stopped, ended after {_calls(self._ordinal)} where the "
             f"first run made {missed[-1]}: it did not make {', '.join(named)}{more} (the script reads something "
             "that changes between runs, such as the clock or $RANDOM). Run the script again"
         )
@@ -230,6 +230,10 @@ class CallFeed:
 
 def discard(ordinal: int, record: dict[str, Any]) -> None:
     """The writer of a run that cannot be resumed: it keeps nothing."""
+
+
+def _calls(n: int) -> str:
+    return f"{n} call" if n == 1 else f"{n} calls"
 
 
 def _hash(prepared: PreparedCall) -> str:

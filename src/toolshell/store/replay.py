@@ -35,6 +35,9 @@ MIGRATIONS = [
 ]
 
 
+MAX_RECORD_TEXT = 96 << 20
+"""The longest row a replay reads: a run's records are bounded (`calls.replay.MAX_RUN_BYTES`, 64
+MiB), sealed and base64 they stay under this; a longer row is none of ours and is not loaded."""
 RECORD = "run-call"
 RESUME = "task-resume"
 """The purposes (`store.sealed`) of a call's record and of what resuming a task takes."""
@@ -104,7 +107,8 @@ class RunRecords:
 
     def get(self, ordinal: int) -> dict[str, Any] | None:
         rows = self.store.query(
-            "SELECT record FROM run_calls WHERE run_key = ? AND ordinal = ?", (self.run_key, ordinal)
+            "SELECT record FROM run_calls WHERE run_key = ? AND ordinal = ? AND LENGTH(record) <= ?",
+            (self.run_key, ordinal, MAX_RECORD_TEXT),
         )
         opened = opened_json(self.ring, RECORD, f"{self.run_key}:{ordinal}", rows[0]["record"]) if rows else None
         return opened if isinstance(opened, dict) else None
@@ -116,4 +120,13 @@ class RunRecords:
         return [int(r["ordinal"]) for r in rows]
 
 
-__all__ = ["MIGRATIONS", "RECORD", "RESUME", "CallRecords", "RunRecords", "opened_json", "sealed_json"]
+__all__ = [
+    "MAX_RECORD_TEXT",
+    "MIGRATIONS",
+    "RECORD",
+    "RESUME",
+    "CallRecords",
+    "RunRecords",
+    "opened_json",
+    "sealed_json",
+]
