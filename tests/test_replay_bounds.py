@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 
 from _replay_support import LOG_ENV, calls, counter
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
@@ -25,11 +26,13 @@ from toolshell.calls import replay
 from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
 from toolshell.config.serve import ServeTasksConfig
+from toolshell.frontends.serve.server import build_server
 from toolshell.frontends.serve.tasks.methods import TaskMethods
 from toolshell.frontends.serve.tasks.yielding import Yielder, _sealed_to
 from toolshell.host import Host
 from toolshell.store import replay as store_replay
 from toolshell.store.engines import open_store
+from toolshell.store.keys import new_key
 from toolshell.store.replay import RESUME, CallRecords, sealed_json
 from toolshell.store.tasks import TaskRows, id_hash
 from toolshell.store.yields import YieldRows
@@ -255,3 +258,20 @@ async def test_a_yielded_calls_resume_data_copied_to_another_shells_row_is_not_r
     finally:
         store.close()
     assert took == [False, True] and ran == ["sh_S1"], "S1's script runs on S1's row only"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_server_whose_clients_only_yield_sweeps_yielded_runs_too(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    config = Config.model_validate({"serve": {"yield_seconds": 1}})
+    store = open_store(store_url)
+    async with Host.open(config, store=store, state_dir=tmp_path / "state") as host:
+        yields = YieldRows(host.store)
+        yields.create("sh_old", "alice", "gone", "", "", "yield:old", "sealed")
+        host.store.execute("UPDATE yielded_runs SET beat = beat - 86400 WHERE handle = 'sh_old'")
+        async with Client(build_server(host, [])) as client:
+            result = await client.call_tool("bash", {"script": "echo hi"})
+        left = yields.get("sh_old")
+    assert not result.is_error and left is None

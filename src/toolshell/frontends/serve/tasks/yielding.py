@@ -42,6 +42,9 @@ from toolshell.store.yields import YIELD_CHANNEL, YieldedRow, YieldRows
 
 logger = logging.getLogger(__name__)
 
+SWEEP_SECONDS = 60.0
+"""How often the yielder sweeps the store (as the task keeper does)."""
+
 OnOutput = Callable[[str, str], None]
 RunBash = Callable[[OnOutput, Asker | None, CallFeed | None], Awaitable[types.CallToolResult]]
 """Runs the call's script with an output observer, the asker to use and the feed its nested calls go through."""
@@ -89,6 +92,8 @@ class Yielder:
         heartbeat_seconds: `[serve] heartbeat_seconds`.
         ring: the state key ring (records and what resuming takes are sealed with it).
         redact: masks the config's secrets in the records.
+        sweep: removes tasks and yielded runs past their keeping (`TaskRows.sweep`), run at most
+            every `SWEEP_SECONDS` from here too: a server whose clients never make tasks sweeps.
     """
 
     def __init__(
@@ -100,8 +105,10 @@ class Yielder:
         heartbeat_seconds: float,
         ring: list[bytes],
         redact: Redactor | None = None,
+        sweep: Callable[[], None] | None = None,
     ) -> None:
         self.rows, self.tg, self.worker = rows, tg, worker
+        self.sweep, self._swept = sweep, float("-inf")
         self.yield_seconds, self.heartbeat_seconds = yield_seconds, heartbeat_seconds
         self.ring, self.redact = ring, redact
 
@@ -119,6 +126,7 @@ class Yielder:
         `resume` gives what running this call again takes, read once it yields (None: it cannot be
         resumed); `resumer`
         runs an earlier call taken over from a silent owner."""
+        self._sweep()
         earlier = await self._collect(caller, handle, resumer)
         if earlier is not None and earlier.get("running"):
             busy = {"stdout": "", "stderr": "", "shell": handle, "earlier": earlier}
@@ -172,6 +180,16 @@ class Yielder:
             self.tg.start_soon(self._execute, run, resumer(resume), None, feed)
             self.tg.start_soon(self._keep, run, row.handle)
         return True
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if self.sweep is None or now - self._swept < SWEEP_SECONDS:
+            return
+        self._swept = now
+        try:
+            self.sweep()
+        except ToolshellError:  # the store failed: the next call sweeps
+            logger.warning("could not sweep yielded runs", exc_info=True)
 
     def _forgetter(self, handle: str, run_key: str) -> Callable[[], None]:
         """What a run whose records passed their bound does: it goes on, but cannot be resumed."""
