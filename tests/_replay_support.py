@@ -2,7 +2,8 @@
 (`$TOOLSHELL_TEST_CALL_LOG`), one line per call that really ran (`drop n=<int>`, destructive, so
 it needs a person's approval, appends `-n`), so a test reads how many times
 each call was made across worker processes. While `<log>.hold-<n>` exists, the call `tick n` waits
-before it does anything (a test holds a script at a known call, then kills its worker)."""
+before it does anything (a test holds a script at a known call, then kills its worker).
+`big n=<int>` answers `n` bytes of text (a result past the shell's size bound)."""
 
 from __future__ import annotations
 
@@ -34,8 +35,12 @@ def counter() -> MCPServer:
             f.write(f"{-n}\n")
         return f"dropped {n}"
 
+    async def big(n: int) -> str:
+        return "x" * n
+
     changes = ToolAnnotations(readOnlyHint=False, destructiveHint=False, openWorldHint=False)
     server.add_tool(tick, name="tick", annotations=changes)
+    server.add_tool(big, name="big", annotations=changes)
     server.add_tool(drop, name="drop", annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
     return server
 

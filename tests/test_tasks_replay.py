@@ -149,17 +149,17 @@ def test_a_record_changed_in_the_store_is_not_believed(store_url: str) -> None:
         records = CallRecords(store)
         records.write(ring, "run", 1, {"tool": "tick", "result": {"content": []}})
         records.write(ring, "run", 2, {"tool": "tick", "result": {"content": []}})
-        kept = records.read(ring, "run")
+        kept = [o for o in (1, 2) if records.read(ring, "run").get(o)]
         store.execute(
             "UPDATE run_calls SET record = (SELECT record FROM run_calls WHERE ordinal = 1) WHERE ordinal = 2"
         )
-        moved = records.read(ring, "run")
-        other_key = records.read([b"x" * 32], "run")
+        moved = [o for o in (1, 2) if records.read(ring, "run").get(o)]
+        other_key = [o for o in (1, 2) if records.read([b"x" * 32], "run").get(o)]
     finally:
         store.close()
-    assert sorted(kept) == [1, 2]
-    assert sorted(moved) == [1], "a record copied to another ordinal does not open there"
-    assert other_key == {}
+    assert kept == [1, 2]
+    assert moved == [1], "a record copied to another ordinal does not open there"
+    assert other_key == []
 
 
 async def _never(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:

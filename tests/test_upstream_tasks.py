@@ -257,3 +257,22 @@ async def test_over_streamable_http_a_task_is_followed_with_its_id_in_mcp_name(t
     assert (result.exit_code, result.stderr) == (0, "")
     assert result.stdout.startswith("hello Ada\nslow done after ")
     assert [e["tool"] for e in events(log, "update")] == ["ask"]
+
+
+async def test_a_poll_interval_past_any_clock_is_taken_as_the_longest_and_the_task_is_followed(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    huge = "1" + "0" * 400  # 10**400 ms: as a float it overflows
+    async with Host.open(config(log, timeout=2)) as host:
+        result = await host.session().run(f"tools tasks slow seconds=1 poll_ms={huge}")
+    assert (result.exit_code, result.stderr) == (0, "")
+    assert result.stdout.startswith("slow done after ")
+
+
+async def test_a_malformed_task_is_refused_and_cancelled_on_the_server(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    async with Host.open(config(log, "floatpoll")) as host:
+        result = await host.session().run("tools tasks forever")
+        await wait_until(lambda: events(log, "cancel") != [], limit=10)
+    assert result.exit_code != 0
+    assert "malformed task (pollIntervalMs is not valid); its task is cancelled" in result.stderr
+    assert events(log, "cancel") == [{"event": "cancel", "tool": "forever"}]

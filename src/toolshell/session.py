@@ -374,6 +374,10 @@ class Session:
         finally:
             self._current = None
             self.bash.clear_cancel()
+        short = None if feed is None or ledger.stopped else feed.short()
+        if short is not None:  # a resumed run that made fewer calls than its first run: not a success
+            ledger.stop(short)
+            collect("", error_line(short.error))
         errs = err.collected()
         exit_code, end = outcome(result, ledger.stopped, errs.end, services.config.shell.timeout_seconds)
         if on_output is not None and end.startswith(errs.end) and end != errs.end:

@@ -8,6 +8,7 @@ Modes:
             with -32021 naming the extension: the server only runs its tools as tasks
   quiet     the extension is not advertised in `server/discover` (it is still served)
   rogue     run tools as tasks also for calls that do not declare the extension (it forbids that)
+  floatpoll every task names `pollIntervalMs` 1.5 (not an integer: a malformed task)
   http      serve Streamable HTTP on 127.0.0.1 (a free port, logged as `{"event": "listening",
             "port": N}`) instead of stdio; `tasks/*` must then name their task in `Mcp-Name`
 
@@ -127,7 +128,7 @@ async def call_tool(ctx: ServerRequestContext[Any], params: types.CallToolReques
             return types.CallToolResult(content=[types.TextContent(text="slow done (plain)")])
         raise MCPError(types.INVALID_PARAMS, f"{params.name} runs only as a task")
     task_id = secrets.token_urlsafe(16)
-    poll_ms = int(args.get("poll_ms", 200))
+    poll_ms: float = 1.5 if "floatpoll" in MODES else int(args.get("poll_ms", 200))
     asks = params.name in ("ask", "sample", "garble", "pester")
     status = "input_required" if asks else "failed" if params.name == "fail" else "working"
     done_at = time.monotonic() + float(args.get("seconds", 0))

@@ -17,6 +17,7 @@ adapters and `toolshell serve`'s `keep_visible` proxies.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -68,18 +69,21 @@ class Pipeline:
         self.gate = gate
         self.target = target
 
-    async def send(self, prepared: PreparedCall) -> Sent:
-        """Make one call. Raises `ToolshellError` (the call's error) or `StopScript`."""
+    async def send(self, prepared: PreparedCall, check: Check | None = None) -> Sent:
+        """Make one call. Raises `ToolshellError` (the call's error) or `StopScript`.
+
+        `check` refuses a result the script must not get (past the shell's size bound), raising its
+        error; a recorded run records that error, never the result it refused."""
         started = time.perf_counter()
         self.ledger.charge(prepared)
         if self.feed is None:
             sent = await self._send_handling_approval(prepared)
         else:
-            sent = await self._send_recording(self.feed, prepared)
+            sent = await self._send_recording(self.feed, prepared, check)
         self.ledger.completed(sent.prepared, sent.risk.level, sent.result, started)
         return sent
 
-    async def _send_recording(self, feed: CallFeed, prepared: PreparedCall) -> Sent:
+    async def _send_recording(self, feed: CallFeed, prepared: PreparedCall, check: Check | None) -> Sent:
         """The call answered from its record (a replayed run), or made and recorded before the
         script sees its result. A call stopped before it was sent (denied, held for approval) is
         not recorded: run again, it is judged again."""
@@ -96,6 +100,13 @@ class Pipeline:
         except _InFlight as failed:
             feed.record_error(ordinal, prepared, failed.risk.level, failed.error)
             raise failed.error from None
+        try:
+            if check is not None:
+                check(sent)
+        except ToolshellError as refused:
+            self.ledger.failed_in_flight(prepared, sent.risk.level, refused)
+            feed.record_error(ordinal, prepared, sent.risk.level, refused)
+            raise
         feed.record(ordinal, prepared, sent.risk.level, sent.result)
         return sent
 
@@ -127,6 +138,10 @@ class Pipeline:
         return await self.target.call(prepared)
 
 
+Check = Callable[[Sent], None]
+"""Raises the error of a result the script must not get (`Pipeline.send`)."""
+
+
 class _InFlight(Exception):
     """A call that was sent and failed, with how it was judged (for its record)."""
 
@@ -135,4 +150,4 @@ class _InFlight(Exception):
         self.error, self.risk = error, risk
 
 
-__all__ = ["CallTarget", "Pipeline", "Sent", "StopScript"]
+__all__ = ["CallTarget", "Check", "Pipeline", "Sent", "StopScript"]

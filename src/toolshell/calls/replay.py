@@ -12,7 +12,12 @@ state before the call, and the k-th call is answered from record k when it names
 tool and input (a SHA-256 of its canonical JSON): no tool runs twice, and an approval the first run
 got is not asked again. A call whose record differs stops the script at that call, naming both:
 nothing from it on runs. A call with no record (past the last one, or one in flight when the
-worker died, whose result never came back) is made live and recorded.
+worker died, whose result never came back) is made live and recorded. A run that ends before
+making every call the first run made stops too (`short`): its script took another way.
+
+The records of a run are bounded (`MAX_RUN_BYTES`): past it the run keeps no more, and cannot be
+resumed (`lost`; `forget` tells the store). A resumed run reads its records one at a time, as
+its calls come (`Recorded`), never all at once.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import mcp_types as types
 
@@ -35,6 +40,38 @@ Write = Callable[[int, dict[str, Any]], None]
 MAX_KEPT_BYTES = 16 << 20
 """The records a run keeps in memory before it has a key; past it they are dropped and the run
 cannot be resumed (`lost`): a call that never becomes a task holds no second copy of big results."""
+MAX_RUN_BYTES = 64 << 20
+"""The records one run keeps in all (its first run's and a resumed run's); past it the run keeps
+no more and cannot be resumed: a taken-over task fails as it would without replay."""
+SHORT_NAMED = 3
+"""How many of the calls a shorter replay did not make its stop names."""
+
+
+class Recorded(Protocol):
+    """The records of an earlier run, read as the replay needs them (`store.replay.RunRecords`)."""
+
+    size: int
+    """The bytes of all its records (they count towards `MAX_RUN_BYTES`)."""
+
+    def get(self, ordinal: int) -> dict[str, Any] | None:
+        """Record `ordinal`, or None (none, or one that does not open)."""
+
+    def after(self, ordinal: int) -> list[int]:
+        """The ordinals recorded past `ordinal`, in order."""
+
+
+class InMemory:
+    """`Recorded` over records already in memory."""
+
+    def __init__(self, records: Mapping[int, dict[str, Any]]) -> None:
+        self.records = dict(records)
+        self.size = sum(len(canonical_json(r)) for r in self.records.values())
+
+    def get(self, ordinal: int) -> dict[str, Any] | None:
+        return self.records.get(ordinal)
+
+    def after(self, ordinal: int) -> list[int]:
+        return sorted(o for o in self.records if o > ordinal)
 
 
 @dataclass(frozen=True)
@@ -50,37 +87,43 @@ class CallFeed:
     """The recorder (and, run again, the replayer) of one run's nested calls.
 
     Args:
-        recorded: the records of the earlier run, by ordinal (empty: a first run).
+        recorded: the records of the earlier run (None: a first run).
         write: keeps a record durably; None until the run has a key (`attach`).
         redact: masks the config's secrets in what is recorded.
         resumed: a run run again (its first run passed the before-start check: it is not held again).
+        forget: called once when the run's records pass `MAX_RUN_BYTES` after it has a key (the
+            store marks the run not resumable and drops its records).
     """
 
     def __init__(
         self,
-        recorded: Mapping[int, dict[str, Any]] | None = None,
+        recorded: Recorded | Mapping[int, dict[str, Any]] | None = None,
         write: Write | None = None,
         redact: Redactor | None = None,
         resumed: bool = False,
+        forget: Callable[[], None] | None = None,
     ) -> None:
-        self.recorded = dict(recorded or {})
+        if recorded is None or isinstance(recorded, Mapping):
+            recorded = InMemory(recorded or {})
+        self.recorded: Recorded = recorded
         self.resumed = resumed
         self.redact = redact or Redactor()
-        self._write = write
+        self._write, self._forget = write, forget
         self._kept: list[tuple[int, dict[str, Any]]] = []
         self._kept_bytes = 0
+        self._bytes = self.recorded.size
         self.lost = False
-        """Records were dropped before the run got a key: it must not be resumed."""
+        """Records were dropped (past a bound): the run must not be resumed."""
         self._ordinal = 0
         self.replayed = 0
         """How many calls were answered from the record."""
 
-    def attach(self, write: Write) -> None:
+    def attach(self, write: Write, forget: Callable[[], None] | None = None) -> None:
         """The run got its key: the records kept so far are written, and every later one at once."""
         for ordinal, record in self._kept:
             write(ordinal, record)
         self._kept.clear()
-        self._write = write
+        self._write, self._forget = write, forget
 
     def next_ordinal(self) -> int:
         self._ordinal += 1
@@ -121,18 +164,48 @@ class CallFeed:
         error = {"code": str(err.code), "message": self.redact(err.message), "retryable": err.retryable}
         self._keep(ordinal, {**self._call(prepared), "risk": risk, "error": error})
 
+    def short(self) -> StopScript | None:
+        """The stop of a resumed run that ended with calls of the first run not made (None: it made
+        them all, or stopped already): its script took another way, so the run is not the first one."""
+        missed = self.recorded.after(self._ordinal) if self.resumed else []
+        if not missed:
+            return None
+        named = [self._named(o) for o in missed[:SHORT_NAMED]]
+        more = f" and {len(missed) - SHORT_NAMED} more" if len(missed) > SHORT_NAMED else ""
+        message = (
+            f"the run, resumed by replay after its worker stopped, ended after {_calls(self._ordinal)} where the "
+            f"first run made {missed[-1]}: it did not make {', '.join(named)}{more} (the script reads something "
+            "that changes between runs, such as the clock or $RANDOM). Run the script again"
+        )
+        first = self.recorded.get(missed[0]) or {}
+        call = {"tool": first.get("command"), "preview": first.get("preview")}  # its input is kept as a hash
+        return StopScript(ToolshellError(ErrorCode.STOPPED, message), call)
+
+    def _named(self, ordinal: int) -> str:
+        record = self.recorded.get(ordinal) or {}
+        return f"call {ordinal} `{record.get('command')} {record.get('preview')}`"
+
     def _keep(self, ordinal: int, record: dict[str, Any]) -> None:
-        if self._write is not None:
-            self._write(ordinal, record)
-            return
         if self.lost:
             return
-        self._kept_bytes += len(canonical_json(record))
-        if self._kept_bytes > MAX_KEPT_BYTES:
-            self._kept.clear()
-            self.lost = True
+        size = len(canonical_json(record))
+        self._bytes += size
+        if self._bytes > MAX_RUN_BYTES:
+            self._lose()
+        elif self._write is not None:
+            self._write(ordinal, record)
         else:
-            self._kept.append((ordinal, record))
+            self._kept_bytes += size
+            if self._kept_bytes > MAX_KEPT_BYTES:
+                self._lose()
+            else:
+                self._kept.append((ordinal, record))
+
+    def _lose(self) -> None:
+        self._kept.clear()
+        self.lost = True
+        if self._forget is not None:
+            self._forget()
 
     def _call(self, prepared: PreparedCall) -> dict[str, Any]:
         entry = prepared.entry
@@ -159,8 +232,12 @@ def discard(ordinal: int, record: dict[str, Any]) -> None:
     """The writer of a run that cannot be resumed: it keeps nothing."""
 
 
+def _calls(n: int) -> str:
+    return f"{n} call" if n == 1 else f"{n} calls"
+
+
 def _hash(prepared: PreparedCall) -> str:
     return hashlib.sha256(canonical_json(prepared.input).encode()).hexdigest()
 
 
-__all__ = ["CallFeed", "Replayed", "Write", "discard"]
+__all__ = ["MAX_RUN_BYTES", "CallFeed", "InMemory", "Recorded", "Replayed", "Write", "discard"]

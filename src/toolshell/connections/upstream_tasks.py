@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import mcp_types as types
@@ -29,7 +29,7 @@ from mcp.client import ClaimContext, Client, ClientExtension, ResultClaim
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
 from toolshell.connections.elicitation import CURRENT_CALL, InFlightCall
 from toolshell.connections.runner import spawn
@@ -57,6 +57,9 @@ MAX_QUESTIONS = 64
 """Distinct `inputRequests` keys one task may ask (a server inventing keys would ask forever)."""
 CANCEL_SECONDS = 5.0
 """How long `tasks/cancel` may take when a call ends early: it is sent, not waited for long."""
+MAX_POLL_MS = 3_600_000
+"""A `pollIntervalMs` past this (an hour) is taken as this before any arithmetic (a hostile
+10**400 would overflow a float); the call's idle timeout bounds the wait further."""
 
 _REQUEST: TypeAdapter[types.InputRequest] = TypeAdapter(types.InputRequest)
 
@@ -73,7 +76,8 @@ class UpstreamTasks(ClientExtension):
         """The server refused a plain call with -32021 naming the extension: later calls declare it."""
 
     def claims(self) -> Sequence[ResultClaim[Any]]:
-        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
+        # Claimed loosely and checked in `_resolve`: a malformed task with a task id is cancelled.
+        return [ResultClaim(result_type="task", model=_AnyTask, resolve=self._resolve)]
 
     def declares(self, client: Client) -> bool:
         """Whether a call to `client` declares the extension: on a 2026-07-28 connection (the only
@@ -96,7 +100,7 @@ class UpstreamTasks(ClientExtension):
         self.required = call.tasks = True
         return await send()
 
-    async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
+    async def _resolve(self, claimed: _AnyTask, ctx: ClaimContext) -> types.CallToolResult:
         call = CURRENT_CALL.get()
         if call is None or not call.tasks:  # the extension forbids it: a client that did not declare gets none
             raise ToolshellError(
@@ -104,7 +108,27 @@ class UpstreamTasks(ClientExtension):
                 f"server {self.server!r} answered {ctx.tool_name!r} with a task, which this call did not offer"
                 " (it does not advertise the Tasks extension); the task is not followed",
             )
+        try:
+            created = CreatedTask.model_validate(claimed.model_dump(by_alias=True))
+        except ValidationError as err:
+            task_id = claimed.model_extra.get("taskId") if claimed.model_extra else None
+            usable = isinstance(task_id, str) and 0 < len(task_id) <= 200
+            if usable:  # the server runs it: it is told the call will not follow it
+                await _cancel_soon(ctx.session, str(task_id), call, self.server)
+            field = ".".join(str(p) for p in err.errors()[0]["loc"]) if err.errors() else "?"
+            raise ToolshellError(
+                ErrorCode.TOOL_ERROR,
+                f"server {self.server!r} answered {ctx.tool_name!r} with a malformed task ({field} is not valid);"
+                + (" its task is cancelled" if usable else " the task is not followed"),
+            ) from None
         return await follow(ctx.session, created, call, self.server)
+
+
+class _AnyTask(types.Result):
+    """A `CreateTaskResult` as it came, any fields (`UpstreamTasks._resolve` checks it as `CreatedTask`)."""
+
+    model_config = ConfigDict(extra="allow")
+    result_type: Literal["task"] = "task"
 
 
 def requires_tasks(err: MCPError) -> bool:
@@ -216,7 +240,7 @@ def _task(task_id: str) -> TaskParams:
 
 
 def _wait(interval_ms: int | None, call: InFlightCall) -> float:
-    seconds = DEFAULT_POLL_SECONDS if interval_ms is None else interval_ms / 1000
+    seconds = DEFAULT_POLL_SECONDS if interval_ms is None else min(max(interval_ms, 0), MAX_POLL_MS) / 1000
     return max(min(seconds, call.timer.idle / 2), MIN_POLL_SECONDS)
 
 

@@ -25,7 +25,7 @@ from toolshell.calls.prepare import PreparedCall, prepare_input, resolve
 from toolshell.command.argv import Help, Invoke, Plan, Scripts, Search, parse
 from toolshell.command.helptext import search_text, server_help, tool_help, top_help, verb_help
 from toolshell.command.inputs import build_input, given_input
-from toolshell.command.render import Image, render_result
+from toolshell.command.render import Image, Rendered, render_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError, error_line, unexpected
 from toolshell.registry.entry import ToolEntry
 from toolshell.shell.input_files import shell_reader
@@ -76,8 +76,9 @@ class ToolsBuiltin:
             given = build_input(rest, ctx.stdin, entry.input_schema, read_file)
             prepared = prepare_input(entry, given)
             warned = "".join(f"{w}\n" for w in prepared.warnings)
-            sent = await state.pipeline.send(prepared)
-            return _warned(warned, self._output(ctx, sent))
+            rendered: list[Rendered] = []  # rendered once: the size check before the record, then the output
+            sent = await state.pipeline.send(prepared, lambda s: rendered.append(self._render(ctx, s)))
+            return _warned(warned, self._output(ctx, rendered[0] if rendered else self._render(ctx, sent)))
         except ToolshellError as err:
             self._ended(words, entry, given, str(err.code), started)
             return _warned(warned, _fail(err))
@@ -99,7 +100,8 @@ class ToolsBuiltin:
         elif words is not None:  # help, search, plan and the scripts verb are not calls
             self.state.ledger.ended_unresolved(words, code, started)
 
-    def _output(self, ctx: BuiltinContext, sent: Sent) -> BuiltinResult:
+    def _render(self, ctx: BuiltinContext, sent: Sent) -> Rendered:
+        """The result as the script gets it; raises the error of one it must not get."""
         entry = sent.prepared.entry
         rendered = render_result(  # whole: pipes, redirects and $(…) get all of it
             sent.result,
@@ -113,6 +115,9 @@ class ToolsBuiltin:
         size = len(rendered.stdout.encode("utf-8", "surrogatepass"))
         if size > self.state.max_result_bytes:  # a memory guard, not a cut: half a result would mislead
             raise too_big(entry.command, size, self.state.max_result_bytes, entry.input_schema)
+        return rendered
+
+    def _output(self, ctx: BuiltinContext, rendered: Rendered) -> BuiltinResult:
         stderr = _write_images(ctx, rendered.images) if rendered.images else ""
         return BuiltinResult(stdout=_text_safe(rendered.stdout), stderr=stderr)
 

@@ -4,8 +4,9 @@ One row per (run, ordinal): the call's server, tool, a hash of its input and wha
 result, or the error it ended with), as JSON sealed with the state key ring (`sealed_json`,
 bound to the run and the ordinal): a row written by whoever can write the store, or moved to
 another place, does not open, and is not replayed. The owner of the run writes each row the moment the
-call's result is back, before the script sees it; a worker that takes the run over reads them all
-and answers the run's first calls from them. A run's rows go with its task (`TaskRows.sweep`).
+call's result is back, before the script sees it; a worker that takes the run over reads them one
+at a time as its calls come (`RunRecords`: memory holds one record, never the run's all) and
+answers the run's first calls from them. A run's rows go with its task (`TaskRows.sweep`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ MIGRATIONS = [
 ]
 
 
+MAX_RECORD_TEXT = 96 << 20
+"""The longest row a replay reads: a run's records are bounded (`calls.replay.MAX_RUN_BYTES`, 64
+MiB), sealed and base64 they stay under this; a longer row is none of ours and is not loaded."""
 RECORD = "run-call"
 RESUME = "task-resume"
 """The purposes (`store.sealed`) of a call's record and of what resuming a task takes."""
@@ -83,15 +87,46 @@ class CallRecords:
 
         return write
 
-    def read(self, ring: Sequence[bytes], run_key: str) -> dict[int, dict[str, Any]]:
-        """The run's records that open, by ordinal (one that does not is left out: made live again,
-        never believed)."""
-        rows = self.store.query("SELECT ordinal, record FROM run_calls WHERE run_key = ?", (run_key,))
-        opened = {int(r["ordinal"]): opened_json(ring, RECORD, f"{run_key}:{r['ordinal']}", r["record"]) for r in rows}
-        return {k: v for k, v in opened.items() if isinstance(v, dict)}
+    def read(self, ring: Sequence[bytes], run_key: str) -> RunRecords:
+        """The run's records, read one at a time as a replay asks for them."""
+        return RunRecords(self.store, ring, run_key)
 
     def drop(self, run_key: str) -> None:
         self.store.execute("DELETE FROM run_calls WHERE run_key = ?", (run_key,))
 
 
-__all__ = ["MIGRATIONS", "RECORD", "RESUME", "CallRecords", "opened_json", "sealed_json"]
+class RunRecords:
+    """One run's records in the store (`calls.replay.Recorded`): each read when asked for; one that
+    does not open is None (made live again, never believed)."""
+
+    def __init__(self, store: StateStore, ring: Sequence[bytes], run_key: str) -> None:
+        self.store, self.ring, self.run_key = store, ring, run_key
+        rows = store.query("SELECT COALESCE(SUM(LENGTH(record)), 0) AS n FROM run_calls WHERE run_key = ?", (run_key,))
+        self.size = int(rows[0]["n"])
+        """The bytes the run's records take in the store (sealed, base64: a little more than their JSON)."""
+
+    def get(self, ordinal: int) -> dict[str, Any] | None:
+        rows = self.store.query(
+            "SELECT record FROM run_calls WHERE run_key = ? AND ordinal = ? AND LENGTH(record) <= ?",
+            (self.run_key, ordinal, MAX_RECORD_TEXT),
+        )
+        opened = opened_json(self.ring, RECORD, f"{self.run_key}:{ordinal}", rows[0]["record"]) if rows else None
+        return opened if isinstance(opened, dict) else None
+
+    def after(self, ordinal: int) -> list[int]:
+        rows = self.store.query(
+            "SELECT ordinal FROM run_calls WHERE run_key = ? AND ordinal > ? ORDER BY ordinal", (self.run_key, ordinal)
+        )
+        return [int(r["ordinal"]) for r in rows]
+
+
+__all__ = [
+    "MAX_RECORD_TEXT",
+    "MIGRATIONS",
+    "RECORD",
+    "RESUME",
+    "CallRecords",
+    "RunRecords",
+    "opened_json",
+    "sealed_json",
+]

@@ -295,9 +295,17 @@ class TaskRows:
             "UPDATE tasks SET beat = ? WHERE worker = ? AND status IN (?, ?)", (time.time(), worker, *OPEN)
         )
 
-    def sweep(self, now: float, stale_after: float) -> None:
-        """Remove finished tasks past their keeping, and open ones whose owner went silent that long."""
+    def sweep(self, now: float, stale_after: float, yields_keep: float | None = None) -> None:
+        """Remove finished tasks past their keeping, and open ones whose owner went silent that long;
+        given `yields_keep` (the `yielded_runs` table exists), yielded calls whose owner went silent
+        that long too (collected or not), with their records."""
         with self.store.transaction() as tx:
+            if yields_keep is not None:
+                tx.execute("DELETE FROM yielded_runs WHERE beat + ? + ? < ?", (yields_keep, stale_after, now))
+                tx.execute(
+                    "DELETE FROM run_calls WHERE run_key LIKE 'yield:%' AND run_key NOT IN"
+                    " (SELECT run_key FROM yielded_runs WHERE run_key IS NOT NULL)"
+                )
             tx.execute("DELETE FROM tasks WHERE finished_at IS NOT NULL AND finished_at + keep_seconds < ?", (now,))
             tx.execute(
                 "DELETE FROM tasks WHERE finished_at IS NULL AND beat + keep_seconds + ? < ?", (stale_after, now)
@@ -306,6 +314,13 @@ class TaskRows:
             tx.execute(  # a yielded call's records go with its row (`store.yields`)
                 "DELETE FROM run_calls WHERE run_key NOT LIKE 'yield:%' AND run_key NOT IN (SELECT id_hash FROM tasks)"
             )
+
+    def forget(self, key: str) -> None:
+        """The task cannot be resumed any more (its records passed their bound): its resume data
+        and records go, so a worker that takes it over fails it instead."""
+        with self.store.transaction() as tx:
+            tx.execute("UPDATE tasks SET resume = NULL WHERE id_hash = ?", (key,))
+            tx.execute("DELETE FROM run_calls WHERE run_key = ?", (key,))
 
     def delete(self, key: str) -> None:
         with self.store.transaction() as tx:

@@ -107,6 +107,13 @@ class YieldRows:
             self.store.notify(YIELD_CHANNEL, handle)
         return bool(done.rowcount)
 
+    def forget(self, handle: str, run_key: str) -> None:
+        """The run cannot be resumed any more (its records passed their bound): its resume data and
+        records go, so a collector finds it stopped instead of running it again."""
+        with self.store.transaction() as tx:
+            tx.execute("UPDATE yielded_runs SET resume = NULL WHERE handle = ? AND run_key = ?", (handle, run_key))
+            tx.execute("DELETE FROM run_calls WHERE run_key = ?", (run_key,))
+
     def get(self, handle: str) -> YieldedRow | None:
         rows = self.store.query("SELECT * FROM yielded_runs WHERE handle = ?", (handle,))
         if not rows:

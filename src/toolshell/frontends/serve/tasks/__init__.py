@@ -117,8 +117,12 @@ class Tasks:
 
     def _yielder(self, tg: Any) -> Yielder:
         serve = self.serve
+
+        def sweep() -> None:
+            self.rows.sweep(time.time(), 3 * serve.heartbeat_seconds, serve.tasks.keep_seconds)
+
         return Yielder(
-            self.yields, tg, self.worker, serve.yield_seconds, serve.heartbeat_seconds, self.ring, self.redact
+            self.yields, tg, self.worker, serve.yield_seconds, serve.heartbeat_seconds, self.ring, self.redact, sweep
         )
 
     def _keeper(self, tg: Any) -> TaskKeeper:

@@ -158,7 +158,10 @@ class TaskKeeper:
         try:
             self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
             # The calls made so far are recorded now (a task that cannot be resumed records nothing).
-            owned.feed.attach(self.rows.calls.writer(self.ring, owned.key) if sealed is not None else discard)
+            if sealed is None:
+                owned.feed.attach(discard)
+            else:
+                owned.feed.attach(self.rows.calls.writer(self.ring, owned.key), self._forgetter(owned))
             row = self.rows.get(owned.key)
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
@@ -174,9 +177,10 @@ class TaskKeeper:
         """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
         recorded by the first run are answered from their records, its questions from `answered`."""
         records = self.rows.calls.read(self.ring, key)
-        feed = CallFeed(records, self.rows.calls.writer(self.ring, key), self.redact, resumed=True)
+        feed = CallFeed(records, redact=self.redact, resumed=True)
         run = TaskRun(self._poke, attempt, answered)
         owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
+        feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(owned))
         owned.published = {"status": "working"}
         earlier = self._owned.pop(key, None)
         if earlier is not None:  # this worker's own run, judged dead (its beats did not reach the store)
@@ -197,6 +201,18 @@ class TaskKeeper:
         owned.cancelled = owned.scope.cancelled_caught and owned.cancel_asked
         self._poke()
 
+    def _forgetter(self, owned: _Owned) -> Callable[[], None]:
+        """What a run whose records passed their bound does: it goes on, but cannot be resumed."""
+
+        def forget() -> None:
+            owned.resumable = False
+            try:
+                self.rows.forget(owned.key)
+            except ToolshellError:  # the store failed: a takeover may replay the records up to the bound
+                logger.warning("could not mark a task not resumable", exc_info=True)
+
+        return forget
+
     def _poke(self) -> None:
         self._wake.set()
 
@@ -214,7 +230,7 @@ class TaskKeeper:
                     self.rows.beat(self.worker)
                 if now - swept >= SWEEP_SECONDS:
                     swept = now
-                    self.rows.sweep(time.time(), 3 * self.heartbeat_seconds)
+                    self.rows.sweep(time.time(), 3 * self.heartbeat_seconds, self.config.keep_seconds)
             except Exception:  # the store failed: the runs go on, and this retries at the next wake
                 logger.warning("could not keep tasks in step with the store", exc_info=True)
 

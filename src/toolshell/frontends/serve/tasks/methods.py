@@ -84,10 +84,12 @@ class TaskMethods:
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         """Ask the owner to stop the script; acknowledged at once, `cancelled` once it stopped."""
         row = self._find(ctx, params.task_id)
-        if row.parked:  # nobody runs it: it ends here (unless an answer resumed it first)
-            _store(
+        if row.parked:  # nobody runs it: it ends here
+            ended = _store(
                 lambda: self.rows.set_state(row.id_hash, PARKED, status="cancelled", status_message=CANCELLED_PARKED)
             )
+            if not ended:  # an answer resumed it on another worker meanwhile: that run is asked to stop
+                _store(lambda: self.rows.ask_cancel(row.id_hash))
         elif not row.finished:
             _store(lambda: self.rows.ask_cancel(row.id_hash))
         return {"resultType": "complete"}

@@ -42,6 +42,9 @@ from toolshell.store.yields import YIELD_CHANNEL, YieldedRow, YieldRows
 
 logger = logging.getLogger(__name__)
 
+SWEEP_SECONDS = 60.0
+"""How often the yielder sweeps the store (as the task keeper does)."""
+
 OnOutput = Callable[[str, str], None]
 RunBash = Callable[[OnOutput, Asker | None, CallFeed | None], Awaitable[types.CallToolResult]]
 """Runs the call's script with an output observer, the asker to use and the feed its nested calls go through."""
@@ -89,6 +92,8 @@ class Yielder:
         heartbeat_seconds: `[serve] heartbeat_seconds`.
         ring: the state key ring (records and what resuming takes are sealed with it).
         redact: masks the config's secrets in the records.
+        sweep: removes tasks and yielded runs past their keeping (`TaskRows.sweep`), run at most
+            every `SWEEP_SECONDS` from here too: a server whose clients never make tasks sweeps.
     """
 
     def __init__(
@@ -100,8 +105,10 @@ class Yielder:
         heartbeat_seconds: float,
         ring: list[bytes],
         redact: Redactor | None = None,
+        sweep: Callable[[], None] | None = None,
     ) -> None:
         self.rows, self.tg, self.worker = rows, tg, worker
+        self.sweep, self._swept = sweep, float("-inf")
         self.yield_seconds, self.heartbeat_seconds = yield_seconds, heartbeat_seconds
         self.ring, self.redact = ring, redact
 
@@ -119,6 +126,7 @@ class Yielder:
         `resume` gives what running this call again takes, read once it yields (None: it cannot be
         resumed); `resumer`
         runs an earlier call taken over from a silent owner."""
+        self._sweep()
         earlier = await self._collect(caller, handle, resumer)
         if earlier is not None and earlier.get("running"):
             busy = {"stdout": "", "stderr": "", "shell": handle, "earlier": earlier}
@@ -138,12 +146,13 @@ class Yielder:
         stdout, stderr = "".join(run.out), "".join(run.err)
         run_key = "yield:" + secrets.token_urlsafe(24)
         info = None if resume is None or feed.lost else resume()
-        sealed = None if info is None else sealed_json(self.ring, RESUME, run_key, info)
+        sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
         try:
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
-            feed.attach(
-                self.rows.calls.writer(self.ring, run_key) if sealed is not None else discard
-            )  # nothing kept if not resumable
+            if sealed is None:  # nothing kept if not resumable
+                feed.attach(discard)
+            else:
+                feed.attach(self.rows.calls.writer(self.ring, run_key), self._forgetter(handle, run_key))
         except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
             await run.done.wait()
@@ -156,16 +165,42 @@ class Yielder:
     def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool:
         """Run a call whose owner went silent again here, by replay; False when it cannot be resumed
         (True too when another collector took it first: it runs there)."""
-        resume = None if row.run_key is None else opened_json(self.ring, RESUME, row.run_key, row.resume)
-        if resumer is None or row.run_key is None or not isinstance(resume, dict) or resume.get("caller") != caller:
+        key = row.run_key
+        resume = (
+            None if key is None else opened_json(self.ring, RESUME, _sealed_to(key, row.handle, row.caller), row.resume)
+        )
+        if resumer is None or key is None or not isinstance(resume, dict):
+            return False
+        if resume.get("caller") != caller or resume.get("handle") != row.handle:  # another run's, moved here
             return False
         if self.rows.claim(row, self.worker):
-            records = self.rows.calls.read(self.ring, row.run_key)
             run = _Run(yielded=True)  # nobody can be asked: its stream is gone
-            feed = CallFeed(records, self.rows.calls.writer(self.ring, row.run_key), self.redact, resumed=True)
+            feed = CallFeed(self.rows.calls.read(self.ring, key), redact=self.redact, resumed=True)
+            feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(row.handle, key))
             self.tg.start_soon(self._execute, run, resumer(resume), None, feed)
             self.tg.start_soon(self._keep, run, row.handle)
         return True
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if self.sweep is None or now - self._swept < SWEEP_SECONDS:
+            return
+        self._swept = now
+        try:
+            self.sweep()
+        except ToolshellError:  # the store failed: the next call sweeps
+            logger.warning("could not sweep yielded runs", exc_info=True)
+
+    def _forgetter(self, handle: str, run_key: str) -> Callable[[], None]:
+        """What a run whose records passed their bound does: it goes on, but cannot be resumed."""
+
+        def forget() -> None:
+            try:
+                self.rows.forget(handle, run_key)
+            except ToolshellError:  # the store failed: a takeover may replay the records up to the bound
+                logger.warning("could not mark a yielded call not resumable", exc_info=True)
+
+        return forget
 
     async def _execute(self, run: _Run, run_bash: RunBash, asker: Asker | None, feed: CallFeed) -> None:
         with run.scope:
@@ -264,6 +299,12 @@ def yielder_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], Yielder]
     if yielder is None:
         yielder = _yielders[parking] = make(parking.tg)
     return yielder
+
+
+def _sealed_to(run_key: str, handle: str, caller: str | None) -> str:
+    """What a yielded call's resume data is bound to: its run, its shell and its caller (a row
+    given another row's data does not open it)."""
+    return json.dumps([run_key, handle, caller])
 
 
 __all__ = ["Yielder", "yielder_for"]
