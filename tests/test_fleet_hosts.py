@@ -172,7 +172,6 @@ def test_a_hop_that_is_not_an_ip_address_leaves_the_peers_address(
         ("forwarded", {"Forwarded": "for=198.51.100.7;proto=https, @@, for=203.0.113.2"}),
         ("forwarded", {"Forwarded": 'for=198.51.100.7;proto=https;x="unterminated, for=203.0.113.2'}),
         ("forwarded", {"Forwarded": "for=198.51.100.7;proto=https,, for=203.0.113.2"}),
-        ("x-forwarded", {"X-Forwarded-For": "198.51.100.7, @@, 203.0.113.2", "X-Forwarded-Proto": "https"}),
     ],
 )
 def test_a_malformed_element_anywhere_leaves_the_whole_header_unread(
@@ -181,6 +180,18 @@ def test_a_malformed_element_anywhere_leaves_the_whole_header_unread(
     scope = _applied(["10.0.0.5"], "10.0.0.5", headers, family)
     assert scope["client"] == ("10.0.0.5", 5000) and scope["scheme"] == "http"
     assert public_origin(scope) is None
+
+
+def test_what_a_client_wrote_left_of_its_own_address_neither_hides_nor_replaces_it() -> None:
+    # The proxies append: 203.0.113.2 is what the trusted proxy saw; the rest is the client's own.
+    garbled = {"X-Forwarded-For": "198.51.100.7, @@, 203.0.113.2", "X-Forwarded-Proto": "https"}
+    scope = _applied(["10.0.0.5"], "10.0.0.5", garbled)
+    assert scope["client"] == ("203.0.113.2", 0) and scope["scheme"] == "https"
+    # Garbage where a trusted proxy wrote (its own entry) leaves the nearest proxy's address.
+    behind = _applied(["10.0.0.0/24"], "10.0.0.5", {"X-Forwarded-For": "203.0.113.2, @@, 10.0.0.7"})
+    assert behind["client"] == ("10.0.0.7", 0)
+    first = _applied(["10.0.0.5"], "10.0.0.5", {"X-Forwarded-For": "203.0.113.2, @@"})
+    assert first["client"] == ("10.0.0.5", 5000)
 
 
 def test_addresses_in_brackets_with_ports_or_bare_ipv6_are_read() -> None:

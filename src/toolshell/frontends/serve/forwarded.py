@@ -54,14 +54,14 @@ class ForwardedHeaders:
 
     def applied(self, scope: Scope) -> Scope:
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in _HEADERS]
-        peer = (scope.get("client") or ("", 0))[0]
+        peer, peer_port = scope.get("client") or ("", 0)
         if not self._trusts(peer):
             return {**scope, "headers": headers}
         read = _forwarded if self.family == "forwarded" else _x_forwarded
         hops = read(scope.get("headers", []))
         if hops is None:
             return {**scope, "headers": headers}
-        client, port, proto, host = self._client(hops, peer)
+        client, port, proto, host = self._client(hops, (peer, peer_port))
         out: dict[str, Any] = {**scope, "client": (client, port)}
         if proto in ("http", "https"):
             out["scheme"] = proto if scope["type"] == "http" else {"http": "ws", "https": "wss"}[proto]
@@ -81,14 +81,20 @@ class ForwardedHeaders:
             return False
         return any(ip in net for net in self.trusted)
 
-    def _client(self, hops: list[_Hop], peer: str) -> tuple[str, int, str, str]:
+    def _client(self, hops: list[_Hop], peer: tuple[str, int]) -> tuple[str, int, str, str]:
         """The rightmost hop whose address is not a trusted proxy (the leftmost when all are):
-        its address, port, scheme and host."""
+        its address, port, scheme and host. Hops left of it were written by the client and are
+        never read; an unreadable hop where a trusted proxy wrote leaves the nearest proxy's
+        address (the peer when it is the first)."""
+        nearest = peer
         for index in range(len(hops) - 1, -1, -1):
             address, port = hops[index].address, hops[index].port
+            if not address:
+                return *nearest, hops[index].proto, hops[index].host
             if index == 0 or not self._trusts(address):
                 return address, port, hops[index].proto, hops[index].host
-        return peer, 0, "", ""
+            nearest = (address, port)
+        return *peer, "", ""
 
 
 def public_origin(scope: Scope) -> str | None:
@@ -135,14 +141,15 @@ def _forwarded(headers: Sequence[tuple[bytes, bytes]]) -> list[_Hop] | None:
 
 def _x_forwarded(headers: Sequence[tuple[bytes, bytes]]) -> list[_Hop] | None:
     """The hops of `X-Forwarded-For`, oldest first, each with the scheme and host the nearest
-    proxy set; None when no such header came or any entry is not an IP address."""
+    proxy set; None when no such header came. An entry that is not an IP address is a hop with
+    no address (`_client` reads from the right and stops there): proxies append, so what a
+    client wrote of its own is left of where the reading stops, and cannot hide its address."""
     entries = _values(headers, b"x-forwarded-for")
-    protos, hosts = _values(headers, b"x-forwarded-proto"), _values(headers, b"x-forwarded-host")
-    nodes = [_node(entry) for entry in entries]
-    if not entries or None in nodes:
+    if not entries:
         return None
+    protos, hosts = _values(headers, b"x-forwarded-proto"), _values(headers, b"x-forwarded-host")
     proto, host = (protos[-1] if protos else "").lower(), hosts[-1] if hosts else ""
-    return [_Hop(node[0], node[1], proto, host) for node in nodes if node is not None]
+    return [_Hop(*(_node(entry) or ("", 0)), proto, host) for entry in entries]
 
 
 def _elements(text: str) -> list[dict[str, str]] | None:
