@@ -41,6 +41,7 @@ from toolshell.registry.entry import ToolEntry
 from toolshell.result import RunResult
 from toolshell.safe_text import HIDDEN, LAYOUT, escape_lines
 from toolshell.scripts.store import ScriptStore
+from toolshell.timeline.address import calling_from
 
 try:
     from playwright import async_api as playwright_api
@@ -127,7 +128,8 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any], screenshot: Pa
     finished = anyio.Event()
 
     async def run_the_script() -> None:  # the agent's `bash` call: it waits, parked, for the answer
-        results.append(await host.session(session_id="agent-7f3a").run(SCRIPT))
+        with calling_from("203.0.113.9"):  # as `serve --http` records the request's address
+            results.append(await host.session(session_id="agent-7f3a").run(SCRIPT))
         finished.set()
 
     async with playwright_api.async_playwright() as p:
@@ -147,6 +149,8 @@ async def _drive_the_page(host: Host, url: str, calls: list[Any], screenshot: Pa
             await page.wait_for_selector(f'[data-request-id="{request_id}"]', state="detached", timeout=WAIT_MS)
             ran = '.nested-call:has-text("delete-branch"):has-text("completed")'
             await page.wait_for_selector(ran, timeout=WAIT_MS)  # the timeline shows the call that ran
+            # The shell call's row says where its caller was.
+            await page.wait_for_selector('#timeline-table td:text-is("agent from 203.0.113.9")', timeout=WAIT_MS)
             await page.reload()  # the token survives a reload in the tab's sessionStorage, not in a cookie
             await page.wait_for_selector(f'[data-request-id="{hostile_id}"]', timeout=WAIT_MS)
             assert "token=" not in page.url and await page.context.cookies() == []

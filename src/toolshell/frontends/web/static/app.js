@@ -156,7 +156,8 @@ function renderTimeline(calls) {
     rows.push(el("tr", { class: lost || silent ? "worker-lost" : "" }, el("td", {}, when(c.started_at)),
       el("td", {}, el("code", { title: c.worker || "" }, (c.worker || "-").slice(0, 8))),
       el("td", {}, el("code", {}, c.session_id)),
-      el("td", {}, c.source), el("td", {}, el("code", {}, c.script_preview)), el("td", {}, outcome),
+      el("td", {}, c.address ? `${c.source} from ${c.address}` : c.source),
+      el("td", {}, el("code", {}, c.script_preview)), el("td", {}, outcome),
       el("td", { class: "took" }, took(c.duration_ms))));
     for (const n of c.calls) {
       rows.push(el("tr", { class: "nested-call" }, el("td", {}), el("td", {}), el("td", {}),
