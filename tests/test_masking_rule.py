@@ -157,3 +157,38 @@ async def test_a_secret_named_value_is_still_masked_in_script_output_and_logs_wh
     assert result.stdout.splitlines()[0] == f"{PATH} ***"
     assert TOKEN not in result.stdout + result.stderr + status + caplog.text
     assert TOKEN[::-1] not in result.stdout, "an encoded form is masked too"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["GH_PAT", "GITLAB_PAT", "DB_PASS", "SMTP_PASS", "MYSQL_PWD", "SENTRY_DSN", "JWT", "BEARER", "GPG_PASSPHRASE"],
+)
+def test_a_pat_pass_pwd_dsn_jwt_or_bearer_word_names_a_secret(name: str) -> None:
+    assert secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["PWD", "OLDPWD", "PATH", "GITHUB_PATH", "COMPASS", "PASSAGE", "PATTERN"])
+def test_the_working_directory_and_words_that_only_hold_those_letters_are_not_secret(name: str) -> None:
+    assert not secret_name(name)
+
+
+def test_a_flag_that_names_a_secret_masks_its_value_and_a_url_built_in_args_or_env_masks_its_credentials() -> None:
+    text = textwrap.dedent(
+        """
+        [[mcp.servers]]
+        name = "api"
+        command = "server-api"
+        args = ["--token=${ONE}", "--api-key", "${TWO}", "--repo", "${REPO}", "--endpoint=https://x.example/?key=${THREE}"]
+        env = { DATABASE_URL = "${DATABASE_URL}", MEMORY_FILE_PATH = "${MEMORY_FILE_PATH}" }
+        """
+    )
+    env = {
+        "ONE": "value-one-111",
+        "TWO": "value-two-222",
+        "REPO": "/srv/repo",
+        "THREE": "value-three-333",
+        "DATABASE_URL": "postgres://app:db-pass-444@db.internal/app",
+        "MEMORY_FILE_PATH": PATH,
+    }
+    config = load_text(text, env=env)
+    assert config.secrets == {"value-one-111", "value-two-222", "value-three-333", "db-pass-444"}

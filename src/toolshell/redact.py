@@ -1,13 +1,15 @@
 """Keeping secrets out of what scripts, logs and errors show.
 
 Which configured values are secrets (`config.loading` collects them): a `${VAR}` expansion whose
-variable's name says so (`secret_name`: TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, COOKIE,
-PRIVATE anywhere in it, or KEY, APIKEY, AUTH, OAUTH, AUTHORIZATION, SESSION as a word of it), every
-expansion in a server's `headers`, the value of every variable a `*_env` setting names (OAuth
-client secrets and keys, webhook tokens, the state key ring) and of every variable listed in the
-top-level `secret_env`. Paths, repository names and other settings are not secrets and show as
-they are. `Redactor` replaces each secret with `***` in any text; the host applies it to every
-`tools` output, the shell call's result, diagnostics, timeline previews and log records.
+variable's name says so (`secret_name`: TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL, COOKIE, PRIVATE
+anywhere in it, or KEY, APIKEY, AUTH, OAUTH, AUTHORIZATION, SESSION, PAT, PASS, PASSPHRASE, PWD,
+DSN, JWT, BEARER as a word of it), every expansion in a server's `headers`, the password and query
+values of an expanded URL, the value after a secret-named flag in `args` (`--token=${X}`), the value
+of every variable a `*_env` setting names (OAuth client secrets and keys, webhook tokens, the state
+key ring) and of every variable listed in the top-level `secret_env`. Paths, repository names and
+other settings are not secrets and show as they are. `Redactor` replaces each secret with `***` in
+any text; the host applies it to every `tools` output, the shell call's result, diagnostics,
+timeline previews and log records.
 
 A server that knows a secret can send it in another form, so each secret is masked in the forms
 text and files commonly carry it (`forms_of`): reversed, base64 and base64url at each of the three
@@ -38,8 +40,14 @@ MASK = "***"
 MIN_LENGTH = 6
 _SECRET_PART = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|COOKIE|PRIVATE", re.IGNORECASE)
 """Words that name a secret wherever they stand in a name (`GITHUB_TOKEN`, `DBPASSWORD`)."""
-_SECRET_WORDS = frozenset({"KEY", "KEYS", "APIKEY", "AUTH", "OAUTH", "AUTHORIZATION", "SESSION", "SESSIONID"})
-"""Words that name a secret only as a whole word (`API_KEY`, `X-Auth`; not `MONKEY`, `AUTHOR`)."""
+_SECRET_WORDS = frozenset(
+    {"KEY", "KEYS", "APIKEY", "AUTH", "OAUTH", "AUTHORIZATION", "SESSION", "SESSIONID"}
+    | {"PAT", "PASS", "PASSPHRASE", "PWD", "DSN", "JWT", "BEARER"}
+)
+"""Words that name a secret only as a whole word (`API_KEY`, `X-Auth`, `GH_PAT`, `DB_PASS`,
+`SENTRY_DSN`; not `MONKEY`, `AUTHOR`, `PATH`, `COMPASS`)."""
+_NOT_SECRET = frozenset({"PWD"})
+"""Names that are a secret word alone yet hold no secret: the shell's working directory."""
 _WORD_BREAK = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
 _OPTIONS = re2.Options()
 _OPTIONS.encoding = re2.Options.Encoding.LATIN1  # byte semantics: blobs need not be UTF-8
@@ -58,6 +66,8 @@ def secret_name(name: str) -> bool:
     break at anything but a letter and where lower case meets upper (`apiKey`)."""
     if _SECRET_PART.search(name):
         return True
+    if name.upper() in _NOT_SECRET:
+        return False
     return any(word.upper() in _SECRET_WORDS for word in _WORD_BREAK.split(name))
 
 

@@ -26,7 +26,7 @@ from toolshell.config.models import Config
 from toolshell.config.trust import as_found, ignored_note, trust_database, trust_state
 from toolshell.errors import ConfigError
 from toolshell.places import LOCAL_CONFIG
-from toolshell.redact import MASK, is_secret
+from toolshell.redact import MASK, is_secret, secret_name
 
 _VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 
@@ -64,7 +64,10 @@ def expand_vars(
 
 def _expand_tree(data: Any, env: Mapping[str, str], place: str, seen: dict[str, str], secret: bool = False) -> Any:
     if isinstance(data, str):
-        return expand_vars(data, env, place, seen, secret=secret)
+        expanded = expand_vars(data, env, place, seen, secret=secret)
+        if expanded != data and "://" in expanded:  # a URL built from a variable: its credentials
+            seen.update(dict.fromkeys(_url_secrets(expanded), MASK))
+        return expanded
     if isinstance(data, list):
         return [_expand_tree(v, env, place, seen, secret) for v in data]
     if isinstance(data, dict):
@@ -85,8 +88,8 @@ def _expand_servers(raw: dict[str, Any], env: Mapping[str, str], seen: dict[str,
                 try:
                     written = server[key]
                     server[key] = _expand_tree(written, env, f"{label}.{key}", seen, key == "headers")
-                    if key == "url" and isinstance(written, str) and written != server[key]:
-                        seen.update(dict.fromkeys(_url_secrets(server[key]), MASK))
+                    if key == "args" and isinstance(written, list):
+                        seen.update(dict.fromkeys(_flag_secrets(written, server[key]), MASK))
                 except ConfigError as e:
                     problems.extend(e.problems)
     return problems
@@ -183,6 +186,24 @@ def _url_secrets(url: str) -> list[str]:
         return []
     values = [v for _, v in parse_qsl(parts.query)]
     return [s for s in (password, *values) if s]
+
+
+_FLAG = re.compile(r"-{1,2}([A-Za-z][\w.-]*)")
+
+
+def _flag_secrets(written: list[Any], expanded: list[Any]) -> Iterator[str]:
+    """The expanded values a secret-named flag takes in `args`: `--token=${X}`, or `--api-key`
+    followed by `${X}` (`redact.secret_name` reads the flag's name)."""
+    previous = ""
+    for raw, value in zip(written, expanded, strict=True):
+        if isinstance(raw, str) and isinstance(value, str) and _VAR_RE.search(raw):
+            flag, equals, _ = raw.partition("=")
+            if equals and (m := _FLAG.fullmatch(flag)) and secret_name(m.group(1)):
+                if rest := value.partition("=")[2]:
+                    yield rest
+            elif (m := _FLAG.fullmatch(previous)) and secret_name(m.group(1)) and value:
+                yield value
+        previous = raw if isinstance(raw, str) else ""
 
 
 def _secret_variables(model: BaseModel) -> Iterator[str]:

@@ -48,14 +48,16 @@ async def keep_alive(workers: Workers, host: Host, claims: TriggerClaims | None 
     the worker (`/readyz` says it is unreachable)."""
     while True:
         try:
+            # beat first: back from an outage longer than three beats, this worker's own stale
+            # heartbeat would otherwise end its own runs, still going, as lost
+            with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
+                workers.beat(host.worker_id)
             for dead in workers.dead():
                 if dead != host.worker_id:
                     mark_lost(host.store, [dead])
                     workers.forget(dead)
             if claims is not None:
                 claims.end_lost()
-            with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
-                workers.beat(host.worker_id)
         except ToolshellError as err:
             logger.warning("could not beat in the state store: %s", err.message)
         await anyio.sleep(workers.heartbeat_seconds)

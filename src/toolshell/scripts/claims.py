@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.store.protocol import StateStore, rows_as_dicts
-from toolshell.store.workers import MISSED_BEATS, Workers
+from toolshell.store.workers import Workers
 
 KEY_TTL = timedelta(hours=24)
 """How long an Idempotency-Key stays used."""
@@ -172,7 +172,7 @@ class TriggerClaims:
         `MISSED_BEATS` beats or left the registry; how many. Without `workers`, none."""
         if self.workers is None:
             return 0
-        cutoff = time.time() - MISSED_BEATS * self.workers.heartbeat_seconds
+        cutoff = self.workers.cutoff()
         outcome = lost_outcome()
         done = self.store.execute(
             "UPDATE trigger_claims SET finished_at = ?, exit_code = ?, outcome = ?, ended_by = 'worker_lost'"

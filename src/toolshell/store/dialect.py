@@ -19,6 +19,17 @@ _SPELLINGS = {
 }
 
 
+_NOW = {
+    "sqlite": "SELECT (julianday('now') - 2440587.5) * 86400.0 AS now",
+    "postgresql": "SELECT EXTRACT(EPOCH FROM clock_timestamp())::DOUBLE PRECISION AS now",
+}
+
+
+def now_query(engine: str) -> str:
+    """The statement that reads the engine's clock as Unix seconds (one clock for every process)."""
+    return _NOW[engine]
+
+
 def ddl(engine: str, statement: str) -> str:
     """A migration's statement in the engine's spelling."""
     for word, spelling in _SPELLINGS[engine].items():

@@ -1,7 +1,9 @@
 """The workers on one store: who is alive, by heartbeat, so a worker that died is noticed.
 
 Each serving host registers under its own id and beats every `[serve] heartbeat_seconds`; one
-silent for three beats is taken as dead. Another worker then ends what the dead one left open (its
+silent for three beats is taken as dead. Beats are written and judged by the store's clock (the
+database server's, or the host's for a SQLite file), so a process whose clock is ahead cannot
+take a live worker for dead. Another worker then ends what the dead one left open (its
 shell calls are marked as lost in the timeline) and forgets it. A worker killed with SIGKILL loses
 nothing it recorded: its approval requests stay answerable, its shells stay in the store.
 """
@@ -10,8 +12,8 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
+from toolshell.store.dialect import now_query
 from toolshell.store.protocol import StateStore
 
 MIGRATIONS = [
@@ -42,8 +44,16 @@ class Workers:
         self.store = store
         self.heartbeat_seconds = heartbeat_seconds
 
+    def now(self) -> float:
+        """The store's clock, in Unix seconds: the one every worker's beats are written and judged by."""
+        return float(self.store.query(now_query(self.store.engine))[0]["now"])
+
+    def cutoff(self) -> float:
+        """The store time a beat must be newer than for its worker to count as alive."""
+        return self.now() - MISSED_BEATS * self.heartbeat_seconds
+
     def register(self, worker: str) -> None:
-        now = time.time()
+        now = self.now()
         self.store.execute(
             "INSERT INTO workers (id, host, pid, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
@@ -51,22 +61,22 @@ class Workers:
         )
 
     def beat(self, worker: str) -> None:
-        done = self.store.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (time.time(), worker))
+        done = self.store.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (self.now(), worker))
         if done.rowcount == 0:  # taken for dead and forgotten (a long pause): register again
             self.register(worker)
 
     def dead(self) -> list[str]:
         """The workers silent for `MISSED_BEATS` beats."""
-        cutoff = time.time() - MISSED_BEATS * self.heartbeat_seconds
+        cutoff = self.cutoff()
         return [str(r["id"]) for r in self.store.query("SELECT id FROM workers WHERE heartbeat_at < ?", (cutoff,))]
 
     def alive(self, worker: str) -> bool:
         rows = self.store.query("SELECT heartbeat_at FROM workers WHERE id = ?", (worker,))
-        return bool(rows) and rows[0]["heartbeat_at"] >= time.time() - MISSED_BEATS * self.heartbeat_seconds
+        return bool(rows) and rows[0]["heartbeat_at"] >= self.cutoff()
 
     def listed(self) -> list[dict[str, object]]:
         """Every registered worker: id, host, pid, started_at, heartbeat_at and whether it is alive."""
-        cutoff = time.time() - MISSED_BEATS * self.heartbeat_seconds
+        cutoff = self.cutoff()
         rows = self.store.query("SELECT id, host, pid, started_at, heartbeat_at FROM workers ORDER BY started_at")
         return [{**dict(r), "alive": r["heartbeat_at"] >= cutoff} for r in rows]
 

@@ -33,6 +33,7 @@ from opentelemetry.sdk.resources import Resource
 
 from toolshell.config.models import TelemetryConfig
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.store.dialect import now_query
 from toolshell.store.protocol import StateStore
 
 logger = logging.getLogger(__name__)
@@ -205,8 +206,9 @@ class Metrics:
         return observe
 
     def _workers(self, options: CallbackOptions) -> Iterable[Observation]:
-        cutoff = time.time() - 3 * self._heartbeat_seconds
-        return self._count("SELECT COUNT(*) AS n FROM workers WHERE heartbeat_at >= ?", (cutoff,))
+        now = f"(SELECT now FROM ({now_query(self._store.engine)}) AS clock)"  # beats are in the store's time
+        sql = f"SELECT COUNT(*) AS n FROM workers WHERE heartbeat_at >= {now} - ?"
+        return self._count(sql, (3 * self._heartbeat_seconds,))
 
     def _count(self, sql: str, params: tuple[Any, ...]) -> list[Observation]:
         try:

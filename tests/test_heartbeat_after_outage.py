@@ -1,0 +1,61 @@
+"""A live worker's runs are not ended as lost by mistake: back from a store outage longer than
+three beats it beats before it judges claims (`frontends.heartbeat`), and beats are judged by the
+store's clock, so a process whose clock runs ahead does not take it for dead (`store.workers`)."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+import pytest
+
+from _store_support import ENGINES, postgres_server, store_url
+from toolshell.config import load_text
+from toolshell.frontends.heartbeat import keep_alive
+from toolshell.host import Host
+from toolshell.scripts.claims import TriggerClaims
+from toolshell.store.engines import open_store
+from toolshell.store.workers import MISSED_BEATS, Workers
+
+__all__ = ["postgres_server", "store_url"]  # fixtures, imported for pytest
+
+
+@pytest.mark.anyio
+async def test_a_worker_back_from_a_long_outage_keeps_its_own_running_claim(tmp_path: Path) -> None:
+    async with Host.open(load_text("", env={}), state_dir=tmp_path) as host:
+        workers = Workers(host.store, heartbeat_seconds=1.0)
+        workers.register(host.worker_id)
+        claims = TriggerClaims(host.store, workers=workers, worker=host.worker_id)
+        assert claims.claim_key("deploy", "key-1", "digest") is None  # this process runs it
+        stale = time.time() - 10 * MISSED_BEATS  # no beat got through for ten beats' time
+        host.store.execute("UPDATE workers SET heartbeat_at = ? WHERE id = ?", (stale, host.worker_id))
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_alive, workers, host, claims)
+            with anyio.fail_after(60):  # generous: a busy machine is slow
+                while not workers.alive(host.worker_id):  # noqa: ASYNC110  (the store holds it: nothing to wait on)
+                    await anyio.sleep(0.2)
+            tg.cancel_scope.cancel()
+        (row,) = host.store.query("SELECT ended_by, finished_at FROM trigger_claims WHERE slot = ?", ("key-1",))
+        assert (row["ended_by"], row["finished_at"]) == (None, None)
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_a_process_whose_clock_runs_ahead_does_not_take_a_live_worker_for_lost(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(store_url)
+    try:
+        running = Workers(store, heartbeat_seconds=1.0)
+        running.register("worker-a")
+        TriggerClaims(store, workers=running, worker="worker-a").claim_slot(
+            "nightly", datetime(2026, 12, 1, tzinfo=UTC)
+        )
+        ahead = time.time() + 100 * MISSED_BEATS  # this process's clock, far ahead of the store's
+        monkeypatch.setattr(time, "time", lambda: ahead)
+        judge = TriggerClaims(store, "host-b:2", workers=Workers(store, heartbeat_seconds=1.0))
+        assert judge.end_lost() == 0
+        assert judge.workers is not None and judge.workers.dead() == []
+    finally:
+        store.close()
