@@ -46,6 +46,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("timeline/events.py", "_SECRET_KEY"): "the keys of the input a script sends to a tool",
     ("host.py", "project_id"): "the user's own .git/config",
     ("redact.py", "_SECRET_PART"): "the names of the config's variables and headers (and of `config import`'s file)",
+    ("config/loading.py", "_FLAG"): "the `args` the user's own config writes (a flag's name, to find secret flags)",
     ("redact.py", "_WORD_BREAK"): "the names of the config's variables and headers (and of `config import`'s file)",
     ("config/lift.py", "_SCHEME"): "header values of the user's own agent-host file, read by `config import`",
     ("config/lift.py", "_NOT_NAME"): "server names of the user's own agent-host file, read by `config import`",
