@@ -3,16 +3,16 @@ and other hosts' `mcpServers` JSON, and the small grammars config values use (na
 cron schedules).
 
 Modules: `models` (pydantic models and the checks that need only the config), `loading` (TOML and
-JSON, `${VAR}` expansion, lookup order), `names`, `patterns`, `cron`, `triggers`.
+JSON, lookup order), `expansion` (`${VAR}` and which values are secrets), `names`, `patterns`, `cron`, `triggers`.
 """
 
 from __future__ import annotations
 
+from toolshell.config.expansion import expand_vars, referenced_vars
 from toolshell.config.loading import (
     Source,
     config_in_use,
     config_source,
-    expand_vars,
     find_config_path,
     import_mcp_json,
     load,
@@ -20,7 +20,6 @@ from toolshell.config.loading import (
     load_source,
     load_text,
     parse_config,
-    referenced_vars,
     state_dir,
     state_location,
     to_toml,
