@@ -345,9 +345,11 @@ class TelemetryConfig(_Model):
     metrics: bool = True
     """Export metrics over OTLP/HTTP too whenever traces are exported (`OTEL_METRICS_EXPORTER=none` turns it off)."""
     prometheus_port: int | None = Field(default=None, ge=0, le=65535)
-    """`toolshell serve` answers Prometheus scrapes on `GET /metrics` at this port (0: any free one); no token."""
+    """`toolshell serve` answers Prometheus scrapes on `GET /metrics` at this port (0: any free one)."""
     prometheus_host: str = "127.0.0.1"
     """The address of the Prometheus listener; a pod's scrape needs `0.0.0.0` (keep the port off the Service)."""
+    prometheus_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The variable holding the scrape token: set, `/metrics` answers only `Authorization: Bearer <token>`."""
 
 
 class CliConfig(_Model):

@@ -345,7 +345,8 @@ async def serve(
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible, notifier=notifier)
         if h.metrics is not None and config.telemetry.prometheus_port is not None:  # metrics: the scrape port
-            scrape = h.metrics.serve_prometheus(config.telemetry.prometheus_host, config.telemetry.prometheus_port)
+            t = config.telemetry
+            scrape = h.metrics.serve_prometheus(t.prometheus_host, t.prometheus_port, t.prometheus_token_env)
             print(f"toolshell: Prometheus metrics on {scrape}", file=sys.stderr, flush=True)
         async with registered(h, config.serve.heartbeat_seconds):
             if http:
