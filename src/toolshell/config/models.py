@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from toolshell.config.base import _YEAR, _Model
 from toolshell.config.names import SERVER_NAME_RE
+from toolshell.config.operator import AuditConfig
 from toolshell.config.patterns import parse_pattern
 from toolshell.config.serve import ServeConfig
 from toolshell.config.triggers import TriggerConfig
@@ -137,6 +138,8 @@ class ServerConfig(_Model):
     """Calls in flight to this server at once, from every session together; more wait their turn."""
     max_tools: int = Field(default=10_000, ge=1, le=1_000_000)
     """The most tools kept from this server's listing; the rest (and the pages after them) are dropped, with a note."""
+    audit: bool = True
+    """False: its nested calls stay out of the `[audit]` trail (a noisy read-only server)."""
     _folder: Path | None = PrivateAttr(default=None)
 
     @property
@@ -380,6 +383,7 @@ class Config(_Model):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     cli: CliConfig = Field(default_factory=CliConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)
