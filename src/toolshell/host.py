@@ -26,7 +26,6 @@ import anyio.abc
 import mcp_types as types
 
 from toolshell import config as config_mod
-from toolshell.audit import audit_for
 from toolshell.builtin import as_factory, resolve_builtin
 from toolshell.builtin.web_fetch import create as create_web_fetch
 from toolshell.calls.approval import ApprovalGate
@@ -60,6 +59,7 @@ from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
 from toolshell.telemetry import metrics_for, telemetry_for
+from toolshell.timeline.audit import audit_for
 from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink
 
 logger = logging.getLogger(__name__)

@@ -52,9 +52,9 @@ from toolshell.timeline.sinks import EventSink, ObservedSink
 from toolshell.utf8 import not_utf8
 
 if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is on
-    from toolshell.audit import AuditLog
     from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import Telemetry
+    from toolshell.timeline.audit import AuditLog
 
 INTERRUPTED = 130
 """The exit code a shell call's row ends with when its caller cancels it (as a shell's after SIGINT)."""

@@ -26,9 +26,9 @@ from toolshell.timeline.events import NestedCall, Outcome, ShellCall, cut, outco
 from toolshell.timeline.sinks import EventSink
 
 if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is on
-    from toolshell.audit import AuditLog
     from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import ShellTrace, Telemetry
+    from toolshell.timeline.audit import AuditLog
 
 COMMAND_LIMIT = 120
 """The longest command a timeline row names for a call that named no tool (the words are the script's)."""
