@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import anyio
+
 from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall
@@ -119,6 +121,8 @@ class Pipeline:
             raise ToolshellError(ErrorCode.DENIED, risk.message or f"{prepared.entry.command} is blocked by policy")
         if risk.level == NEEDS_APPROVAL:
             await self.gate.hold(prepared, risk)
+        if self.policy.limits.nested_rules:  # counted when it is about to be sent: a denied call is not
+            await self._admit(prepared)
         try:
             result = await self._send_handling_guards(prepared)
         except ToolshellError as err:
@@ -127,6 +131,15 @@ class Pipeline:
                 raise
             raise _InFlight(err, risk) from None
         return Sent(prepared, risk, result)
+
+    async def _admit(self, prepared: PreparedCall) -> None:
+        """Raise `rate_limited` when a `[[limits]]` rule for nested calls refuses this one."""
+        limits, caller = self.policy.limits, self.ledger.caller
+        refused = await anyio.to_thread.run_sync(limits.admit_nested_call, caller, prepared.entry)
+        if refused is not None:
+            raise ToolshellError(
+                ErrorCode.RATE_LIMITED, refused.message, retryable=True, retry_after_seconds=refused.retry_after_seconds
+            )
 
     async def _send_handling_guards(self, prepared: PreparedCall) -> Any:
         result = await self._send_single(prepared)

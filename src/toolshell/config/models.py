@@ -15,7 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from toolshell.config.base import _YEAR, _Model
 from toolshell.config.names import SERVER_NAME_RE
-from toolshell.config.operator import AuditConfig
+from toolshell.config.operator import AuditConfig, LimitRule, QuotaRule
 from toolshell.config.patterns import parse_pattern
 from toolshell.config.serve import ServeConfig
 from toolshell.config.triggers import TriggerConfig
@@ -384,6 +384,8 @@ class Config(_Model):
     state: StateConfig = Field(default_factory=StateConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     audit: AuditConfig = Field(default_factory=AuditConfig)
+    limits: list[LimitRule] = Field(default_factory=list)
+    quotas: list[QuotaRule] = Field(default_factory=list)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     cli: CliConfig = Field(default_factory=CliConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)

@@ -17,6 +17,7 @@ from typing import Any
 from toolshell.config import Config
 from toolshell.policy.approvals import Approvals
 from toolshell.policy.guardrails import Guardrails
+from toolshell.policy.limits import Limits
 from toolshell.policy.rating import Rater, Ratings, make_rater, read_action
 from toolshell.policy.risk import (
     BLOCKED,
@@ -55,6 +56,8 @@ class Policy:
             rater = make_rater(config.approval)
         enabled = config.tools_in_shell.rate_unlabeled_tools
         self.ratings: Ratings | None = Ratings(store, rater, enabled=enabled) if rater is not None else None
+        self.limits = Limits(store, config.limits, config.quotas)
+        """`[[limits]]` and `[[quotas]]`, held in the store for the whole fleet."""
 
     async def rating(self, entry: ToolEntry) -> str | None:
         """The tool's rating (None for a labeled tool or when ratings are off)."""

@@ -43,6 +43,7 @@ from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, Re
 from toolshell.frontends.serve.forwarded import ForwardedHeaders
 from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.serve.hosts import host_checks
+from toolshell.frontends.serve.limited import limited
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.resume import resume_info, shell_gone
@@ -403,7 +404,10 @@ async def _serve_http(
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
     )
-    mcp_app = drain.guard(gate.wrap(StreamableHTTPASGIApp(manager)))
+    mcp: Any = StreamableHTTPASGIApp(manager)
+    if ui is not None:  # `[[limits]]` / `[[quotas]]`: 429 at the transport (the caller is known inside the gate)
+        mcp = limited(mcp, ui.policy.limits)
+    mcp_app = drain.guard(gate.wrap(mcp))
     routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
     page = ""
     if ui is not None:
