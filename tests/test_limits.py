@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from _github_server import make_github
@@ -17,6 +18,7 @@ from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (f
 from toolshell.config import Config
 from toolshell.config.operator import LimitRule, QuotaRule
 from toolshell.errors import ConfigError
+from toolshell.frontends.web import web_app
 from toolshell.host import Host
 from toolshell.policy.limits import Limits
 from toolshell.registry.entry import ToolEntry
@@ -148,3 +150,16 @@ done
     refused = json.loads(lines[2])
     assert refused["code"] == "rate_limited" and refused["retryable"] is True
     assert 1 <= refused["retry_after_seconds"] <= 60
+
+
+@pytest.mark.anyio
+async def test_the_page_shows_each_callers_quota_use_of_the_day(tmp_path: Path) -> None:
+    config = Config.model_validate({"quotas": [{"calls_per_day": 100}]})
+    async with Host.open(config, state_dir=tmp_path) as host:
+        host.policy.limits.count_result("ann", 120)
+        host.policy.limits.count_result("ann", 30)
+        transport = httpx2.ASGITransport(app=web_app(host, "page-token-for-the-limits-test-0123456789"))
+        async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8766") as client:
+            headers = {"Authorization": "Bearer page-token-for-the-limits-test-0123456789"}
+            page = (await client.get("/api/stats", headers=headers)).json()
+    assert page["quotas"] == [{"caller": "ann", "calls": 2, "result_bytes": 150}]

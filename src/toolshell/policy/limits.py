@@ -171,6 +171,15 @@ class Limits:
         return None
 
 
+def render_usage(usage: list[dict[str, int | str]]) -> str:
+    """Today's quota use per caller, as `toolshell stats` prints it under its table."""
+    lines = ["", "Daily quotas (today, UTC): calls and bytes of results per caller"]
+    lines += [f"  {row['caller']:<32} {row['calls']:>8} calls {row['result_bytes']:>12} bytes" for row in usage]
+    if not usage:
+        lines.append("  (no calls counted today)")
+    return "\n".join(lines) + "\n"
+
+
 def _today() -> str:
     return datetime.now(UTC).date().isoformat()
 
@@ -181,4 +190,4 @@ def _seconds_to_midnight() -> float:
     return (midnight - now).total_seconds()
 
 
-__all__ = ["STEPS", "Limits", "Refused"]
+__all__ = ["STEPS", "Limits", "Refused", "render_usage"]
