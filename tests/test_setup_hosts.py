@@ -23,7 +23,7 @@ from mcp import Client, StdioServerParameters
 from _ci_support import skip_or_fail
 from toolshell.frontends.cli import main
 from toolshell.frontends.hosts import HOSTS
-from toolshell.frontends.hosts.files import BACKUP_SUFFIX
+from toolshell.frontends.hosts.writing import BACKUP_SUFFIX
 from toolshell.frontends.hosts.launch import launch
 
 HOST_BIN = Path(__file__).parent / "hosts" / "node_modules" / ".bin"
@@ -164,16 +164,22 @@ def test_a_file_that_does_not_parse_is_refused_and_left_as_it_was(host: str, tex
     assert path.read_text() == text and not Path(str(path) + BACKUP_SUFFIX).exists()
 
 
-def test_a_symlinked_file_is_written_through_the_link_with_its_mode(home: Path, tmp_path: Path) -> None:
+def test_a_symlinked_file_is_refused_until_named_then_written_through_the_link_with_its_mode(
+    home: Path, tmp_path: Path
+) -> None:
     real = tmp_path / "dotfiles" / "claude.json"
     real.parent.mkdir()
     real.write_text('{"numStartups": 3}')
     real.chmod(0o600)
     (home / ".claude.json").symlink_to(real)
-    assert setup("claude-code").exit_code == 0
+    refused = setup("claude-code")
+    assert refused.exit_code == 1 and f"run this again with --follow-link {real}" in refused.output
+    assert real.read_text() == '{"numStartups": 3}'
+    assert setup("claude-code", "--follow-link", str(real)).exit_code == 0
     assert (home / ".claude.json").is_symlink()
     assert list(json.loads(real.read_text())) == ["numStartups", "mcpServers"]
     assert real.stat().st_mode & 0o777 == 0o600
+    assert Path(str(real) + BACKUP_SUFFIX).read_text() == '{"numStartups": 3}'
 
 
 def test_the_config_in_use_is_named_and_a_configured_state_dir_is_left_to_it(home: Path, tmp_path: Path) -> None:
