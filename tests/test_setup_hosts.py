@@ -23,8 +23,8 @@ from mcp import Client, StdioServerParameters
 from _ci_support import skip_or_fail
 from toolshell.frontends.cli import main
 from toolshell.frontends.hosts import HOSTS
-from toolshell.frontends.hosts.writing import BACKUP_SUFFIX
 from toolshell.frontends.hosts.launch import launch
+from toolshell.frontends.hosts.writing import BACKUP_SUFFIX
 
 HOST_BIN = Path(__file__).parent / "hosts" / "node_modules" / ".bin"
 

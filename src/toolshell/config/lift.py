@@ -4,16 +4,19 @@ Host files (`mcpServers` JSON, Codex TOML) often hold a bearer token or an API k
 `toolshell.toml` is meant to be read, shared and checked in, so `config import` and `setup --move`
 write `${VAR}` in its place and name the variable to set; the value itself is never printed.
 
-What is lifted is what the masking rule (`config.expansion`) calls a secret, plus every
-credential shape `secrets_scan` knows, wherever it stands:
-- every header value (an `Authorization` header keeps its scheme: `Bearer ${GITHUB_TOKEN}`);
-- an `env` value whose name is a secret name;
+What is lifted is what the masking rule (`config.expansion`) would mask once written as a
+variable, and every credential shape `secrets_scan` knows, wherever it stands:
+- an `Authorization` header's credentials (its scheme stays: `Bearer ${GITHUB_TOKEN}`), and a
+  header or `env` value whose name is a secret name;
 - in `args`, the value a secret-named flag takes (`--token=X`, `--api-key X`);
-- a URL's password and each of its query values, in `url`, `args` and `env`;
+- a URL's password, and a query value whose name is a secret name (`?api_key=`), in `url`,
+  `args` and `env`;
 - an AWS key, a GitHub, Slack or OpenAI token, a JWT, a private key (and the other shapes of
-  detect-secrets) in `command`, `args`, `env`, `cwd` and `url`.
-(`*_env` settings name variables; they hold no value to lift.) Each variable's name is a secret
-name (`SLACK` becomes `${SLACK_TOKEN}`), so the value is masked wherever the config puts it.
+  detect-secrets) in `command`, `args`, `env`, `cwd`, `url` and `headers`.
+Other values stay literal: once a variable, a plain header or query value (`eu`, `application/json`)
+would be masked in every output. `*_env` settings name variables and hold no value to lift. A
+lifted variable's name is a secret name (`SLACK` becomes `${SLACK_TOKEN}`), so its value is masked
+wherever the config puts it.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ class _Lifter:
 
     def whole(self, value: str, base: str, place: str) -> str:
         """`value` is a secret: all of it (an `Authorization` credential: all but its scheme)."""
-        scheme = _SCHEME.match(value) if place.lower().endswith("authorization") else None
+        last = place.rpartition(".")[2].lower()
+        scheme = _SCHEME.match(value) if last in ("authorization", "proxy-authorization") else None
         if scheme:
             return f"{scheme.group(1)} {self.variable(f'{self.server}_TOKEN', scheme.group(2), place)}"
         return self.variable(base, value, place)
@@ -109,7 +113,7 @@ class _Lifter:
         pairs = []
         for pair in url[begin + 1 : stop].split("&"):
             key, equals, value = pair.partition("=")
-            if equals and value and "${" not in value:
+            if equals and value and "${" not in value and secret_name(key):
                 pair = f"{key}={self.variable(f'{self.server}_{key}', value, place)}"
             pairs.append(pair)
         return url[: begin + 1] + "&".join(pairs) + url[stop:]
@@ -140,9 +144,9 @@ def _lift_table(lifter: _Lifter, field: str, values: dict[str, Any], label: str)
         if not isinstance(value, str) or not value.strip():
             continue
         place = f"{label}.{key}"
-        if "${" not in value and (field == "headers" or secret_name(key)):
-            base = key if field == "env" else f"{lifter.server}_{key}"
-            values[key] = lifter.whole(value, base, place)
+        authorization = field == "headers" and key.lower() in ("authorization", "proxy-authorization")
+        if "${" not in value and (authorization or secret_name(key)):
+            values[key] = lifter.whole(value, key if field == "env" else f"{lifter.server}_TOKEN", place)
         else:
             values[key] = lifter.parts(value, place, env_name=key if field == "env" else None)
 
