@@ -285,3 +285,43 @@ def test_gemini_cli_connects_to_the_server_setup_wrote(home: Path) -> None:
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(Path.cwd()): "TRUST_FOLDER"}))
     listed = _run_host(exe, "mcp", "list", home=home)
     assert "toolshell: " in listed and "- Connected" in listed, listed
+
+
+# Gemini CLI's folder trust (issue 30, item 12): `setup gemini` says whether Gemini CLI will start
+# the server in this folder, judged as Gemini CLI judges it, and how to trust one.
+TRUST_CASES = {
+    "no rule": lambda cwd: {},
+    "the folder trusted": lambda cwd: {str(cwd): "TRUST_FOLDER"},
+    "a child's parent trusted": lambda cwd: {str(cwd / "sub"): "TRUST_PARENT"},
+    "distrusted under a trusted parent": lambda cwd: {str(cwd.parent): "TRUST_FOLDER", str(cwd): "DO_NOT_TRUST"},
+    "another folder trusted": lambda cwd: {str(cwd.parent / "other"): "TRUST_FOLDER"},
+}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("case", list(TRUST_CASES))
+def test_setup_gemini_says_whether_gemini_cli_will_start_it_here_as_gemini_cli_itself_judges(
+    case: str, home: Path
+) -> None:
+    exe = _host_cli("gemini")
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps(TRUST_CASES[case](Path.cwd())))
+    result = setup("gemini")
+    assert result.exit_code == 0
+    listed = _run_host(exe, "mcp", "list", home=home)
+    assert "toolshell: " in listed, listed
+    if "does not trust" in result.output:
+        assert f"Gemini CLI does not trust {Path.cwd()} yet, so it will not start the server there." in result.output
+        assert "disabled because this folder is untrusted" in listed and "- Disabled" in listed
+    else:
+        assert f"Gemini CLI trusts {Path.cwd()}, so it starts the server there." in result.output
+        # started (whether it connects in time on a loaded machine is the test above's)
+        assert "untrusted" not in listed and "- Disabled" not in listed, listed
+    assert "/permissions trust" in result.output and "Trust folder" in result.output
+
+
+def test_setup_gemini_with_folder_trust_turned_off_says_it_starts_everywhere(home: Path) -> None:
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text('{"security": {"folderTrust": {"enabled": false}}}')
+    result = setup("gemini")
+    assert result.exit_code == 0 and "folder trust is off" in result.output
