@@ -23,8 +23,8 @@ from mcp import Client, StdioServerParameters
 from _ci_support import skip_or_fail
 from toolshell.frontends.cli import main
 from toolshell.frontends.hosts import HOSTS
-from toolshell.frontends.hosts.files import BACKUP_SUFFIX
 from toolshell.frontends.hosts.launch import launch
+from toolshell.frontends.hosts.writing import BACKUP_SUFFIX
 
 HOST_BIN = Path(__file__).parent / "hosts" / "node_modules" / ".bin"
 
@@ -164,16 +164,22 @@ def test_a_file_that_does_not_parse_is_refused_and_left_as_it_was(host: str, tex
     assert path.read_text() == text and not Path(str(path) + BACKUP_SUFFIX).exists()
 
 
-def test_a_symlinked_file_is_written_through_the_link_with_its_mode(home: Path, tmp_path: Path) -> None:
+def test_a_symlinked_file_is_refused_until_named_then_written_through_the_link_with_its_mode(
+    home: Path, tmp_path: Path
+) -> None:
     real = tmp_path / "dotfiles" / "claude.json"
     real.parent.mkdir()
     real.write_text('{"numStartups": 3}')
     real.chmod(0o600)
     (home / ".claude.json").symlink_to(real)
-    assert setup("claude-code").exit_code == 0
+    refused = setup("claude-code")
+    assert refused.exit_code == 1 and f"run this again with --follow-link {real}" in refused.output
+    assert real.read_text() == '{"numStartups": 3}'
+    assert setup("claude-code", "--follow-link", str(real)).exit_code == 0
     assert (home / ".claude.json").is_symlink()
     assert list(json.loads(real.read_text())) == ["numStartups", "mcpServers"]
     assert real.stat().st_mode & 0o777 == 0o600
+    assert Path(str(real) + BACKUP_SUFFIX).read_text() == '{"numStartups": 3}'
 
 
 def test_the_config_in_use_is_named_and_a_configured_state_dir_is_left_to_it(home: Path, tmp_path: Path) -> None:
@@ -279,3 +285,43 @@ def test_gemini_cli_connects_to_the_server_setup_wrote(home: Path) -> None:
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(Path.cwd()): "TRUST_FOLDER"}))
     listed = _run_host(exe, "mcp", "list", home=home)
     assert "toolshell: " in listed and "- Connected" in listed, listed
+
+
+# Gemini CLI's folder trust (issue 30, item 12): `setup gemini` says whether Gemini CLI will start
+# the server in this folder, judged as Gemini CLI judges it, and how to trust one.
+TRUST_CASES = {
+    "no rule": lambda cwd: {},
+    "the folder trusted": lambda cwd: {str(cwd): "TRUST_FOLDER"},
+    "a child's parent trusted": lambda cwd: {str(cwd / "sub"): "TRUST_PARENT"},
+    "distrusted under a trusted parent": lambda cwd: {str(cwd.parent): "TRUST_FOLDER", str(cwd): "DO_NOT_TRUST"},
+    "another folder trusted": lambda cwd: {str(cwd.parent / "other"): "TRUST_FOLDER"},
+}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("case", list(TRUST_CASES))
+def test_setup_gemini_says_whether_gemini_cli_will_start_it_here_as_gemini_cli_itself_judges(
+    case: str, home: Path
+) -> None:
+    exe = _host_cli("gemini")
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps(TRUST_CASES[case](Path.cwd())))
+    result = setup("gemini")
+    assert result.exit_code == 0
+    listed = _run_host(exe, "mcp", "list", home=home)
+    assert "toolshell: " in listed, listed
+    if "does not trust" in result.output:
+        assert f"Gemini CLI does not trust {Path.cwd()} yet, so it will not start the server there." in result.output
+        assert "disabled because this folder is untrusted" in listed and "- Disabled" in listed
+    else:
+        assert f"Gemini CLI trusts {Path.cwd()}, so it starts the server there." in result.output
+        # started (whether it connects in time on a loaded machine is the test above's)
+        assert "untrusted" not in listed and "- Disabled" not in listed, listed
+    assert "/permissions trust" in result.output and "Trust folder" in result.output
+
+
+def test_setup_gemini_with_folder_trust_turned_off_says_it_starts_everywhere(home: Path) -> None:
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text('{"security": {"folderTrust": {"enabled": false}}}')
+    result = setup("gemini")
+    assert result.exit_code == 0 and "folder trust is off" in result.output
