@@ -17,6 +17,7 @@ from toolshell.calls.prepare import PreparedCall
 from toolshell.command.inputs import given_input
 from toolshell.command.render import structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.policy.credentials import mask_credentials
 from toolshell.policy.report import ScriptReport
 from toolshell.policy.risk import READ_ONLY
 from toolshell.redact import Redactor
@@ -240,7 +241,7 @@ class Ledger:
         """Write the timeline row of a call; its duration in ms."""
         ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
         self._rows += 1
-        shown = preview(arguments)
+        shown = mask_credentials(preview(arguments))  # the timeline keeps a marker, never a credential
         if self.redact:  # no secrets configured: nothing to mask
             command, shown = self.redact(command), self.redact(shown)
         self.sink.emit(

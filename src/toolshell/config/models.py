@@ -15,7 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from toolshell.config.base import _YEAR, _Model
 from toolshell.config.names import SERVER_NAME_RE
-from toolshell.config.operator import AuditConfig, LimitRule, QuotaRule
+from toolshell.config.operator import AuditConfig, LimitRule, QuotaRule, ScanConfig
 from toolshell.config.patterns import parse_pattern
 from toolshell.config.serve import ServeConfig
 from toolshell.config.triggers import TriggerConfig
@@ -140,6 +140,8 @@ class ServerConfig(_Model):
     """The most tools kept from this server's listing; the rest (and the pages after them) are dropped, with a note."""
     audit: bool = True
     """False: its nested calls stay out of the `[audit]` trail (a noisy read-only server)."""
+    scan_results: bool = True
+    """Mask credential shapes (cloud keys, tokens, JWTs, private keys) in its results (`[scan]`)."""
     _folder: Path | None = PrivateAttr(default=None)
 
     @property
@@ -386,6 +388,7 @@ class Config(_Model):
     audit: AuditConfig = Field(default_factory=AuditConfig)
     limits: list[LimitRule] = Field(default_factory=list)
     quotas: list[QuotaRule] = Field(default_factory=list)
+    scan: ScanConfig = Field(default_factory=ScanConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     cli: CliConfig = Field(default_factory=CliConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)

@@ -87,6 +87,29 @@ class QuotaRule(_Model):
         return self
 
 
+class ScanConfig(_Model):
+    """Credential shapes in tool traffic (`toolshell.secrets_scan`: detect-secrets' patterns on RE2).
+
+    Results are masked per server (`scan_results`, on by default). An input holding a credential is
+    refused (`denied`) when it would leave the machine: a tool that does not declare
+    `openWorldHint: false` (MCP's default is open-world), a tool of an untrusted server, or any tool
+    of a remote (`http`) server; `allow_inputs` names the tools that may receive one.
+    """
+
+    inputs: bool = True
+    allow_inputs: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_inputs")
+    @classmethod
+    def _patterns(cls, v: list[str]) -> list[str]:
+        for pattern in v:
+            try:
+                parse_pattern(pattern)
+            except ConfigError as e:
+                raise ValueError(e.problems[0][1]) from None
+        return v
+
+
 def caller_matches(pattern: str, caller: str | None) -> bool:
     """`*` matches every caller (the local user too); a trailing `*` a prefix; else the exact id."""
     if pattern == "*":
@@ -98,4 +121,4 @@ def caller_matches(pattern: str, caller: str | None) -> bool:
     return re.fullmatch(re.escape(pattern), caller) is not None
 
 
-__all__ = ["AuditConfig", "LimitRule", "QuotaRule", "caller_matches"]
+__all__ = ["AuditConfig", "LimitRule", "QuotaRule", "ScanConfig", "caller_matches"]
