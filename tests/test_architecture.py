@@ -19,6 +19,7 @@ LAYERS: list[list[str]] = [
         "toolshell.shipped",
         "toolshell.result",
         "toolshell.redact",
+        "toolshell.secrets_scan",
         "toolshell.safe_text",
         "toolshell.utf8",
         "toolshell.places",

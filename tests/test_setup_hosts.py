@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tomllib
+from importlib.metadata import Distribution
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,8 @@ from mcp import Client, StdioServerParameters
 from _ci_support import skip_or_fail
 from toolshell.frontends.cli import main
 from toolshell.frontends.hosts import HOSTS
-from toolshell.frontends.hosts.files import BACKUP_SUFFIX
 from toolshell.frontends.hosts.launch import launch
+from toolshell.frontends.hosts.writing import BACKUP_SUFFIX
 
 HOST_BIN = Path(__file__).parent / "hosts" / "node_modules" / ".bin"
 
@@ -164,16 +165,22 @@ def test_a_file_that_does_not_parse_is_refused_and_left_as_it_was(host: str, tex
     assert path.read_text() == text and not Path(str(path) + BACKUP_SUFFIX).exists()
 
 
-def test_a_symlinked_file_is_written_through_the_link_with_its_mode(home: Path, tmp_path: Path) -> None:
+def test_a_symlinked_file_is_refused_until_named_then_written_through_the_link_with_its_mode(
+    home: Path, tmp_path: Path
+) -> None:
     real = tmp_path / "dotfiles" / "claude.json"
     real.parent.mkdir()
     real.write_text('{"numStartups": 3}')
     real.chmod(0o600)
     (home / ".claude.json").symlink_to(real)
-    assert setup("claude-code").exit_code == 0
+    refused = setup("claude-code")
+    assert refused.exit_code == 1 and f"run this again with --follow-link {real}" in refused.output
+    assert real.read_text() == '{"numStartups": 3}'
+    assert setup("claude-code", "--follow-link", str(real)).exit_code == 0
     assert (home / ".claude.json").is_symlink()
     assert list(json.loads(real.read_text())) == ["numStartups", "mcpServers"]
     assert real.stat().st_mode & 0o777 == 0o600
+    assert Path(str(real) + BACKUP_SUFFIX).read_text() == '{"numStartups": 3}'
 
 
 def test_the_config_in_use_is_named_and_a_configured_state_dir_is_left_to_it(home: Path, tmp_path: Path) -> None:
@@ -204,16 +211,49 @@ def test_a_server_name_a_host_could_misread_is_refused(name: str, home: Path) ->
     assert not (home / ".cursor").exists()
 
 
-def test_toolshell_run_from_uvs_cache_is_written_as_uvx(tmp_path: Path) -> None:
+def _uv_cache(tmp_path: Path, direct_url: dict[str, Any] | None) -> tuple[Path, Path, Distribution, Path]:
+    """toolshell as `uvx` leaves it in uv's cache: its prefix, a `uvx` on PATH, its distribution
+    (with `direct_url.json` when it came from a path or URL, as pip and uv write it), the cache."""
     cache = tmp_path / "cache" / "uv"
     prefix = cache / "archive-v0" / "abc"
-    prefix.mkdir(parents=True)
+    info = prefix / "lib" / "python3.11" / "site-packages" / "toolshell-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: toolshell\nVersion: 0.1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "uvx").write_text("#!/bin/sh\n")
     (bin_dir / "uvx").chmod(0o755)
-    found = launch(["serve"], prefix=str(prefix), env={"UV_CACHE_DIR": str(cache), "PATH": str(bin_dir)})
+    return prefix, bin_dir, Distribution.at(info), cache
+
+
+def test_toolshell_from_a_package_index_run_from_uvs_cache_is_written_as_uvx(tmp_path: Path) -> None:
+    prefix, bin_dir, dist, cache = _uv_cache(tmp_path, None)
+    found = launch(["serve"], prefix=str(prefix), env={"UV_CACHE_DIR": str(cache), "PATH": str(bin_dir)}, dist=dist)
     assert (found.command, found.args, found.installed) == (str(bin_dir / "uvx"), ["toolshell", "serve"], "uvx")
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "source"),
+    [
+        (
+            {"url": "file:///tmp/dist/toolshell-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "/tmp/dist/toolshell-0.1.0-py3-none-any.whl",
+        ),
+        ({"url": "file:///home/me/toolshell", "dir_info": {}}, "/home/me/toolshell"),
+        (
+            {"url": "https://example.org/toolshell.git", "vcs_info": {"vcs": "git", "commit_id": "3f9c0e1"}},
+            "git+https://example.org/toolshell.git@3f9c0e1",
+        ),
+    ],
+)
+def test_toolshell_run_by_uvx_from_a_wheel_or_checkout_is_written_as_uvx_from_it_since_no_release_is_published(
+    direct_url: dict[str, Any], source: str, tmp_path: Path
+) -> None:
+    prefix, bin_dir, dist, cache = _uv_cache(tmp_path, direct_url)
+    found = launch(["serve"], prefix=str(prefix), env={"UV_CACHE_DIR": str(cache), "PATH": str(bin_dir)}, dist=dist)
+    assert found.argv == [str(bin_dir / "uvx"), "--from", source, "toolshell", "serve"]
 
 
 def test_a_pipx_install_is_written_as_its_stable_link(tmp_path: Path) -> None:
@@ -279,3 +319,43 @@ def test_gemini_cli_connects_to_the_server_setup_wrote(home: Path) -> None:
     (home / ".gemini" / "trustedFolders.json").write_text(json.dumps({str(Path.cwd()): "TRUST_FOLDER"}))
     listed = _run_host(exe, "mcp", "list", home=home)
     assert "toolshell: " in listed and "- Connected" in listed, listed
+
+
+# Gemini CLI's folder trust (issue 30, item 12): `setup gemini` says whether Gemini CLI will start
+# the server in this folder, judged as Gemini CLI judges it, and how to trust one.
+TRUST_CASES = {
+    "no rule": lambda cwd: {},
+    "the folder trusted": lambda cwd: {str(cwd): "TRUST_FOLDER"},
+    "a child's parent trusted": lambda cwd: {str(cwd / "sub"): "TRUST_PARENT"},
+    "distrusted under a trusted parent": lambda cwd: {str(cwd.parent): "TRUST_FOLDER", str(cwd): "DO_NOT_TRUST"},
+    "another folder trusted": lambda cwd: {str(cwd.parent / "other"): "TRUST_FOLDER"},
+}
+
+
+@pytest.mark.real
+@pytest.mark.parametrize("case", list(TRUST_CASES))
+def test_setup_gemini_says_whether_gemini_cli_will_start_it_here_as_gemini_cli_itself_judges(
+    case: str, home: Path
+) -> None:
+    exe = _host_cli("gemini")
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "trustedFolders.json").write_text(json.dumps(TRUST_CASES[case](Path.cwd())))
+    result = setup("gemini")
+    assert result.exit_code == 0
+    listed = _run_host(exe, "mcp", "list", home=home)
+    assert "toolshell: " in listed, listed
+    if "does not trust" in result.output:
+        assert f"Gemini CLI does not trust {Path.cwd()} yet, so it will not start the server there." in result.output
+        assert "disabled because this folder is untrusted" in listed and "- Disabled" in listed
+    else:
+        assert f"Gemini CLI trusts {Path.cwd()}, so it starts the server there." in result.output
+        # started (whether it connects in time on a loaded machine is the test above's)
+        assert "untrusted" not in listed and "- Disabled" not in listed, listed
+    assert "/permissions trust" in result.output and "Trust folder" in result.output
+
+
+def test_setup_gemini_with_folder_trust_turned_off_says_it_starts_everywhere(home: Path) -> None:
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text('{"security": {"folderTrust": {"enabled": false}}}')
+    result = setup("gemini")
+    assert result.exit_code == 0 and "folder trust is off" in result.output

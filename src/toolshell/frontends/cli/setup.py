@@ -19,6 +19,8 @@ from toolshell.safe_text import escape
 if TYPE_CHECKING:
     from toolshell.frontends.hosts.files import HostFile
     from toolshell.frontends.hosts.launch import Launch
+    from toolshell.frontends.hosts.move import Move
+    from toolshell.frontends.hosts.writing import Writer
 
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -36,18 +38,36 @@ _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 @click.option("--name", default="toolshell", show_default=True, help="The server's name in the host's config.")
 @click.option("--move", is_flag=True, help="Also move the host's other MCP servers into toolshell.toml.")
 @click.option("--yes", is_flag=True, help="With --move: move without asking (what moves is still printed).")
+@click.option(
+    "--follow-link",
+    "follow",
+    multiple=True,
+    metavar="FILE",
+    help="Write through a symbolic link that points to FILE (a dotfile manager's); other links are refused.",
+)
 @config_opt
 @state_opt
 def setup(
-    host: str, scope: str, show: bool, name: str, move: bool, yes: bool, config_path: str | None, state_dir: str | None
+    host: str,
+    scope: str,
+    show: bool,
+    name: str,
+    move: bool,
+    yes: bool,
+    follow: tuple[str, ...],
+    config_path: str | None,
+    state_dir: str | None,
 ) -> None:
     """Add toolshell to HOST's MCP servers: claude-code, claude-desktop, codex, cursor, vscode, gemini, opencode.
 
     The entry runs `toolshell serve` by its absolute path (through `uvx` when toolshell runs from
     uv's cache), with the config and the state directory named. Other servers in the file are kept
-    as they were; the previous file is kept as <file>.toolshell.bak; running it again changes nothing.
+    as they were; the previous file is kept as <file>.toolshell.bak (.bak.1, … when one is there
+    already); running it again changes nothing. A file, backup or project folder that is a
+    symbolic link is refused unless --follow-link names the file it points to.
     """
     from toolshell.frontends.hosts import files  # lazy: tomlkit only for the command that edits files
+    from toolshell.frontends.hosts.writing import Writer  # lazy: CLI start-up
 
     fmt = HOSTS[host]
     if not _NAME.fullmatch(name):
@@ -62,19 +82,19 @@ def setup(
         click.echo(f"# {fmt.title}, {scope}: {path}", err=True)
         click.echo(_snippet(fmt, name, entry))
         return
-    hf = _read(files.read, path, fmt)
-    if move:
-        _move(hf, name, config, yes)
-        hf = _read(files.read, path, fmt)
+    writer = Writer(frozenset(Path(f).expanduser().resolve() for f in follow))
+    target = _guarded(lambda: writer.target(path, inside=Path.cwd() if scope == "project" else None))
+    hf = _read(files.read, target, fmt)
+    moved = _move(writer, hf, name, config, yes) if move else []
     was = "updated" if name in hf.servers() else "added"
-    text = _guarded(lambda: hf.with_entry(name, entry))
+    text = _guarded(lambda: hf.with_entry(name, entry, removing=moved))
     if text is None:
         click.echo(f"{path} runs toolshell already as {name!r}: {escape(shlex.join(launch.argv))}")
-        return
-    backup = guard(lambda: files.write(path, text))
-    kept = f" (the previous file: {backup})" if backup else ""
-    click.echo(f"{was} {name!r} in {path}{kept}: {escape(shlex.join(launch.argv))}")
-    if note := fmt.notes.get(scope):
+    else:
+        backup = _guarded(lambda: writer.write(target, text))
+        kept = f" (the previous file: {backup})" if backup else ""
+        click.echo(f"{was} {name!r} in {path}{kept}: {escape(shlex.join(launch.argv))}")
+    if note := _note(fmt, scope):
         click.echo(note)
 
 
@@ -125,27 +145,39 @@ def _guarded(fn: Any) -> Any:
         raise click.ClickException(escape(str(e))) from None
 
 
-def _move(hf: HostFile, own: str, target: Path | None, yes: bool) -> None:
-    from toolshell.frontends.hosts import files  # lazy: CLI start-up
-    from toolshell.frontends.hosts.move import plan_move  # lazy: CLI start-up
+def _move(writer: Writer, hf: HostFile, own: str, config: Path | None, yes: bool) -> list[str]:
+    """Write the host's other servers into the toolshell config; returns their names, for the
+    caller to take out of the host's file in its one write."""
+    from toolshell.frontends.hosts.move import plan_move, toml_mode  # lazy: CLI start-up
 
-    assert target is not None  # `_config_file` names one with --move
-    plan = _guarded(lambda: plan_move(hf, own, target))
+    assert config is not None  # `_config_file` names one with --move
+    target = _guarded(lambda: writer.target(config))
+    plan: Move = _guarded(lambda: plan_move(hf, own, target))
     for name in plan.kept:
-        click.echo(f"kept {name!r} in {hf.path}: {target} has a server of that name already", err=True)
+        click.echo(f"kept {name!r} in {hf.path}: {config} has a server of that name already", err=True)
     if not plan.moved:
         click.echo(f"no other servers to move from {hf.path}")
-        return
-    click.echo(f"moving to {target}: {', '.join(plan.moved)}")
+        return []
+    click.echo(f"moving to {config}: {', '.join(plan.moved)}")
     if not yes and not _confirmed(hf):
-        return
-    backup = guard(lambda: files.write(target, plan.text))
-    guard(lambda: files.write(hf.path, hf.without(plan.moved)))
-    click.echo(f"moved {len(plan.moved)} servers to {target}" + (f" (the previous file: {backup})" if backup else ""))
+        return []
+    mode = toml_mode(target, hf.path)
+    backup = _guarded(lambda: writer.write(target, plan.text, mode=mode))
+    click.echo(f"moved {len(plan.moved)} servers to {config}" + (f" (the previous file: {backup})" if backup else ""))
     for item in plan.lifted:
         click.echo(f"note: {item.place} held a secret; written as ${{{item.variable}}}: set {item.variable}")
-    if target.name == "toolshell.toml" and target.parent == Path.cwd():
-        click.echo(f"{target} changed: run `toolshell config trust` to use it again")
+    if config.name == "toolshell.toml" and config.parent == Path.cwd():
+        click.echo(f"{config} changed: run `toolshell config trust` to use it again")
+    return plan.moved
+
+
+def _note(fmt: HostFormat, scope: str) -> str | None:
+    """What to do next in the host for it to start the server."""
+    if fmt.name == "gemini":
+        from toolshell.frontends.hosts.gemini_trust import trust_note  # lazy: CLI start-up
+
+        return trust_note(Path.cwd(), Path.home(), os.environ, scope)
+    return fmt.notes.get(scope)
 
 
 def _confirmed(hf: HostFile) -> bool:

@@ -2,18 +2,14 @@
 
 JSON keeps its key order and its indentation (an entry replaced stays where it was, a new one goes
 last); TOML is edited with `tomlkit`, which keeps comments and formatting. A file that does not
-parse is refused, never rewritten. Each write keeps the previous file as `<name>.toolshell.bak`,
-goes through a temporary file and a rename, keeps the file's mode, and writes through a symlink
-(dotfile managers) rather than replacing it.
+parse is refused, never rewritten. Writing it is `writing.Writer`'s (backups, no links followed).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +19,6 @@ from tomlkit.exceptions import TOMLKitError
 
 from toolshell.frontends.hosts.formats import HostFormat
 
-BACKUP_SUFFIX = ".toolshell.bak"
 _INDENT = re.compile(r"\n([ \t]+)\S")
 
 
@@ -49,23 +44,20 @@ class HostFile:
             raise HostFileError(f"{self.path}: `{self.fmt.key}` is not an object of servers; fix it by hand first")
         return table
 
-    def with_entry(self, name: str, entry: dict[str, Any]) -> str | None:
-        """The file's text with `entry` under `name`; None when it holds that entry already."""
-        current = self.servers().get(name)
-        if _plain(current) == entry:
+    def with_entry(self, name: str, entry: dict[str, Any], *, removing: Sequence[str] = ()) -> str | None:
+        """The file's text with the servers `removing` taken out and `entry` under `name`; None
+        when that changes nothing."""
+        table = self.servers()
+        gone = [n for n in removing if n in table and n != name]
+        for n in gone:
+            table.pop(n)
+        if _plain(table.get(name)) == entry and not gone:
             return None
         if self.fmt.kind == "toml":
             return self._toml_with(name, entry)
         doc = self.doc if self.text is not None else {**self.fmt.starts_with, **self.doc}
         doc.setdefault(self.fmt.key, {})[name] = entry
         return self._dump(doc)
-
-    def without(self, names: list[str]) -> str:
-        """The file's text with these servers taken out."""
-        table = self.servers()
-        for name in names:
-            table.pop(name, None)
-        return tomlkit.dumps(self.doc) if self.fmt.kind == "toml" else self._dump(self.doc)
 
     def _toml_with(self, name: str, entry: dict[str, Any]) -> str:
         table = self.doc.get(self.fmt.key)
@@ -121,28 +113,3 @@ def _parse(path: Path, fmt: HostFormat, text: str) -> Any:
     if not isinstance(doc, dict):
         raise HostFileError(f"{path} does not hold a JSON object at the top; fix it by hand first; nothing was written")
     return doc
-
-
-def write(path: Path, text: str) -> Path | None:
-    """Write `text` to `path` atomically; returns the backup of the previous file (None: there was none)."""
-    target = path.resolve() if path.is_symlink() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    backup = None
-    if target.exists():
-        backup = target.with_name(target.name + BACKUP_SUFFIX)
-        shutil.copy2(target, backup)
-        mode = target.stat().st_mode & 0o777
-    else:
-        mask = os.umask(0)
-        os.umask(mask)
-        mode = 0o666 & ~mask
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(temp, mode)
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    return backup

@@ -185,8 +185,7 @@ HOSTS: dict[str, HostFormat] = {
             "mcpServers",
             {"user": _in_home(".gemini", "settings.json"), "project": _in_project(".gemini", "settings.json")},
             _stdio,
-            _gemini_read,
-            notes=dict.fromkeys(("user", "project"), "Gemini CLI starts servers only in folders it trusts."),
+            _gemini_read,  # its note (folder trust) is `gemini_trust`'s
         ),
         HostFormat(
             "opencode",

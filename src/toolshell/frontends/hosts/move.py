@@ -8,6 +8,7 @@ config is, and appended to the toolshell file with `tomlkit` (its comments and l
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,3 +90,17 @@ def _append(doc: tomlkit.TOMLDocument, server: dict[str, Any]) -> None:
         mcp["servers"] = tomlkit.aot()
         servers = mcp["servers"]
     servers.append(table)
+
+
+def toml_mode(config: Path, source: Path) -> int:
+    """The permission bits of the toolshell file that servers move into: 0600 for a new one, the
+    old file's otherwise, and never wider than the host file they come from."""
+    try:
+        base = stat.S_IMODE(config.lstat().st_mode)
+    except FileNotFoundError:
+        base = 0o600
+    try:
+        src = stat.S_IMODE(source.stat().st_mode)
+    except FileNotFoundError:
+        src = 0o600
+    return (base & src) | (base & 0o700)
