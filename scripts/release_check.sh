@@ -3,7 +3,14 @@
 #   the sdist and the wheel (`python -m build`), their metadata (`twine check --strict`), then the
 #   wheel alone in a fresh venv outside the checkout: `toolshell --version` and the quickstart.
 #   bash scripts/release_check.sh        (run by .ci/run; needs the dev extra: build, twine)
+#   bash scripts/release_check.sh --dist DIR   also keeps the sdist and the wheel in DIR (to install
+#                                               with pipx or uv until a release is published)
 set -euo pipefail
+keep=""
+if [ "${1:-}" = "--dist" ]; then
+  [ -n "${2:-}" ] || { echo "release check: --dist needs a directory" >&2; exit 2; }
+  mkdir -p "$2" && keep=$(cd "$2" && pwd)
+fi
 cd "$(dirname "$0")/.."
 . scripts/retry.sh
 
@@ -47,3 +54,7 @@ for expected in '{"word":"héllo","unicode_scalars":5}' 'text_metrics: ready'; d
   grep -qF "$expected" <<<"$out" || { echo "release check: the quickstart did not print $expected:" >&2; echo "$out" >&2; exit 1; }
 done
 echo "release check: ok (toolshell $version: sdist, wheel, twine check, --version, quickstart)" >&2
+if [ -n "$keep" ]; then
+  cp "$sdist" "$wheel" "$keep/"
+  echo "release check: kept $keep/$(basename "$wheel") and $(basename "$sdist")" >&2
+fi

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tomllib
+from importlib.metadata import Distribution
 from pathlib import Path
 from typing import Any
 
@@ -210,16 +211,49 @@ def test_a_server_name_a_host_could_misread_is_refused(name: str, home: Path) ->
     assert not (home / ".cursor").exists()
 
 
-def test_toolshell_run_from_uvs_cache_is_written_as_uvx(tmp_path: Path) -> None:
+def _uv_cache(tmp_path: Path, direct_url: dict[str, Any] | None) -> tuple[Path, Path, Distribution, Path]:
+    """toolshell as `uvx` leaves it in uv's cache: its prefix, a `uvx` on PATH, its distribution
+    (with `direct_url.json` when it came from a path or URL, as pip and uv write it), the cache."""
     cache = tmp_path / "cache" / "uv"
     prefix = cache / "archive-v0" / "abc"
-    prefix.mkdir(parents=True)
+    info = prefix / "lib" / "python3.11" / "site-packages" / "toolshell-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.4\nName: toolshell\nVersion: 0.1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(json.dumps(direct_url))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "uvx").write_text("#!/bin/sh\n")
     (bin_dir / "uvx").chmod(0o755)
-    found = launch(["serve"], prefix=str(prefix), env={"UV_CACHE_DIR": str(cache), "PATH": str(bin_dir)})
+    return prefix, bin_dir, Distribution.at(info), cache
+
+
+def test_toolshell_from_a_package_index_run_from_uvs_cache_is_written_as_uvx(tmp_path: Path) -> None:
+    prefix, bin_dir, dist, cache = _uv_cache(tmp_path, None)
+    found = launch(["serve"], prefix=str(prefix), env={"UV_CACHE_DIR": str(cache), "PATH": str(bin_dir)}, dist=dist)
     assert (found.command, found.args, found.installed) == (str(bin_dir / "uvx"), ["toolshell", "serve"], "uvx")
+
+
+@pytest.mark.parametrize(
+    ("direct_url", "source"),
+    [
+        (
+            {"url": "file:///tmp/dist/toolshell-0.1.0-py3-none-any.whl", "archive_info": {}},
+            "/tmp/dist/toolshell-0.1.0-py3-none-any.whl",
+        ),
+        ({"url": "file:///home/me/toolshell", "dir_info": {}}, "/home/me/toolshell"),
+        (
+            {"url": "https://example.org/toolshell.git", "vcs_info": {"vcs": "git", "commit_id": "3f9c0e1"}},
+            "git+https://example.org/toolshell.git@3f9c0e1",
+        ),
+    ],
+)
+def test_toolshell_run_by_uvx_from_a_wheel_or_checkout_is_written_as_uvx_from_it_since_no_release_is_published(
+    direct_url: dict[str, Any], source: str, tmp_path: Path
+) -> None:
+    prefix, bin_dir, dist, cache = _uv_cache(tmp_path, direct_url)
+    found = launch(["serve"], prefix=str(prefix), env={"UV_CACHE_DIR": str(cache), "PATH": str(bin_dir)}, dist=dist)
+    assert found.argv == [str(bin_dir / "uvx"), "--from", source, "toolshell", "serve"]
 
 
 def test_a_pipx_install_is_written_as_its_stable_link(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from toolshell.frontends.cli import main
 from toolshell.frontends.hosts import HOSTS
-from toolshell.frontends.hosts.writing import BACKUP_SUFFIX
+from toolshell.frontends.hosts.writing import BACKUP_SUFFIX, Writer
 
 CASES = [(host, scope) for host, fmt in HOSTS.items() for scope in fmt.scopes]
 PROJECT = [(host, "project") for host, fmt in HOSTS.items() if "project" in fmt.scopes]
@@ -141,3 +141,14 @@ def test_an_earlier_backup_is_kept_and_the_new_one_takes_the_next_number(home: P
     assert Path(str(path) + BACKUP_SUFFIX).read_text() == "the first run's\n"
     assert Path(str(path) + BACKUP_SUFFIX + ".1").read_text() == "the second run's\n"
     assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_file_written_twice_in_one_run_keeps_one_backup_of_what_it_held_before_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("original\n")
+    writer = Writer()
+    first = writer.write(path, "step one\n")
+    second = writer.write(path, "step two\n")
+    assert first == second == Path(str(path) + BACKUP_SUFFIX)
+    assert first.read_text() == "original\n" and path.read_text() == "step two\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["settings.json", "settings.json.toolshell.bak"]
