@@ -20,8 +20,10 @@ from _otlp_support import Point, otlp_receiver
 from _serve_auth_support import GITHUB_CONFIG, client, serving
 from toolshell.config import Config
 from toolshell.config.models import TelemetryConfig
+from toolshell.errors import ToolshellError
 from toolshell.host import Host
 from toolshell.telemetry import metrics_wanted
+from toolshell.telemetry.metrics import scrape_token
 
 pytestmark = pytest.mark.anyio
 READ = ToolAnnotations(readOnlyHint=True)
@@ -185,3 +187,34 @@ def test_metrics_are_exported_when_traces_would_be_and_their_own_variables_say_s
     config: dict[str, Any], env: dict[str, str], exported: bool
 ) -> None:
     assert metrics_wanted(TelemetryConfig(**config), env) is exported
+
+
+async def test_a_scrape_token_keeps_the_metrics_from_anyone_without_it(tmp_path: Path) -> None:
+    port = free_port()
+    scrape = "scrape-token-for-the-metrics-tests-987654321"
+    config = GITHUB_CONFIG + f'[telemetry]\nprometheus_port = {port}\nprometheus_token_env = "TOOLSHELL_SCRAPE_TOKEN"\n'
+    env = {"TOOLSHELL_SERVE_TOKEN": TOKEN, "TOOLSHELL_SCRAPE_TOKEN": scrape}
+    with serving(tmp_path / "state", config=config, env=env) as served:
+        async with client(served.url, TOKEN) as c:
+            await c.call_tool("bash", {"script": "tools github list-pulls repo=acme/api"})
+        url = f"http://127.0.0.1:{port}/metrics"
+        async with httpx2.AsyncClient(timeout=30) as http:
+            bare = await http.get(url)
+            wrong = await http.get(url, headers={"Authorization": "Bearer not-the-token"})
+            serve_token = await http.get(url, headers={"Authorization": f"Bearer {TOKEN}"})
+            right = await http.get(url, headers={"Authorization": f"Bearer {scrape}"})
+    for refused in (bare, wrong, serve_token):
+        assert refused.status_code == 401, refused.text
+        assert refused.headers["www-authenticate"].startswith("Bearer")
+        assert "mcp_server_operation" not in refused.text
+    assert right.status_code == 200
+    [served_count] = _scrape(right.text)["mcp_server_operation_duration_seconds_count"]
+    assert served_count.labels["gen_ai_tool_name"] == "bash"
+
+
+def test_a_scrape_token_variable_that_is_not_set_refuses_to_serve_the_metrics_open() -> None:
+    with pytest.raises(ToolshellError) as refused:
+        scrape_token("TOOLSHELL_NO_SUCH_TOKEN", {})
+    assert refused.value.code == "invalid_input" and "TOOLSHELL_NO_SUCH_TOKEN" in refused.value.message
+    assert scrape_token(None, {}) is None
+    assert scrape_token("T", {"T": "abc"}) == "abc"

@@ -27,20 +27,34 @@ class ErrorCode(enum.StrEnum):
     CONNECTION_REQUIRED = "connection_required"
     CALL_LIMIT = "call_limit"
     UNAVAILABLE = "unavailable"
+    RATE_LIMITED = "rate_limited"
 
 
 class ToolshellError(Exception):
-    """An error with one of the nine codes, a message a person can act on, and retryability."""
+    """An error with one of the codes, a message a person can act on, and retryability (with the
+    seconds to wait first, when the refusal knows them: a rate limit)."""
 
-    def __init__(self, code: ErrorCode, message: str, *, retryable: bool = False, detail: Any = None) -> None:
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        retryable: bool = False,
+        detail: Any = None,
+        retry_after_seconds: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.retryable = retryable
         self.detail = detail
+        self.retry_after_seconds = retry_after_seconds
 
     def to_json(self) -> dict[str, Any]:
-        return {"error": {"code": str(self.code), "message": self.message, "retryable": self.retryable}}
+        error: dict[str, Any] = {"code": str(self.code), "message": self.message, "retryable": self.retryable}
+        if self.retry_after_seconds is not None:
+            error["retry_after_seconds"] = self.retry_after_seconds
+        return {"error": error}
 
 
 class ConfigError(Exception):
@@ -102,6 +116,7 @@ _HTTP_STATUS = {
     ErrorCode.NEEDS_APPROVAL: 409,
     ErrorCode.STOPPED: 409,
     ErrorCode.CALL_LIMIT: 429,
+    ErrorCode.RATE_LIMITED: 429,
     ErrorCode.TOOL_ERROR: 502,
     ErrorCode.UNAVAILABLE: 503,
 }

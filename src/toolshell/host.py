@@ -59,6 +59,7 @@ from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
 from toolshell.telemetry import metrics_for, telemetry_for
+from toolshell.timeline.audit import audit_for
 from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink
 
 logger = logging.getLogger(__name__)
@@ -116,6 +117,8 @@ class Host:
         )
         if self.metrics is not None and isinstance(self.sink, SqliteSink):  # metrics: the store's latency
             self.sink.timed = self.metrics.store_write
+        skip = frozenset(s.name for s in self.config.mcp.servers if not s.audit)
+        self.audit = audit_for(self.config.audit, self.state_dir, self.redact, self.worker_id, skip)
         self.policy = Policy(self.config, self.store, rater)
         for guard in guardrails:
             self.policy.guardrails.add(guard)
@@ -156,6 +159,7 @@ class Host:
             worker=self.worker_id,
             telemetry=self.telemetry,  # telemetry
             metrics=self.metrics,  # metrics
+            audit=self.audit,
             shells=self.shells,
         )
 
@@ -244,6 +248,8 @@ class Host:
             if self.metrics is not None:  # metrics: export what is left (its gauges read the store)
                 self.metrics.shutdown()
             self.store.close()
+            if self.audit is not None:
+                self.audit.close()
             if self.telemetry is not None:  # telemetry: export what is left
                 self.telemetry.shutdown()
 

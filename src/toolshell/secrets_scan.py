@@ -23,14 +23,12 @@ from functools import cache
 from typing import Any
 
 import re2  # type: ignore[import-untyped]  # google-re2 ships no type information
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.jwt import JwtTokenDetector
 
 _LEFT_OUT = frozenset({"Public IP (ipv4)"})
 _DELIMITERS = " \t\r\n\"'=:"
 _JWT_TAIL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.+/=")
-_JWT = JwtTokenDetector.secret_type
+_JWT = "JSON Web Token"
+"""detect-secrets' `JwtTokenDetector.secret_type` (its module loads only when a text is scanned)."""
 _PRIVATE_KEY = "Private Key"
 _MIN_GROUP = 4  # a shorter group is a prefix the pattern names (`(ghp|gho)_…`), not the value
 
@@ -48,6 +46,8 @@ class Credential:
 def find_credentials(text: str) -> list[Credential]:
     """Every credential shape in `text`, in order of position; overlapping finds are merged into
     the first (a URL's password that is also a token is one credential)."""
+    if _any().search(text) is None:  # one linear pass decides the common case: nothing to find
+        return []
     found = sorted(
         (c for kind, pattern, groups in _patterns() for c in _matches(text, kind, pattern, groups)),
         key=lambda c: (c.start, -c.end),
@@ -79,7 +79,7 @@ def _matches(text: str, kind: str, pattern: Any, groups: int) -> Iterator[Creden
         if kind == _JWT:
             while end < len(text) and text[end] in _JWT_TAIL:
                 end += 1
-            if not JwtTokenDetector.is_formally_valid(text[start:end]):
+            if not _jwt_is_valid(text[start:end]):
                 continue
         elif kind == _PRIVATE_KEY:
             start, end = _key_block(text, start, end)
@@ -108,9 +108,20 @@ def _key_block(text: str, start: int, end: int) -> tuple[int, int]:
     return begin, (tail + 5 if tail >= 0 else len(text))
 
 
+def _jwt_is_valid(token: str) -> bool:
+    # lazy: detect-secrets takes 0.2 s to import (it loads requests); only a scan needs it
+    from detect_secrets.plugins.jwt import JwtTokenDetector
+
+    return bool(JwtTokenDetector.is_formally_valid(token))
+
+
 @cache
 def _patterns() -> list[tuple[str, Any, int]]:
     """(kind, RE2 pattern, its number of groups) for every regex-based detect-secrets plugin."""
+    # lazy: detect-secrets takes 0.2 s to import (it loads requests); a process that scans nothing never pays it
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
+
     out: list[tuple[str, Any, int]] = []
     for kind, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
         if kind in _LEFT_OUT or not issubclass(plugin, RegexBasedDetector):
@@ -121,6 +132,15 @@ def _patterns() -> list[tuple[str, Any, int]]:
             if compiled is not None:
                 out.append((kind, compiled, compiled.groups))
     return out
+
+
+@cache
+def _any() -> Any:
+    """Every pattern in one RE2 alternation: a text none of them matches is told in one pass."""
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = 64 << 20  # the union of ~50 patterns needs more than RE2's default 8 MiB
+    return re2.compile("|".join(f"(?:{p.pattern})" for _, p, _ in _patterns()), options)
 
 
 def _compile(pattern: re.Pattern[str]) -> Any:

@@ -54,6 +54,7 @@ from toolshell.utf8 import not_utf8
 if TYPE_CHECKING:  # telemetry: the OpenTelemetry SDK loads only when tracing is on
     from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import Telemetry
+    from toolshell.timeline.audit import AuditLog
 
 INTERRUPTED = 130
 """The exit code a shell call's row ends with when its caller cancels it (as a shell's after SIGINT)."""
@@ -84,6 +85,8 @@ class SessionServices:
     """The host's id among the workers on its store (`Host.worker_id`)."""
     telemetry: Telemetry | None = None  # telemetry: the host's tracer; None when tracing is off
     metrics: Metrics | None = None  # metrics: the host's instruments; None when metrics are off
+    audit: AuditLog | None = None
+    """The `[audit]` trail (None: off)."""
     shells: ShellPool | None = None
     """Spare shells of ended sessions (None: every session builds its own)."""
 
@@ -195,6 +198,7 @@ class Session:
             worker=services.worker,
             telemetry=services.telemetry,  # telemetry
             metrics=services.metrics,  # metrics
+            audit=services.audit,
         )
         script = shlex.join(["tools", *words])
         started, exit_code = time.time(), 1
@@ -313,6 +317,7 @@ class Session:
             worker=services.worker or None,
             telemetry=services.telemetry,  # telemetry
             metrics=services.metrics,  # metrics
+            audit=services.audit,
         )
         started = time.time()
         ledger.shell_call(script, started, self.source, None)  # recorded now: a run that never ends shows

@@ -17,6 +17,7 @@ from toolshell.calls.prepare import PreparedCall
 from toolshell.command.inputs import given_input
 from toolshell.command.render import structured_value
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.policy.credentials import mask_credentials
 from toolshell.policy.report import ScriptReport
 from toolshell.policy.risk import READ_ONLY
 from toolshell.redact import Redactor
@@ -28,6 +29,7 @@ from toolshell.timeline.sinks import EventSink
 if TYPE_CHECKING:  # the OpenTelemetry SDK loads only when tracing is on
     from toolshell.telemetry.metrics import Metrics
     from toolshell.telemetry.spans import ShellTrace, Telemetry
+    from toolshell.timeline.audit import AuditLog
 
 COMMAND_LIMIT = 120
 """The longest command a timeline row names for a call that named no tool (the words are the script's)."""
@@ -46,6 +48,7 @@ class Ledger:
         worker: the host running it (`Host.worker_id`), recorded on its row.
         telemetry: the host's tracer (None: tracing is off).
         metrics: the host's instruments (None: metrics are off).
+        audit: the host's audit trail (None: `[audit]` is off).
     """
 
     def __init__(
@@ -59,8 +62,10 @@ class Ledger:
         worker: str | None = None,
         telemetry: Telemetry | None = None,
         metrics: Metrics | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.shell_call_id = shell_call_id
+        self.audit = audit
         self.caller = caller
         self.address = caller_address()  # the request's, when `serve` runs it (`timeline.address`)
         self.worker = worker
@@ -113,7 +118,8 @@ class Ledger:
             source = prepared.entry.server or "toolshell"
             self.hints.extend(f"{source}: {hint}" for hint in hints_from_result(result))
         if ok:
-            self.emit(prepared.entry, prepared.input, "completed", None, started, command)
+            size = None if self.audit is None else result_size(result)
+            self.emit(prepared.entry, prepared.input, "completed", None, started, command, size)
         if risk_level != READ_ONLY:  # what changed something is written now, not in the next batch
             flush = getattr(self.sink, "flush", None)
             if flush is not None:
@@ -144,6 +150,8 @@ class Ledger:
             self.trace.call_unresolved(command, arguments, outcome_for(code), code, ms)
         if self.metrics is not None:  # no tool was resolved: the words say what was named
             self.metrics.nested_call(None, " ".join(named) or "tools", outcome_for(code), code, ms)
+        if self.audit is not None:
+            self._audit(None, command, arguments, outcome_for(code), code, ms, None)
 
     def stop(self, stop: StopScript) -> None:
         """The script ends at this call: nothing after it runs."""
@@ -171,6 +179,16 @@ class Ledger:
             self.trace.shell_call(script, source, exit_code, self.calls)
         if self.metrics is not None and exit_code is not None:
             self.metrics.shell_call(source, exit_code, time.time() - started_at)
+        if self.audit is not None and exit_code is not None:
+            self.audit.shell_call(
+                shell_call_id=self.shell_call_id,
+                session_id=self.session_id,
+                caller=self.caller,
+                address=self.address,
+                source=source,
+                exit_code=exit_code,
+                duration_ms=(time.time() - started_at) * 1000,
+            )
 
     def emit(
         self,
@@ -180,6 +198,7 @@ class Ledger:
         code: str | None,
         started: float | None,
         command: str | None = None,
+        result_bytes: int | None = None,
     ) -> None:
         """The timeline row (and span) of a call; `command` is `entry.command` when the caller has it."""
         ms = self._row(command or entry.command, arguments, outcome, code, started)
@@ -187,6 +206,34 @@ class Ledger:
             self.trace.call_ended(entry, arguments, outcome, code, ms)
         if self.metrics is not None:
             self.metrics.nested_call(entry.server, entry.name, outcome, code, ms)
+        if self.audit is not None:
+            self._audit(entry.server, entry.name, arguments, outcome, code, ms, result_bytes)
+
+    def _audit(
+        self,
+        server: str | None,
+        tool: str,
+        arguments: dict[str, Any],
+        outcome: str,
+        code: str | None,
+        ms: float,
+        result_bytes: int | None,
+    ) -> None:
+        if self.audit is None:
+            return
+        self.audit.nested_call(
+            shell_call_id=self.shell_call_id,
+            session_id=self.session_id,
+            caller=self.caller,
+            address=self.address,
+            server=server,
+            tool=tool,
+            arguments=arguments,
+            outcome=outcome,
+            error_code=code,
+            duration_ms=ms,
+            result_bytes=result_bytes,
+        )
 
     def _row(
         self, command: str, arguments: dict[str, Any], outcome: Outcome, code: str | None, started: float | None
@@ -194,7 +241,7 @@ class Ledger:
         """Write the timeline row of a call; its duration in ms."""
         ms = 0.0 if started is None else round((time.perf_counter() - started) * 1000, 3)
         self._rows += 1
-        shown = preview(arguments)
+        shown = mask_credentials(preview(arguments))  # the timeline keeps a marker, never a credential
         if self.redact:  # no secrets configured: nothing to mask
             command, shown = self.redact(command), self.redact(shown)
         self.sink.emit(
@@ -211,6 +258,15 @@ class Ledger:
             )
         )
         return ms
+
+
+def result_size(result: Any) -> int:
+    """The result's size in bytes: its text blocks, and its structured content as JSON."""
+    size = sum(len(str(getattr(b, "text", "")).encode("utf-8", "surrogatepass")) for b in result.content)
+    structured = getattr(result, "structured_content", None)
+    if structured is not None:
+        size += len(json.dumps(structured, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass"))
+    return size
 
 
 def _result_value(result: Any, entry: ToolEntry) -> Any:

@@ -21,11 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+import anyio
+
 from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall
 from toolshell.calls.replay import CallFeed
+from toolshell.command.masking import masked_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
+from toolshell.policy.credentials import masker
 from toolshell.policy.guardrails import GuardCall, Guardrails
 from toolshell.policy.policy import Policy
 from toolshell.policy.risk import BLOCKED, NEEDS_APPROVAL, Risk
@@ -119,14 +123,38 @@ class Pipeline:
             raise ToolshellError(ErrorCode.DENIED, risk.message or f"{prepared.entry.command} is blocked by policy")
         if risk.level == NEEDS_APPROVAL:
             await self.gate.hold(prepared, risk)
+        if self.policy.limits.nested_rules:  # counted when it is about to be sent: a denied call is not
+            await self._admit(prepared)
         try:
-            result = await self._send_handling_guards(prepared)
+            result = self._masked(prepared, await self._send_handling_guards(prepared))
         except ToolshellError as err:
             self.ledger.failed_in_flight(prepared, risk.level, err)
             if self.feed is None:
                 raise
             raise _InFlight(err, risk) from None
         return Sent(prepared, risk, result)
+
+    def _masked(self, prepared: PreparedCall, result: Any) -> Any:
+        """The result with credential shapes masked (`[scan]`), before anything records or shows it;
+        the model hears how many were masked, and of what kind, never the values."""
+        if not self.policy.credentials.scans(prepared.entry):
+            return result
+        found = masker()
+        result = masked_result(result, found)
+        if found.kinds:
+            source = prepared.entry.server or "toolshell"
+            kinds = ", ".join(sorted(set(found.kinds)))
+            self.ledger.hints.append(f"{source}: {len(found.kinds)} credential(s) in the result were masked ({kinds})")
+        return result
+
+    async def _admit(self, prepared: PreparedCall) -> None:
+        """Raise `rate_limited` when a `[[limits]]` rule for nested calls refuses this one."""
+        limits, caller = self.policy.limits, self.ledger.caller
+        refused = await anyio.to_thread.run_sync(limits.admit_nested_call, caller, prepared.entry)
+        if refused is not None:
+            raise ToolshellError(
+                ErrorCode.RATE_LIMITED, refused.message, retryable=True, retry_after_seconds=refused.retry_after_seconds
+            )
 
     async def _send_handling_guards(self, prepared: PreparedCall) -> Any:
         result = await self._send_single(prepared)

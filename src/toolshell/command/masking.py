@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pydantic import ValidationError
 
@@ -31,7 +31,18 @@ _FREE = frozenset({"_meta", "structuredContent"})
 _WITHHELD = "the result quoted a configured secret where it could not be masked, so it was withheld"
 
 
-def masked_result(result: R, redact: Redactor) -> R:
+class Masker(Protocol):
+    """What masks the strings and payloads of a result: a `Redactor` (the config's secrets), or the
+    credential-shape masker of `[scan]`."""
+
+    def __bool__(self) -> bool: ...
+
+    def pieces(self, texts: list[str]) -> list[str]: ...
+
+    def blob(self, data: bytes) -> bytes: ...
+
+
+def masked_result(result: R, redact: Redactor | Masker) -> R:
     """`result` itself when it holds no secret; else a copy with each one masked.
 
     Raises:
@@ -129,4 +140,4 @@ def _rebuild(
     return out
 
 
-__all__ = ["masked_result"]
+__all__ = ["Masker", "masked_result"]

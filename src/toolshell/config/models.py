@@ -15,6 +15,7 @@ from pydantic import Field, PrivateAttr, ValidationInfo, field_validator, model_
 
 from toolshell.config.base import _YEAR, _Model
 from toolshell.config.names import SERVER_NAME_RE
+from toolshell.config.operator import AuditConfig, LimitRule, QuotaRule, ScanConfig
 from toolshell.config.patterns import parse_pattern
 from toolshell.config.serve import ServeConfig
 from toolshell.config.triggers import TriggerConfig
@@ -137,6 +138,10 @@ class ServerConfig(_Model):
     """Calls in flight to this server at once, from every session together; more wait their turn."""
     max_tools: int = Field(default=10_000, ge=1, le=1_000_000)
     """The most tools kept from this server's listing; the rest (and the pages after them) are dropped, with a note."""
+    audit: bool = True
+    """False: its nested calls stay out of the `[audit]` trail (a noisy read-only server)."""
+    scan_results: bool = True
+    """Mask credential shapes (cloud keys, tokens, JWTs, private keys) in its results (`[scan]`)."""
     _folder: Path | None = PrivateAttr(default=None)
 
     @property
@@ -345,9 +350,11 @@ class TelemetryConfig(_Model):
     metrics: bool = True
     """Export metrics over OTLP/HTTP too whenever traces are exported (`OTEL_METRICS_EXPORTER=none` turns it off)."""
     prometheus_port: int | None = Field(default=None, ge=0, le=65535)
-    """`toolshell serve` answers Prometheus scrapes on `GET /metrics` at this port (0: any free one); no token."""
+    """`toolshell serve` answers Prometheus scrapes on `GET /metrics` at this port (0: any free one)."""
     prometheus_host: str = "127.0.0.1"
     """The address of the Prometheus listener; a pod's scrape needs `0.0.0.0` (keep the port off the Service)."""
+    prometheus_token_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """The variable holding the scrape token: set, `/metrics` answers only `Authorization: Bearer <token>`."""
 
 
 class CliConfig(_Model):
@@ -378,6 +385,10 @@ class Config(_Model):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
+    limits: list[LimitRule] = Field(default_factory=list)
+    quotas: list[QuotaRule] = Field(default_factory=list)
+    scan: ScanConfig = Field(default_factory=ScanConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     cli: CliConfig = Field(default_factory=CliConfig)
     triggers: list[TriggerConfig] = Field(default_factory=list)

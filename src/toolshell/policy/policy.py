@@ -16,7 +16,9 @@ from typing import Any
 
 from toolshell.config import Config
 from toolshell.policy.approvals import Approvals
+from toolshell.policy.credentials import CredentialScan
 from toolshell.policy.guardrails import Guardrails
+from toolshell.policy.limits import Limits
 from toolshell.policy.rating import Rater, Ratings, make_rater, read_action
 from toolshell.policy.risk import (
     BLOCKED,
@@ -55,6 +57,10 @@ class Policy:
             rater = make_rater(config.approval)
         enabled = config.tools_in_shell.rate_unlabeled_tools
         self.ratings: Ratings | None = Ratings(store, rater, enabled=enabled) if rater is not None else None
+        self.credentials = CredentialScan(config)
+        """`[scan]`: credential shapes refused in inputs that leave the machine, masked in results."""
+        self.limits = Limits(store, config.limits, config.quotas)
+        """`[[limits]]` and `[[quotas]]`, held in the store for the whole fleet."""
 
     async def rating(self, entry: ToolEntry) -> str | None:
         """The tool's rating (None for a labeled tool or when ratings are off)."""
@@ -96,6 +102,8 @@ class Policy:
             return risk
         if input is not None and (reason := self.guardrails.denies(entry, input)):
             return Risk(BLOCKED, None, reason)
+        if input is not None and (reason := self.credentials.denies(entry, input)):
+            return Risk(BLOCKED, "credential", reason)
         if risk.level == READ_ONLY or risk.why == "policy":
             return risk  # a rating cannot change these
         if input is not None and (action := read_action(entry, input)):

@@ -39,7 +39,7 @@ NEEDS_APPROVAL = "needs_approval"
 BLOCKED = "blocked"
 CHECKED_AT_RUN_TIME = "checked_at_run_time"
 LEVELS = (READ_ONLY, CHANGES, NEEDS_APPROVAL, BLOCKED, CHECKED_AT_RUN_TIME)
-WHYS = ("destructive", "open_world", "mutating", "policy", "rated_changes")
+WHYS = ("destructive", "open_world", "mutating", "policy", "rated_changes", "credential")
 
 _HINTS = ("readOnlyHint", "destructiveHint", "openWorldHint")
 _ASK = "a person must approve this call before it runs"
@@ -51,7 +51,8 @@ class Risk:
 
     Attributes:
         level: one of `LEVELS`.
-        why: for `needs_approval`, the reason the approval card gives (one of `WHYS`); else None.
+        why: for `needs_approval`, the reason the approval card gives (one of `WHYS`); for `blocked`,
+            "credential" when the input holds one that would leave the host; else None.
         message: one sentence a person (or the agent) can act on.
     """
 

@@ -30,6 +30,19 @@ def now_query(engine: str) -> str:
     return _NOW[engine]
 
 
+_NOW_EXPRESSION = {
+    "sqlite": "((julianday('now') - 2440587.5) * 86400.0)",
+    "postgresql": "(EXTRACT(EPOCH FROM now())::DOUBLE PRECISION)",
+}
+
+
+def now_expression(engine: str) -> str:
+    """The engine's clock as Unix seconds, as an expression one statement can use several times
+    (the same value throughout it: SQLite's 'now' is fixed for a statement, PostgreSQL's `now()`
+    for its transaction)."""
+    return _NOW_EXPRESSION[engine]
+
+
 def ddl(engine: str, statement: str) -> str:
     """A migration's statement in the engine's spelling."""
     for word, spelling in _SPELLINGS[engine].items():

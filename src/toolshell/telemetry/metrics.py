@@ -15,12 +15,13 @@ so every worker of a fleet reports the same fleet-wide number: aggregate them wi
 
 from __future__ import annotations
 
+import hmac
 import logging
 import os
 import socketserver
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -219,19 +220,22 @@ class Metrics:
 
     # --- Prometheus -------------------------------------------------------------------------------
 
-    def serve_prometheus(self, host: str, port: int) -> str:
+    def serve_prometheus(self, host: str, port: int, token_env: str | None = None) -> str:
         """Serve `GET /metrics` (the Prometheus text format) on `host:port` in a thread; its URL.
 
         Only Host names that name this bind are answered (DNS-rebinding protection, as for every
-        toolshell listener); a wildcard bind answers any.
+        toolshell listener); a wildcard bind answers any. With `token_env` (the variable holding the
+        token), a scrape must send `Authorization: Bearer <token>`; any other gets 401.
 
         Raises:
-            ToolshellError: `unavailable` when the port cannot be bound.
+            ToolshellError: `unavailable` when the port cannot be bound; `invalid_input` when
+                `token_env` names a variable that is not set.
         """
+        token = scrape_token(token_env)
         # lazy: prometheus_client is needed only where a port is configured
         from prometheus_client import make_wsgi_app
 
-        app = _host_checked(make_wsgi_app(self._registry), host)
+        app = _host_checked(_token_checked(make_wsgi_app(self._registry), token), host)
         try:
             self._http = make_server(host, port, app, _ThreadingServer, handler_class=_Quiet)
         except OSError as e:
@@ -279,4 +283,40 @@ def _host_checked(app: Any, bind: str) -> Any:
     return guarded
 
 
-__all__ = ["DURATION_BUCKETS", "Metrics"]
+def scrape_token(variable: str | None, env: Mapping[str, str] | None = None) -> str | None:
+    """The scrape token `[telemetry] prometheus_token_env` names, or None when none is configured.
+
+    Raises:
+        ToolshellError: `invalid_input` when the variable is named but empty or unset: serving
+            the metrics open because a deployment lost its secret would be the wrong failure.
+    """
+    if variable is None:
+        return None
+    token = (os.environ if env is None else env).get(variable, "")
+    if not token.strip():
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            f"[telemetry] prometheus_token_env names {variable}, which is not set: set it to the scrape "
+            "token, or remove prometheus_token_env to serve /metrics without one",
+        )
+    return token
+
+
+def _token_checked(app: Any, token: str | None) -> Any:
+    """The WSGI app, answering 401 to a scrape without `Authorization: Bearer <token>` (when set)."""
+    if token is None:
+        return app
+    expected = f"Bearer {token}".encode()
+
+    def guarded(environ: dict[str, Any], start_response: Any) -> Any:
+        sent = str(environ.get("HTTP_AUTHORIZATION", "")).encode("utf-8", "replace")
+        if hmac.compare_digest(sent, expected):
+            return app(environ, start_response)
+        challenge = 'Bearer realm="toolshell metrics"'
+        start_response("401 Unauthorized", [("Content-Type", "text/plain"), ("WWW-Authenticate", challenge)])
+        return [b"send Authorization: Bearer <the token of [telemetry] prometheus_token_env>\n"]
+
+    return guarded
+
+
+__all__ = ["DURATION_BUCKETS", "Metrics", "scrape_token"]

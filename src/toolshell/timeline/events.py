@@ -25,7 +25,7 @@ MASK = "***"
 _SECRET_KEY = re.compile(r"token|passw(or)?d|secret|apikey|authorization|credential|privatekey|cookie")
 
 # The call was not made because the host decided so (policy, guardrail, budget, an earlier stop).
-_REFUSED_CODES = frozenset({"denied", "call_limit", "stopped"})
+_REFUSED_CODES = frozenset({"denied", "call_limit", "stopped", "rate_limited"})
 
 
 def new_id() -> str:

@@ -1,5 +1,6 @@
 """`toolshell stats`: per server and tool, from the timeline — calls, errors by code, approvals
-asked, and the p50/p95/max duration (the web page shows the same table)."""
+asked, and the p50/p95/max duration (the web page shows the same table); with `[[quotas]]`, each
+caller's use of the day."""
 
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ def stats(
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.policy.approvals import Approvals
+    from toolshell.policy.limits import Limits, render_usage
     from toolshell.store.engines import open_store
     from toolshell.timeline.stats import render_stats, stats_json, tool_stats
 
@@ -45,4 +47,13 @@ def stats(
     store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
     Approvals(store)  # its table: a state where nothing was ever asked has none yet
     rows = tool_stats(store, since, server)
-    click.echo(json.dumps(stats_json(rows, since), indent=2) if as_json else render_stats(rows), nl=as_json)
+    usage = Limits(store, [], loaded.quotas).usage()  # today's use per caller, where `[[quotas]]` are set
+    if as_json:
+        shown = stats_json(rows, since)
+        if loaded.quotas:
+            shown["quotas"] = usage
+        click.echo(json.dumps(shown, indent=2))
+        return
+    click.echo(render_stats(rows), nl=False)
+    if loaded.quotas:
+        click.echo(render_usage(usage), nl=False)

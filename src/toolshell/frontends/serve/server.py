@@ -43,6 +43,7 @@ from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, Re
 from toolshell.frontends.serve.forwarded import ForwardedHeaders
 from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.serve.hosts import host_checks
+from toolshell.frontends.serve.limited import limited
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.resume import resume_info, shell_gone
@@ -336,6 +337,11 @@ async def serve(
     `[serve.oauth]` when configured, else the serve token; `no_auth` only on loopback."""
     if http and no_auth and not is_loopback(host):
         raise ToolshellError(ErrorCode.INVALID_INPUT, f"--no-auth serves loopback addresses only, not {host}")
+    if not http and config.audit.enabled and config.audit.to == "stdout":
+        raise ToolshellError(
+            ErrorCode.INVALID_INPUT,
+            '[audit] to = "stdout" cannot share stdout with the stdio transport; use to = "file", or serve --http',
+        )
     name_process_options(config_path, state_dir, config)  # the grant hint names them
     # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
     # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
@@ -344,8 +350,9 @@ async def serve(
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, on_server_progress=notifier.progress) as h:
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible, notifier=notifier)
-        if h.metrics is not None and config.telemetry.prometheus_port is not None:  # metrics: the scrape port
-            scrape = h.metrics.serve_prometheus(config.telemetry.prometheus_host, config.telemetry.prometheus_port)
+        t = config.telemetry
+        if h.metrics is not None and t.prometheus_port is not None:  # metrics: the scrape port
+            scrape = h.metrics.serve_prometheus(t.prometheus_host, t.prometheus_port, t.prometheus_token_env)
             print(f"toolshell: Prometheus metrics on {scrape}", file=sys.stderr, flush=True)
         async with registered(h, config.serve.heartbeat_seconds):
             if http:
@@ -397,7 +404,10 @@ async def _serve_http(
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
     )
-    mcp_app = drain.guard(gate.wrap(StreamableHTTPASGIApp(manager)))
+    mcp: Any = StreamableHTTPASGIApp(manager)
+    if ui is not None:  # `[[limits]]` / `[[quotas]]`: 429 at the transport (the caller is known inside the gate)
+        mcp = limited(mcp, ui.policy.limits)
+    mcp_app = drain.guard(gate.wrap(mcp))
     routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
     page = ""
     if ui is not None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import anyio
 from starlette.requests import Request
 from starlette.routing import Route
 
@@ -135,13 +136,17 @@ class Api:
         return [{**w, "this": w["id"] == self.host.worker_id} for w in listed]
 
     async def stats(self, request: Request) -> Any:
-        """The `toolshell stats --json` shape: `{"since": unix seconds or null, "rows": […]}`."""
+        """The `toolshell stats --json` shape: `{"since": unix seconds or null, "rows": […]}`, and
+        `quotas` (each caller's calls and result bytes today) where `[[quotas]]` are configured."""
         raw, server = request.query_params.get("since"), request.query_params.get("server") or None
         try:
             since = None if not raw else time.time() - parse_duration(raw)
         except ValueError as e:
             raise ApiError(400, ErrorCode.INVALID_INPUT, f"since: {e}") from None
-        return stats_json(tool_stats(self.host.store, since, server), since)
+        shown = stats_json(tool_stats(self.host.store, since, server), since)
+        if self.host.config.quotas:  # each caller's use of the day, as `toolshell stats` shows it
+            shown["quotas"] = await anyio.to_thread.run_sync(self.host.policy.limits.usage)
+        return shown
 
     async def servers(self, request: Request) -> Any:
         # Listing the catalog fills in the tool counts (lists are cached, so this is cheap).

@@ -288,6 +288,12 @@ function renderStats(stats) {
     el("td", { class: "took" }, spent(r.p50_ms)), el("td", { class: "took" }, spent(r.p95_ms)),
     el("td", { class: "took" }, spent(r.max_ms))));
   document.querySelector("#stats-table tbody").replaceChildren(...cells);
+  const quotas = stats.quotas;  // present only where [[quotas]] are configured
+  document.getElementById("quota-table").hidden = !Array.isArray(quotas);
+  if (!Array.isArray(quotas)) return;
+  const used = quotas.map((q) => el("tr", {},
+    el("td", {}, q.caller), el("td", { class: "num" }, String(q.calls)), el("td", { class: "num" }, String(q.result_bytes))));
+  document.querySelector("#quota-table tbody").replaceChildren(...used);
 }
 
 // The last action's outcome (an answer, a run, an error), kept beside the "updated" time.
