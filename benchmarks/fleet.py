@@ -294,6 +294,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rate", type=float, default=None, help="open loop: calls a second over all sessions")
     parser.add_argument("--postgres-url", default=None, help="a server to use (else one is started)")
     parser.add_argument("--pg-bin", default=None, help="the PostgreSQL bin directory to start one from")
+    parser.add_argument("--pg-user", default=None, help="as root, the user to run it as (default postgres, else nobody)")
     parser.add_argument("--processes", type=int, default=None, help="`serve --processes K` (when serve has it)")
     parser.add_argument("--load-processes", type=int, default=None, help="load generator processes")
     parser.add_argument("--protocol", default=MODERN, help=f"MCP protocol version ({MODERN}, or 2025-11-25)")
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         url, pg_pid = args.postgres_url, fleet_pg.postmaster_of(args.postgres_url)
     else:
         most = max(args.worker_counts) * (args.processes or 1)
-        server = fleet_pg.Server(fleet_pg.bin_dir(args.pg_bin), max_connections=max(200, most * 10 + 50))
+        server = fleet_pg.Server(fleet_pg.bin_dir(args.pg_bin), max(200, most * 10 + 50), args.pg_user)
         url, pg_pid = server.url, server.postmaster_pid()
         results["postgres_started"] = server.version_text
     try:

