@@ -76,6 +76,12 @@ def cpu_spent(before: dict[int, float], after: dict[int, float]) -> float:
     return sum(t - before.get(pid, 0.0) for pid, t in after.items())
 
 
+def toolshell_exe() -> str:
+    """The `toolshell` of this Python's environment (its bin dir), else the one on the PATH."""
+    beside = Path(sys.executable).parent / "toolshell"
+    return str(beside) if beside.exists() else shutil.which("toolshell") or "toolshell"
+
+
 def serve_help(exe: str) -> str:
     return subprocess.run([exe, "serve", "--help"], capture_output=True, text=True).stdout
 
@@ -312,7 +318,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    exe = shutil.which("toolshell") or str(Path(sys.executable).parent / "toolshell")
+    exe = toolshell_exe()
     if args.processes and "--processes" not in serve_help(exe):
         raise SystemExit("fleet: this build's `toolshell serve` has no --processes; run without it")
     results: dict[str, Any] = {
