@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from base64 import urlsafe_b64encode
 from datetime import UTC, datetime
@@ -89,12 +90,13 @@ def serve_help(exe: str) -> str:
 class Workers:
     """N `serve --http` workers on one database, each answering /readyz when this returns."""
 
-    def __init__(self, exe: str, url: str, count: int, processes: int | None, tmp: Path) -> None:
+    def __init__(self, exe: str, url: str | None, count: int, processes: int | None, tmp: Path) -> None:
+        """`url` None: the SDK floor (`fleet_floor.py`) instead of toolshell, on no database."""
         self.token = secrets.token_urlsafe(32)
         env = {
             **os.environ,
             "TOOLSHELL_SERVE_TOKEN": self.token,
-            "TOOLSHELL_STATE_URL": url,
+            "TOOLSHELL_STATE_URL": url or "",
             "TOOLSHELL_STATE_KEYS": urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         }
         config = tmp / "config.toml"
@@ -107,11 +109,14 @@ class Workers:
             argv += ["--state-dir", str(tmp / f"w{i}")]
             if processes:
                 argv += ["--processes", str(processes)]
+            if url is None:
+                argv = [sys.executable, str(Path(__file__).with_name("fleet_floor.py")), "--port", str(port)]
             log = open(tmp / f"w{i}.log", "wb")  # noqa: SIM115  # the worker writes it until stopped
             self.procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT))
             self.urls.append(f"http://127.0.0.1:{port}/mcp")
-        for i, url in enumerate(self.urls):
-            _wait_ready(url.removesuffix("/mcp") + "/readyz", self.procs[i], tmp / f"w{i}.log")
+        for i, address in enumerate(self.urls):
+            ready = address.removesuffix("/mcp") + "/readyz"
+            _wait_ready(ready, self.procs[i], tmp / f"w{i}.log", any_answer=url is None)
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -129,7 +134,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path, any_answer: bool) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -138,6 +143,9 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
             with urllib.request.urlopen(url, timeout=2) as answer:
                 if answer.status == 200:
                     return
+        except urllib.error.HTTPError:
+            if any_answer:  # the floor has no /readyz: any HTTP answer means it listens
+                return
         except OSError:
             pass
         time.sleep(0.2)
@@ -171,15 +179,16 @@ anyio.run(main)
     return dict(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def measure(args: argparse.Namespace, url: str, pg_pid: int | None, n: int, exe: str) -> dict[str, Any]:
-    """One point of the sweep: `n` workers on a fresh database, one window measured."""
+def measure(args: argparse.Namespace, url: str | None, pg_pid: int | None, n: int, exe: str) -> dict[str, Any]:
+    """One point of the sweep: `n` workers on a fresh database, one window measured (`url` None:
+    the SDK floor, no database)."""
     name = f"fleet_{os.getpid()}_{n}"
-    db_url = fleet_pg.fresh_database(url, name)
+    db_url = None if url is None else fleet_pg.fresh_database(url, name)
     sessions = n * args.sessions_per_worker
     loaders = args.load_processes or max(1, min(8, (os.cpu_count() or 2) // 4, -(-sessions // 16)))
     with tempfile.TemporaryDirectory(prefix="fleet.") as tmp:
         workers = Workers(exe, db_url, n, args.processes, Path(tmp))
-        counters = fleet_pg.Counters(db_url)
+        counters = None if db_url is None else fleet_pg.Counters(db_url)
         pipes, procs = [], []
         try:
             ctx = multiprocessing.get_context("spawn")
@@ -199,17 +208,20 @@ def measure(args: argparse.Namespace, url: str, pg_pid: int | None, n: int, exe:
             time.sleep(max(0.0, start + args.warmup - time.monotonic()))
             worker_roots = [p.pid for p in workers.procs]
             cpu_before = (tree_cpu(worker_roots), tree_cpu([pg_pid]) if pg_pid else {})
-            counters.begin()
+            if counters:
+                counters.begin()
             time.sleep(max(0.0, start + args.warmup + args.seconds - time.monotonic()))
             cpu_after = (tree_cpu(worker_roots), tree_cpu([pg_pid]) if pg_pid else {})
-            totals = counters.end()
+            totals = counters.end() if counters else None
             tallies = [_expect(p.recv()) for p in pipes]
         finally:
             for proc in procs:
                 proc.join(30)
-            counters.close()
+            if counters:
+                counters.close()
             workers.stop()
-            fleet_pg.drop_database(url, name)
+            if url is not None:
+                fleet_pg.drop_database(url, name)
     return _figures(args, n, sessions, loaders, tallies, totals, cpu_before, cpu_after)
 
 
@@ -234,7 +246,7 @@ def _figures(args: argparse.Namespace, n: int, sessions: int, loaders: int, tall
         "processes_per_worker": args.processes,
         "sessions": sessions,
         "load_processes": loaders,
-        "mode": f"open loop, {args.rate:g} calls/s" if args.rate else "closed loop",
+        "rate": args.rate,
         "seconds": args.seconds,
         "calls": calls,
         "calls_per_s": calls / args.seconds,
@@ -245,7 +257,7 @@ def _figures(args: argparse.Namespace, n: int, sessions: int, loaders: int, tall
         "worker_cpu_ms_per_call": cpu_spent(cpu_before[0], cpu_after[0]) * 1000 / per,
         "postgres_cpu_ms_per_call": None if pg_cpu is None else pg_cpu * 1000 / per,
         "load_cpu_ms_per_call": sum(t.cpu_s for t in tallies) * 1000 / per,
-        **fleet_pg.per_call(totals, calls),
+        **(fleet_pg.per_call(totals, calls) if totals else {}),
         "errors": errors,
         "error_examples": [e for t in tallies for e in t.error_examples][:5],
         "lost_state": [r for t in tallies for r in t.lost],
@@ -255,12 +267,14 @@ def _figures(args: argparse.Namespace, n: int, sessions: int, loaders: int, tall
 
 COLUMNS = (
     ("workers", "workers", "{:d}"),
+    ("load", "load", "{}"),
     ("sessions", "sessions", "{:d}"),
     ("calls/s", "calls_per_s", "{:,.0f}"),
     ("p50 ms", "p50_ms", "{:,.1f}"),
     ("p95 ms", "p95_ms", "{:,.1f}"),
     ("p99 ms", "p99_ms", "{:,.1f}"),
     ("worker CPU ms/call", "worker_cpu_ms_per_call", "{:.2f}"),
+    ("× SDK floor", "worker_cpu_vs_floor", "{:.1f}×"),
     ("× in-process", "worker_cpu_vs_in_process", "{:.1f}×"),
     ("PostgreSQL CPU ms/call", "postgres_cpu_ms_per_call", "{:.2f}"),
     ("load CPU ms/call", "load_cpu_ms_per_call", "{:.2f}"),
@@ -278,6 +292,7 @@ def table(points: list[dict[str, Any]]) -> str:
     for p in points:
         row = {
             **p,
+            "load": f"{p['rate']:g}/s" if p.get("rate") else "closed",
             "transactions": f"{p['transactions_per_call']:.1f} ({p['writing_transactions_per_call']:.1f})",
             "statements": "n/a"
             if "statements_per_call" not in p
@@ -305,6 +320,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--load-processes", type=int, default=None, help="load generator processes")
     parser.add_argument("--protocol", default=MODERN, help=f"MCP protocol version ({MODERN}, or 2025-11-25)")
     parser.add_argument("--baseline-calls", type=int, default=200, help="in-process calls of the baseline (0: none)")
+    parser.add_argument("--no-floor", action="store_true", help="skip the raw SDK floor (fleet_floor.py)")
     parser.add_argument("--json-out", default=None, help="write every figure here as JSON")
     args = parser.parse_args(argv)
     try:
@@ -337,6 +353,14 @@ def main(argv: list[str] | None = None) -> int:
             f" {floor['wall_ms']:.2f} ms wall",
             flush=True,
         )
+    if not args.no_floor:
+        results["sdk_floor"] = floor_point = measure(args, None, None, 1, exe)
+        print(
+            f"floor, the raw MCP SDK over HTTP (fleet_floor.py, 1 process, {floor_point['sessions']} sessions):"
+            f" {floor_point['calls_per_s']:,.0f} calls/s, p50 {floor_point['p50_ms'] or 0:.1f} ms,"
+            f" {floor_point['worker_cpu_ms_per_call']:.2f} ms CPU a call",
+            flush=True,
+        )
     server = None
     if args.postgres_url:
         url, pg_pid = args.postgres_url, fleet_pg.postmaster_of(args.postgres_url)
@@ -357,6 +381,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         for n in args.worker_counts:
             point = measure(args, url, pg_pid, n, exe)
+            if not args.no_floor:
+                point["worker_cpu_vs_floor"] = point["worker_cpu_ms_per_call"] / floor_point["worker_cpu_ms_per_call"]
             if args.baseline_calls:
                 point["worker_cpu_vs_in_process"] = point["worker_cpu_ms_per_call"] / floor["cpu_ms"]
             results["points"].append(point)
