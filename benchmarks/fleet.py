@@ -100,7 +100,11 @@ class Workers:
             "TOOLSHELL_STATE_KEYS": urlsafe_b64encode(secrets.token_bytes(32)).decode(),
         }
         config = tmp / "config.toml"
-        config.write_text("# fleet.py: no servers; the built-in text-metrics tool is the nested call\n")
+        # One caller (one token) holds every session's shell: the per-caller cap must admit them all.
+        config.write_text(
+            "# fleet.py: no servers; the built-in text-metrics tool is the nested call\n"
+            "[serve]\nmax_shells_per_caller = 100000\n"
+        )
         self.procs: list[subprocess.Popen[bytes]] = []
         self.urls: list[str] = []
         for i in range(count):
