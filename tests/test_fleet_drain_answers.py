@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
 
 from _fleet_support import MCP_HEADERS, META, fleet, fleet_env, raw_call
@@ -44,10 +45,10 @@ async def _raw(url: str, method: str, params: dict[str, Any]) -> httpx2.Response
         return await http.post(url, content=json.dumps(body), headers=headers)
 
 
-async def _call_across_sigterm(worker: Served, store: StateStore, script: str) -> dict[str, Any]:
+async def _call_across_sigterm(worker: Served, store: StateStore, script: str, **kwargs: Any) -> dict[str, Any]:
     """The SDK client's call of `script`, with SIGTERM sent to its worker while it runs; the
     structured result (validated by the SDK against the output schema it lists after the result)."""
-    async with client(worker.url, TOKEN) as sdk:  # it has not listed the tools: it lists them to validate
+    async with client(worker.url, TOKEN, **kwargs) as sdk:  # it has not listed the tools: it lists them to validate
         async with anyio.create_task_group() as tg:
             answers: list[Any] = []
 
@@ -88,6 +89,26 @@ async def test_a_call_running_across_sigterm_is_answered_at_once_validated_by_th
     assert refused.status_code == 503 and refused.json()["error"]["retryable"] is True
     assert session.status_code == 503, "a new session belongs on a worker that stays"
     assert [r["exit_code"] for r in ended] == [0], "the run went on through the drain and ended"
+    assert status == 0
+
+
+async def _answers(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="decline")
+
+
+async def test_a_call_that_ends_during_the_drain_is_answered_whole_and_the_sdk_can_still_check_it(
+    tmp_path: Path,
+) -> None:
+    """A client that can answer questions waits for its call (it is not yielded): the call ends
+    during the drain, and the worker stays to answer the `tools/list` the SDK sends to check it."""
+    script = "echo start; sleep 2; echo finished"
+    with serving(tmp_path / "state", env={"TOOLSHELL_SERVE_TOKEN": TOKEN}) as worker:
+        store = open_store(str(tmp_path / "state" / STATE_FILE))
+        with anyio.fail_after(20):
+            body = await _call_across_sigterm(worker, store, script, elicitation_callback=_answers)
+        status = await anyio.to_thread.run_sync(worker.proc.wait, 60)
+        store.close()
+    assert (body["exit_code"], body["stdout"]) == (0, "start\nfinished\n")
     assert status == 0
 
 

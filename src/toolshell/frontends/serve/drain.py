@@ -10,7 +10,7 @@ event loop (`Drain.on_begin`): a running call of a client that can take a yield 
 with its output so far (`tasks.yielding`). Requests in flight go on, and so do parked runs
 (2026-07-28 `bash` calls waiting for an answer: their rounds are in the store, so a retry that
 lands on another worker is relayed here, `frontends.serve.relay`) and yielded runs. When none is
-left, or after `[serve] drain_seconds`, the listener closes and the process exits; runs still
+left (for `LINGER_SECONDS`), or after `[serve] drain_seconds`, the listener closes and the process exits; runs still
 parked then are marked stopped in the store, so their retries get a `stopped` error at once and
 the approvals they waited for stay pending, and yielded runs still running are handed over for the
 next call on their shell to take over. A second SIGTERM, or Ctrl-C, stops without waiting. The
@@ -35,6 +35,9 @@ from toolshell.errors import ErrorCode, ToolshellError, error_body
 
 CLOSE_SECONDS = 2
 """After the drain, how long open streams (a legacy client's `GET`) get before they are cut."""
+LINGER_SECONDS = 1.0
+"""Once nothing is in flight, how long a draining worker still answers: a client that just got a
+result may ask for what checking it takes (the SDK's `tools/list`)."""
 _BUSY = "this worker is shutting down and took none of this request; send it again (another worker answers)"
 REFUSED = frozenset({"tools/call", "initialize"})
 """What a draining worker refuses: new work, and new sessions that would die with it."""
@@ -60,6 +63,7 @@ class Drain:
         self.on_begin: list[Callable[[], None]] = []
         """Run once, in the event loop, when the drain begins."""
         self._announced = False
+        self._idle_since: float | None = None
 
     def begin(self) -> None:
         if not self.draining:
@@ -73,9 +77,16 @@ class Drain:
                 hook()
 
     def over(self) -> bool:
-        """Nothing left in flight, or the drain's time is up."""
-        idle = self.in_flight == 0 and self.parked() == 0
-        return self.draining and (idle or time.monotonic() - self.began >= self.seconds)
+        """Nothing left in flight for `LINGER_SECONDS`, or the drain's time is up."""
+        if not self.draining:
+            return False
+        now = time.monotonic()
+        if self.in_flight or self.parked():
+            self._idle_since = None
+        elif self._idle_since is None:
+            self._idle_since = now
+        lingered = self._idle_since is not None and now - self._idle_since >= LINGER_SECONDS
+        return lingered or now - self.began >= self.seconds
 
     def guard(self, app: ASGIApp, *, mcp: bool = False) -> ASGIApp:
         """`app`, counting requests in flight and, once draining, refusing new ones: all of them, or
