@@ -68,12 +68,13 @@ async def _call_across_sigterm(worker: Served, store: StateStore, script: str, *
 async def test_a_call_running_across_sigterm_is_answered_at_once_validated_by_the_sdk_and_its_run_goes_on(
     tmp_path: Path,
 ) -> None:
-    """`yield_seconds` is the default (45 s): the answer comes at SIGTERM, not 45 s later. While
+    """`yield_seconds = 600`: the answer comes at SIGTERM, not 600 s later. While
     draining, the worker answers `tools/list` and `server/discover`, and refuses new calls and sessions."""
     script = "echo start; sleep 3; echo finished"
-    with serving(tmp_path / "state", env={"TOOLSHELL_SERVE_TOKEN": TOKEN}) as worker:
+    config = GITHUB_CONFIG + "[serve]\nyield_seconds = 600\n"
+    with serving(tmp_path / "state", config=config, env={"TOOLSHELL_SERVE_TOKEN": TOKEN}) as worker:
         store = open_store(str(tmp_path / "state" / STATE_FILE))
-        with anyio.fail_after(20):  # far less than yield_seconds
+        with anyio.fail_after(30):  # far less than yield_seconds
             body = await _call_across_sigterm(worker, store, script)
         listed = await _raw(worker.url, "tools/list", {})
         discover = await _raw(worker.url, "server/discover", {})

@@ -1,7 +1,7 @@
 """Yield and wait: long `bash` calls for clients without Tasks.
 
 A client's tool timeout (often 60 s) would lose a long call. So a `bash` call still running after
-`[serve] yield_seconds` (default 45) returns what it has so far: its output, `running: true`
+`[serve] yield_seconds` (default 25) returns what it has so far: its output, `running: true`
 (and `exit_code: -1`, none yet) and its `shell`. The script goes on, in the worker that started
 it (its owner), which records the output it writes and, at the end, its result in the store
 (`store.yields.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
