@@ -135,3 +135,23 @@ async def test_a_call_running_when_the_drain_ends_is_handed_over_and_the_next_ca
     assert isinstance(body, dict) and "running" not in body["earlier"], body
     assert first["stdout"] + body["earlier"]["stdout"] == "start\nfinished\n", "all of it, each byte once"
     assert (body["earlier"]["exit_code"], body["stdout"]) == (3, "after\n")
+
+
+async def test_an_open_subscriptions_listen_stream_does_not_hold_the_drain(tmp_path: Path) -> None:
+    """`drain_seconds = 300`: counted as in flight, the stream (which never ends by itself) would keep
+    the worker up past the bound below."""
+    config = GITHUB_CONFIG + "[serve]\ndrain_seconds = 300\n"
+    method = "subscriptions/listen"
+    body = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"notifications": {"toolsListChanged": True}}}
+    body["params"]["_meta"] = META
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}", "Mcp-Method": method}
+    with serving(tmp_path / "state", config=config, env={"TOOLSHELL_SERVE_TOKEN": TOKEN}) as worker:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            async with http.stream("POST", worker.url, content=json.dumps(body), headers=headers) as stream:
+                lines = stream.aiter_lines()
+                with anyio.fail_after(30):
+                    while '"result"' not in (line := await anext(lines)) and "acknowledged" not in line:
+                        pass  # the acknowledgement comes first: the stream is open
+                worker.proc.send_signal(signal.SIGTERM)
+                status = await anyio.to_thread.run_sync(worker.proc.wait, 60)
+    assert status == 0
