@@ -62,7 +62,8 @@ async def _collect(url: str, script: str, client_timeout: float) -> tuple[str, i
         calls += 1
         async with (
             httpx2.AsyncClient(timeout=httpx2.Timeout(client_timeout, read=client_timeout)) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
+            # A hard limit on each request, as the SDK's own timeout (SSE keep-alives reset httpx's).
+            Client(streamable_http_client(url, http_client=http), read_timeout_seconds=client_timeout) as client,
         ):
             result = await client.call_tool("bash", arguments)
         body = dict(result.structured_content or {})
