@@ -10,11 +10,11 @@ event loop (`Drain.on_begin`): a running call of a client that can take a yield 
 with its output so far (`tasks.yielding`). Requests in flight go on, and so do parked runs
 (2026-07-28 `bash` calls waiting for an answer: their rounds are in the store, so a retry that
 lands on another worker is relayed here, `frontends.serve.relay`) and yielded runs. When none is
-left (for `LINGER_SECONDS`), or after `[serve] drain_seconds`, the listener closes and the process exits; runs still
-parked then are marked stopped in the store, so their retries get a `stopped` error at once and
-the approvals they waited for stay pending, and yielded runs still running are handed over for the
-next call on their shell to take over. A second SIGTERM, or Ctrl-C, stops without waiting. The
-exit status is 0 (the signal is not raised again).
+left (for `LINGER_SECONDS`), or after `[serve] drain_seconds`, the listener closes and the process
+exits; runs still parked then are marked stopped in the store, so their retries get a `stopped`
+error at once and the approvals they waited for stay pending, and yielded runs still running are
+handed over for the next call on their shell to take over. A second SIGTERM, or Ctrl-C, stops
+without waiting. The exit status is 0 (the signal is not raised again).
 """
 
 from __future__ import annotations
