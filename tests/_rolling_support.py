@@ -127,7 +127,7 @@ class Caller:
     bodies: list[str] = field(default_factory=list)
     """The content type of each answer of 500 or more (a worker's JSON, or the proxy's own page)."""
 
-    async def bash(self, script: str) -> Any:
+    async def bash(self, script: str, shell: str | None = None) -> Any:
         """The `bash` result, or `Retryable` for: a connection refused or reset, a 502/503/504 from
         the proxy, or a result whose error line says `"retryable": true` (`stopped` and
         `unavailable` after a worker stopped)."""
@@ -146,7 +146,7 @@ class Caller:
                 await c.list_tools()  # the output schema, before the call
                 self.status.clear()
                 called = True
-                result = await c.call_tool("bash", {"script": script})
+                result = await c.call_tool("bash", {"script": script} | ({"shell": shell} if shell else {}))
         except Exception as exc:  # the SDK raises a group from its task group: look inside
             said = f"{'the call' if called else 'before the call'}: {self.status} "
             said += "; ".join(repr(leaf) for leaf in _leaves(exc))
@@ -167,6 +167,22 @@ async def with_retries(call: Callable[[], Any], retried: list[str], attempts: in
             retried.append(str(why)[:200])
             await anyio.sleep(1)  # what the draining worker's Retry-After asks
     raise AssertionError(f"still failing after {attempts} attempts: {retried[-3:]}")
+
+
+async def whole(caller: Caller, script: str, retried: list[str]) -> dict[str, Any]:
+    """The `bash` result of `script` as an object, its output collected whole: a call a draining
+    worker answered at once (`running: true`) is collected by calling again on its shell."""
+    result = await with_retries(lambda: caller.bash(script), retried)
+    assert not result.is_error, result
+    body: dict[str, Any] = json.loads(result.content[0].text)
+    stdout, shell = body["stdout"], body["shell"]
+    while body.get("running") or body.get("earlier", {}).get("running"):
+        again = await with_retries(lambda: caller.bash("true", shell), retried)
+        body = json.loads(again.content[0].text)
+        stdout += body.get("earlier", {}).get("stdout", "")
+    if "earlier" in body:  # its end came with a later call
+        return {**body["earlier"], "stdout": stdout}
+    return body
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

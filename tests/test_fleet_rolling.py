@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from _fleet_support import MCP_HEADERS, META, TOKEN, fleet_env
 from _net_support import free_port
 from _proxy_support import proxy
-from _rolling_support import LEDGER_CONFIG, LOG_ENV, Caller, Worker, logged_calls, with_retries
+from _rolling_support import LEDGER_CONFIG, LOG_ENV, Caller, Worker, logged_calls, whole, with_retries
 from _store_support import fresh_database, postgres_server  # noqa: F401  (fixture)
 from toolshell.policy.approvals import ApprovalRequest, Approvals
 from toolshell.store.engines import open_store
@@ -191,9 +191,7 @@ async def test_a_rolling_restart_under_load_loses_no_call_no_record_and_no_appro
                 script = f"tools ledger record id={ids[0]}; sleep {PAUSE}; " + "; ".join(
                     f"tools ledger record id={i}" for i in ids[1:]
                 )
-                result = await with_retries(lambda s=script: caller.bash(s), retried)
-                assert not result.is_error, result
-                out = json.loads(result.content[0].text)
+                out = await whole(caller, script, retried)
                 assert (out["exit_code"], out["stdout"]) == (0, "".join(f"record {i}\n" for i in ids)), out
                 completed.append((script, ids))
                 round_ += 1

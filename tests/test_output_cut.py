@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from toolshell.errors import ErrorCode
 from toolshell.shell.json_cut import cut_json
-from toolshell.shell.output import Collected, Collector, bound, too_big, where_saved
+from toolshell.shell.output import SHELL_CUT, Collected, Collector, bound, too_big, where_saved
 
 WHERE = where_saved("/home/user/tool-output/abc.stdout")
 
@@ -137,3 +137,10 @@ def test_a_result_too_big_names_the_paging_arguments_of_the_tool() -> None:
     assert bare.message.endswith(
         "ask for a narrower input (see `tools x dump --help`) or raise [tools_in_shell] max_result_bytes"
     )
+
+
+def test_a_stream_the_shell_cut_ends_with_a_line_saying_so_and_stays_within_the_cap() -> None:
+    stream = Collected("a" * 1_000, "b" * 1_000 + "cut mid-li", 5_000, 10, shell_cut=True)
+    out = bound(stream, 700, WHERE).text
+    assert out.endswith("cut mid-li\n" + SHELL_CUT) and size(out) <= 700
+    assert stream.saved_text().endswith("cut mid-li\n" + SHELL_CUT)

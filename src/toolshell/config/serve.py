@@ -123,9 +123,10 @@ class ServeConfig(_Model):
     """The bytes of files the shells one serving process keeps live between calls may hold; past it
     the least recently used are closed (their state stays in the store, the next call checks it out)."""
     tasks: ServeTasksConfig = Field(default_factory=ServeTasksConfig)
-    yield_seconds: float = Field(default=45.0, ge=0, le=3600)
+    yield_seconds: float = Field(default=25.0, ge=0, le=3600)
     """A `bash` call of a client without Tasks still running this long returns its output so far;
-    the next call on its shell collects the rest first (docs/tasks.md). 0: never yield."""
+    the next call on its shell collects the rest first (docs/tasks.md). 0: never yield. The default
+    is below every common client's tool timeout (docs/tasks.md lists them) and not after the drain."""
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""

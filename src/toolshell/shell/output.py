@@ -21,7 +21,13 @@ HEAD_SHARE = 0.4
 """The part of the cap given to the head; the tail, which carries the last lines and the exit
 status, gets the rest."""
 SHELL_OUTPUT_LIMIT = 10 * 1024 * 1024
-"""bashkit keeps at most this much of one shell call's stdout (and of its stderr); the rest is lost."""
+"""bashkit keeps at most this much of one shell call's stdout (and of its stderr); the rest is lost
+(bashkit 0.20.1 has no setting for it, and its byte sinks and pipes into a command stop there too)."""
+SHELL_CUT = (
+    f"[the shell stopped collecting this output at {SHELL_OUTPUT_LIMIT:,} bytes: the script printed more, "
+    "and the rest of it, its last lines too, is lost; print less (filter with grep, jq or tail in the script)]\n"
+)
+"""The last line of a stream bashkit cut: its end is not the script's."""
 _PAGING_PARTS = ("limit", "page", "cursor", "offset", "query", "filter", "fields", "select", "since", "until")
 """Input property names that ask a server for less (matched by string search: names come from it)."""
 
@@ -88,9 +94,10 @@ class Collected:
         """What the output file holds: the whole stream, or what was kept of it, saying so."""
         if self.whole is not None and not self.shell_cut:
             return self.whole
+        ending = f"\n{SHELL_CUT}" if self.shell_cut else ""
         if self.whole is not None:
-            return f"{self.whole}\n[the shell kept only the first {SHELL_OUTPUT_LIMIT:,} bytes of this output]\n"
-        return f"{self.head}\n[… {self.left_out:,} bytes not kept …]\n{self.tail}"
+            return f"{self.whole}{ending}"
+        return f"{self.head}\n[… {self.left_out:,} bytes not kept …]\n{self.tail}{ending}"
 
 
 class Collector:
@@ -150,18 +157,24 @@ class Bounded:
 def bound(stream: Collected, max_bytes: int, where: str, *, as_json: bool = False) -> Bounded:
     """`stream` within `max_bytes` UTF-8 bytes.
 
+    A stream bashkit cut (`shell_cut`) ends with `SHELL_CUT`, since its tail is not the script's.
+
     Args:
         stream: the collected stream.
-        max_bytes: the cap (at least a few hundred bytes, so the marker fits).
+        max_bytes: the cap (at least a few hundred bytes, so the markers fit).
         where: what the marker says about the whole output, e.g. `the whole output is in /home/…`.
         as_json: try the JSON cut first (stdout) when the stream is one JSON document.
     """
     whole = stream.whole
     if whole is not None and not stream.shell_cut and _size(whole) <= max_bytes:
         return Bounded(whole)
-    if as_json and whole is not None and (cut := _json_cut(whole, max_bytes)) is not None:
+    if as_json and whole is not None and not stream.shell_cut and (cut := _json_cut(whole, max_bytes)) is not None:
         note = f"[stdout cut: one JSON document of {stream.size:,} bytes, cut so it stays valid JSON; {where}]\n"
         return Bounded(cut, note)
+    if stream.shell_cut:  # its last line may be cut short: the note goes on a line of its own
+        text = _head_and_tail(stream, max_bytes - _size(SHELL_CUT) - 1, where)
+        newline = "" if text.endswith("\n") else "\n"
+        return Bounded(f"{text}{newline}{SHELL_CUT}")
     return Bounded(_head_and_tail(stream, max_bytes, where))
 
 

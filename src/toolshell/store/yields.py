@@ -107,6 +107,17 @@ class YieldRows:
             self.store.notify(YIELD_CHANNEL, handle)
         return bool(done.rowcount)
 
+    def hand_over(self, handle: str, worker: str, beat: float) -> bool:
+        """The owner stops before the run ended: its heartbeat is set to `beat` (already stale), so
+        the next collector takes it over at once; False when it owns the run no more."""
+        with self.store.transaction() as tx:
+            done = tx.execute(
+                "UPDATE yielded_runs SET beat = ? WHERE handle = ? AND worker = ? AND result IS NULL",
+                (beat, handle, worker),
+            )
+            self.store.notify(YIELD_CHANNEL, handle)
+        return bool(done.rowcount)
+
     def forget(self, handle: str, run_key: str) -> None:
         """The run cannot be resumed any more (its records passed their bound): its resume data and
         records go, so a collector finds it stopped instead of running it again."""

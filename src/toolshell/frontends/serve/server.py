@@ -49,7 +49,7 @@ from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
-from toolshell.frontends.serve.tasks.yielding import RunBash
+from toolshell.frontends.serve.tasks.yielding import RunBash, drain_yields, running_yields, stop_yields
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -100,6 +100,7 @@ async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
         finally:
             stop_relay(parking)
             stop_tasks(parking)
+            await stop_yields(parking)
             tg.cancel_scope.cancel()
 
 
@@ -399,7 +400,8 @@ async def _serve_http(
 
     serve_config = ui.config.serve if ui is not None else ServeConfig()
     drain = Drain(serve_config.drain_seconds)
-    server.lifespan = drain.watching(server.lifespan, live_runs)
+    # The drain waits for parked and yielded runs; at SIGTERM the calls waiting to yield yield at once.
+    server.lifespan = drain.watching(server.lifespan, lambda p: live_runs(p) + running_yields(p), drain_yields)
     security = host_checks(host, port, serve_config.allowed_hosts)
     manager = ResumableSessionManager(
         server, MemoryEventStore() if events is None else events, security_settings=security
@@ -407,7 +409,7 @@ async def _serve_http(
     mcp: Any = StreamableHTTPASGIApp(manager)
     if ui is not None:  # `[[limits]]` / `[[quotas]]`: 429 at the transport (the caller is known inside the gate)
         mcp = limited(mcp, ui.policy.limits)
-    mcp_app = drain.guard(gate.wrap(mcp))
+    mcp_app = drain.guard(gate.wrap(mcp), mcp=True)
     routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
     page = ""
     if ui is not None:

@@ -28,7 +28,7 @@ from toolshell.frontends.serve.tasks.keeper import Answered, RunScript, TaskKeep
 from toolshell.frontends.serve.tasks.listen import Listener
 from toolshell.frontends.serve.tasks.methods import Caller, TaskMethods
 from toolshell.frontends.serve.tasks.wire import EXTENSION, TaskParams, UpdateParams, declared
-from toolshell.frontends.serve.tasks.yielding import RunBash, Yielder, yielder_for
+from toolshell.frontends.serve.tasks.yielding import RunBash, Yielder, draining, yielder_for
 from toolshell.frontends.serve.upstream import Asker
 from toolshell.redact import Redactor
 from toolshell.store.protocol import StateStore
@@ -82,6 +82,8 @@ class Tasks:
         """A task whose owner went silent, or a parked one that was answered: claim it and run it
         again here by replay. True when this worker took it, False when another did first, None
         when it cannot be resumed (or, parked, has no answer yet)."""
+        if draining(ctx.lifespan_context):  # this worker is going away: one that stays takes it
+            return False
         resume = opened_json(self.ring, RESUME, row.id_hash, row.resume)
         if self.resumer is None or not isinstance(resume, dict) or resume.get("caller") != row.caller:
             return None

@@ -1,7 +1,7 @@
 """Yield and wait: long `bash` calls for clients without Tasks.
 
 A client's tool timeout (often 60 s) would lose a long call. So a `bash` call still running after
-`[serve] yield_seconds` (default 45) returns what it has so far: its output, `running: true`
+`[serve] yield_seconds` (default 25) returns what it has so far: its output, `running: true`
 (and `exit_code: -1`, none yet) and its `shell`. The script goes on, in the worker that started
 it (its owner), which records the output it writes and, at the end, its result in the store
 (`store.yields.YieldRows`) every `[serve] heartbeat_seconds` and at once when it ends.
@@ -16,6 +16,11 @@ silent for three heartbeats, the collector takes the call over and runs it again
 task's (`calls.replay`: its nested calls, recorded as they ended, are answered from the record),
 and collects it as before: the replay writes the same output again, and only what was not
 delivered yet is. A call that cannot be resumed reads as stopped (exit code 137).
+
+A worker that drains (SIGTERM, `frontends.serve.drain`) answers every call still waiting at once:
+it yields there and then, whatever its age, so no client waits on a worker that is going away.
+Its runs go on through the drain; one still running when the worker stops is handed over (its
+heartbeat is set stale), and the next call on its shell, on another worker, takes it over at once.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 import anyio
 import anyio.abc
@@ -44,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 SWEEP_SECONDS = 60.0
 """How often the yielder sweeps the store (as the task keeper does)."""
+STOP_SECONDS = 5.0
+"""How long a stopping worker waits for its cancelled yielded runs to end before handing them over."""
 
 OnOutput = Callable[[str, str], None]
 RunBash = Callable[[OnOutput, Asker | None, CallFeed | None], Awaitable[types.CallToolResult]]
@@ -64,6 +72,7 @@ class _Run:
     result: types.CallToolResult | None = None
     done: anyio.Event = field(default_factory=anyio.Event)
     yielded: bool = False
+    handle: str = ""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
 
     def output(self, stdout: str, stderr: str) -> None:
@@ -111,6 +120,11 @@ class Yielder:
         self.sweep, self._swept = sweep, float("-inf")
         self.yield_seconds, self.heartbeat_seconds = yield_seconds, heartbeat_seconds
         self.ring, self.redact = ring, redact
+        self.draining = False
+        self._waits: set[anyio.CancelScope] = set()
+        """The waits of calls and collectors in this worker, cut short when it drains."""
+        self._owned: dict[str, _Run] = {}
+        """The yielded runs this worker runs, by shell handle."""
 
     async def call(
         self,
@@ -136,7 +150,7 @@ class Yielder:
         feed = CallFeed(redact=self.redact)
         self.tg.start_soon(self._execute, run, run_bash, gated, feed)
         try:
-            with anyio.move_on_after(self.yield_seconds):
+            with self._waiting():
                 await run.done.wait()
         except anyio.get_cancelled_exc_class():  # the client cancelled the call: the script stops
             run.scope.cancel()
@@ -157,7 +171,8 @@ class Yielder:
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
             await run.done.wait()
             return _with_earlier(run.result or _failed("the call ended without a result"), earlier)
-        run.yielded = True
+        run.yielded, run.handle = True, handle
+        self._owned[handle] = run
         self.tg.start_soon(self._keep, run, handle)
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
         return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
@@ -174,12 +189,48 @@ class Yielder:
         if resume.get("caller") != caller or resume.get("handle") != row.handle:  # another run's, moved here
             return False
         if self.rows.claim(row, self.worker):
-            run = _Run(yielded=True)  # nobody can be asked: its stream is gone
+            run = _Run(yielded=True, handle=row.handle)  # nobody can be asked: its stream is gone
+            self._owned[row.handle] = run
             feed = CallFeed(self.rows.calls.read(self.ring, key), redact=self.redact, resumed=True)
             feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(row.handle, key))
             self.tg.start_soon(self._execute, run, resumer(resume), None, feed)
             self.tg.start_soon(self._keep, run, row.handle)
         return True
+
+    def drain(self) -> None:
+        """The worker drains: every call and collector waiting here is answered now, and none waits from now on."""
+        self.draining = True
+        for wait in list(self._waits):
+            wait.cancel()
+
+    def running(self) -> int:
+        """How many yielded runs this worker still runs (the drain waits for them)."""
+        return sum(not run.done.is_set() for run in self._owned.values())
+
+    async def stop(self) -> None:
+        """The worker stops: its yielded runs still running stop, and are handed over for the next call
+        on their shell (on any worker) to take over at once, by replay."""
+        left = [run for run in self._owned.values() if not run.done.is_set()]
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_SECONDS):
+            for run in left:
+                run.scope.cancel()
+            for run in left:
+                await run.done.wait()
+        for run in left:
+            try:
+                self.rows.hand_over(run.handle, self.worker, time.time() - 3 * self.heartbeat_seconds - 1)
+            except ToolshellError:  # the store failed: its heartbeat goes stale instead
+                logger.warning("could not hand a yielded call over", exc_info=True)
+
+    @contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """Wait up to `yield_seconds` (none once draining), cut short when the worker drains."""
+        with anyio.move_on_after(0 if self.draining else self.yield_seconds) as wait:
+            self._waits.add(wait)
+            try:
+                yield
+            finally:
+                self._waits.discard(wait)
 
     def _sweep(self) -> None:
         now = time.monotonic()
@@ -217,7 +268,7 @@ class Yielder:
             with anyio.move_on_after(self.heartbeat_seconds):
                 await run.done.wait()
             ended = run.result if run.done.is_set() else None
-            if run.done.is_set() and ended is None:  # cancelled (the worker stops): its heartbeat goes stale
+            if run.done.is_set() and ended is None:  # cancelled (the worker stops): handed over by `stop`
                 return
             body = None if ended is None else ended.model_dump(by_alias=True, mode="json", exclude_none=True)
             try:
@@ -227,17 +278,25 @@ class Yielder:
                 continue
             if not owned:  # another worker judged this one dead and runs it again: this copy stops
                 run.scope.cancel()
+                self._forget(run)
                 return
             if run.done.is_set():
+                self._forget(run)
                 return
+
+    def _forget(self, run: _Run) -> None:
+        if self._owned.get(run.handle) is run:
+            del self._owned[run.handle]
 
     async def _collect(self, caller: str | None, handle: str, resumer: Resumer | None) -> dict[str, Any] | None:
         """The earlier call's rest: all of it once it ended, else what came within `yield_seconds`."""
         if self.rows.get(handle) is None:
             return None
-        with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, anyio.move_on_after(self.yield_seconds):
+        with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, self._waiting():
             while (row := self.rows.get(handle)) is not None and row.caller == caller:
                 silent = row.result is None and time.time() - row.beat > 3 * self.heartbeat_seconds
+                if silent and self.draining:
+                    break  # a worker that stays takes it over
                 if silent and self._take_over(row, caller, resumer):
                     continue  # run again (here, or by the collector that claimed it first): wait for it
                 if row.result is not None or silent:
@@ -291,6 +350,7 @@ def _result(
 
 
 _yielders: WeakKeyDictionary[Parking, Yielder] = WeakKeyDictionary()
+_draining: WeakSet[Parking] = WeakSet()
 
 
 def yielder_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], Yielder]) -> Yielder:
@@ -298,7 +358,35 @@ def yielder_for(parking: Parking, make: Callable[[anyio.abc.TaskGroup], Yielder]
     yielder = _yielders.get(parking)
     if yielder is None:
         yielder = _yielders[parking] = make(parking.tg)
+        if parking in _draining:
+            yielder.drain()
     return yielder
+
+
+def drain_yields(parking: Parking) -> None:
+    """The serving lifespan drains: its calls waiting to yield yield now (`Yielder.drain`)."""
+    _draining.add(parking)
+    yielder = _yielders.get(parking)
+    if yielder is not None:
+        yielder.drain()
+
+
+def draining(parking: Parking) -> bool:
+    """Whether the serving lifespan drains."""
+    return parking in _draining
+
+
+def running_yields(parking: Parking) -> int:
+    """The yielded runs the serving lifespan still runs."""
+    yielder = _yielders.get(parking)
+    return 0 if yielder is None else yielder.running()
+
+
+async def stop_yields(parking: Parking) -> None:
+    """The serving lifespan ends: its yielded runs still running are handed over (`Yielder.stop`)."""
+    yielder = _yielders.pop(parking, None)
+    if yielder is not None:
+        await yielder.stop()
 
 
 def _sealed_to(run_key: str, handle: str, caller: str | None) -> str:
@@ -307,4 +395,4 @@ def _sealed_to(run_key: str, handle: str, caller: str | None) -> str:
     return json.dumps([run_key, handle, caller])
 
 
-__all__ = ["Yielder", "yielder_for"]
+__all__ = ["Yielder", "drain_yields", "draining", "running_yields", "stop_yields", "yielder_for"]
