@@ -123,7 +123,8 @@ def _patterns() -> list[tuple[str, Any, int]]:
     from detect_secrets.plugins.base import RegexBasedDetector
 
     out: list[tuple[str, Any, int]] = []
-    for kind, plugin in sorted(get_mapping_from_secret_type_to_class().items()):
+    plugins: dict[str, type[Any]] = get_mapping_from_secret_type_to_class()
+    for kind, plugin in sorted(plugins.items()):
         if kind in _LEFT_OUT or not issubclass(plugin, RegexBasedDetector):
             continue
         denylist: Iterable[re.Pattern[str]] = getattr(plugin, "denylist", ())
