@@ -142,8 +142,8 @@ class Ledger:
         ms = self._row(command, arguments, outcome_for(code), code, started)
         if self.trace is not None:
             self.trace.call_unresolved(command, arguments, outcome_for(code), code, ms)
-        if self.metrics is not None:  # no tool was resolved: the words say what was named
-            self.metrics.nested_call(None, " ".join(named) or "tools", outcome_for(code), code, ms)
+        if self.metrics is not None:  # no tool was resolved: one fixed label, whatever the words (issue 30 §5)
+            self.metrics.unresolved_call(outcome_for(code), code, ms)
 
     def stop(self, stop: StopScript) -> None:
         """The script ends at this call: nothing after it runs."""

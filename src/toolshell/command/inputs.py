@@ -8,8 +8,8 @@ input arguments at all: with only pairs and flags it is left alone, so a call in
 A pair's value `@path` (`key=@path`, `--key=@path`, `--key @path`) is the file's content, read
 exactly, as HTTPie's `key=@file` is: `key="$(cat path)"` would drop its trailing newlines. The
 value then follows the pair rules (text for a string key, else JSON). A literal value that starts
-with `@` is written `key=\@text` (one backslash before a leading `@` is dropped; in a shell,
-quote it: `'key=\@text'`). Reading is the caller's (`FileReader`): this module stays pure.
+with `@` is written `key=\\@text` (one backslash before a leading `@` is dropped; in a shell,
+quote it: `'key=\\@text'`). Reading is the caller's (`FileReader`): this module stays pure.
 """
 
 from __future__ import annotations
