@@ -139,7 +139,8 @@ def build_server(
             input_schema=BASH_SCHEMA,
             output_schema=BASH_OUTPUT_SCHEMA,
         )
-        return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, masked_entry(e, host.redact)) for flat, e in visible.items())])
+        proxies = [_proxy_tool(flat, masked_entry(e, host.redact)) for flat, e in visible.items()]
+        return types.ListToolsResult(tools=[bash, *proxies])
 
     async def run_bash(
         ctx: ServerRequestContext[Any],
