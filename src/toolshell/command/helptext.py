@@ -37,7 +37,8 @@ VERB_HELP = {
     "search": (
         "tools search <words>\n"
         "Finds tools by name, description and parameter names, best first; also matches server names\n"
-        "and loads a not-loaded server that matches.\n"
+        "and loads a not-loaded server that matches. Names the servers it could not search (tools not\n"
+        "listed yet) and how to include them.\n"
         "Example: tools search pull request"
     ),
     "plan": (
