@@ -209,7 +209,8 @@ def test_verb_help_explains_search_and_plan_and_nothing_else() -> None:
     assert verb_help("search") == (
         "tools search <words>\n"
         "Finds tools by name, description and parameter names, best first; also matches server names\n"
-        "and loads a not-loaded server that matches.\n"
+        "and loads a not-loaded server that matches. Names the servers it could not search (tools not\n"
+        "listed yet) and how to include them.\n"
         "Example: tools search pull request\n"
     )
     plan = verb_help("plan")

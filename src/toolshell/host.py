@@ -114,6 +114,7 @@ class Host:
             worker=self.worker_id,
             idle_seconds=serve.shell_idle_seconds,
             heartbeat_seconds=serve.heartbeat_seconds,
+            redact=self.redact,
         )
         if self.metrics is not None and isinstance(self.sink, SqliteSink):  # metrics: the store's latency
             self.sink.timed = self.metrics.store_write

@@ -12,9 +12,10 @@ any text; the host applies it to every `tools` output, the shell call's result, 
 timeline previews and log records.
 
 A server that knows a secret can send it in another form, so each secret is masked in the forms
-text and files commonly carry it (`forms_of`): reversed, base64 and base64url at each of the three
-alignments a secret can have inside a longer base64 stream, hex, percent-encoding and JSON string
-escaping. All forms of all secrets are one RE2 alternation of literals, built once, matched in one
+text and files commonly carry it (`forms_of`): with `_` written `-` (a tool's name as scripts write
+it and the `bash` description lists it: `tools srv get-x`), reversed, base64 and base64url at each
+of the three alignments a secret can have inside a longer base64 stream, hex, percent-encoding and
+JSON string escaping. All forms of all secrets are one RE2 alternation of literals, built once, matched in one
 linear pass over the UTF-8 bytes (no backtracking `re` on what a server sends), and a second one
 with the line breaks taken out (base64 and hex wrapped at a fixed width). `pieces` masks a secret
 split across several strings (the blocks of one result), `blob` masks binary data.
@@ -77,7 +78,7 @@ def forms_of(secret: str) -> set[bytes]:
     An encoded form shorter than `MIN_LENGTH` is left out: it would mask ordinary text.
     """
     raw = secret.encode("utf-8", "surrogatepass")
-    texts = {secret[::-1], *_json_forms(secret), *_url_forms(secret)}
+    texts = {secret[::-1], secret.replace("_", "-"), *_json_forms(secret), *_url_forms(secret)}
     forms = {t.encode("utf-8", "surrogatepass") for t in texts}
     forms |= {raw.hex().encode(), raw.hex().upper().encode(), *_base64_forms(raw)}
     return {raw} | {f for f in forms if len(f) >= MIN_LENGTH}

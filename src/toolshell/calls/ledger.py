@@ -148,8 +148,8 @@ class Ledger:
         ms = self._row(command, arguments, outcome_for(code), code, started)
         if self.trace is not None:
             self.trace.call_unresolved(command, arguments, outcome_for(code), code, ms)
-        if self.metrics is not None:  # no tool was resolved: the words say what was named
-            self.metrics.nested_call(None, " ".join(named) or "tools", outcome_for(code), code, ms)
+        if self.metrics is not None:  # no tool was resolved: one fixed label, whatever the words (issue 30 §5)
+            self.metrics.unresolved_call(outcome_for(code), code, ms)
         if self.audit is not None:
             self._audit(None, command, arguments, outcome_for(code), code, ms, None)
 

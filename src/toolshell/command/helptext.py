@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from toolshell.command.schema_text import example_call, schema_lines, signature
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.registry.entry import ServerInfo, ToolEntry
+from toolshell.registry.naming import command_text
 from toolshell.safe_text import escape_lines
 
 USAGE = """\
@@ -36,7 +37,8 @@ VERB_HELP = {
     "search": (
         "tools search <words>\n"
         "Finds tools by name, description and parameter names, best first; also matches server names\n"
-        "and loads a not-loaded server that matches.\n"
+        "and loads a not-loaded server that matches. Names the servers it could not search (tools not\n"
+        "listed yet) and how to include them.\n"
         "Example: tools search pull request"
     ),
     "plan": (
@@ -163,19 +165,43 @@ def _takes_text(schema: dict[str, Any]) -> bool:
     )
 
 
-def search_text(hits: Sequence[Hit]) -> str:
-    """`tools search`: one line per hit, best first.
+def search_text(hits: Sequence[Hit], unsearched: Sequence[ServerInfo] = ()) -> str:
+    """`tools search`: one line per hit, best first, then the servers it could not search.
 
     Args:
         hits: The ranked hits.
+        unsearched: Servers whose tools are not known yet (`Catalog.unsearched`): named, with how
+            to include them, so "No tools match" never hides a server nobody listed.
 
     Returns:
         The text, ending with a newline; a hint to try other words when nothing matched.
     """
+    note = _unsearched_note(unsearched)
     if not hits:
-        return "No tools match. Try other or fewer words, or tools --help for the full list.\n"
+        return "No tools match. Try other or fewer words, or tools --help for the full list.\n" + note
     rows = [(h.entry.command, _summary(h.entry)) for h in hits]
-    return escape_lines("\n".join(_columns(rows, indent=""))) + "\n"
+    return escape_lines("\n".join(_columns(rows, indent=""))) + "\n" + note
+
+
+def _unsearched_note(servers: Sequence[ServerInfo]) -> str:
+    """`Not searched (…): git (not loaded), jira (failed). Run `tools git --help` …`, or nothing."""
+    if not servers:
+        return ""
+    named = ", ".join(f"{command_text(s.name).removeprefix('tools ')} ({_unsearched_state(s)})" for s in servers)
+    first = command_text(servers[0].name)
+    return (
+        escape_lines(
+            f"Not searched, their tools are not listed yet: {named}. "
+            f"Run `{first} --help` to list a server's tools (or see why it cannot), then search again."
+        )
+        + "\n"
+    )
+
+
+def _unsearched_state(server: ServerInfo) -> str:
+    if not server.loaded:
+        return "not loaded"
+    return "needs login" if server.state == "needs_auth" else server.state
 
 
 def verb_help(word: str) -> str | None:

@@ -20,6 +20,7 @@ from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.frontends.serve.bash_tool import BASH_SCHEMA, bash_description, bash_text
 from toolshell.host import Host
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.masked import masked_catalog, masked_entry
 from toolshell.session import Session
 from toolshell.shells import Shells
 
@@ -42,8 +43,10 @@ async def tool_definitions(
 ) -> list[dict[str, Any]]:
     """`bash` and the `keep_visible` tools in the shape an LLM API takes."""
     catalog = await host.catalog(session)
-    defs = [_definition("bash", bash_description(catalog.servers, catalog.server_entries), BASH_SCHEMA, shape)]
-    defs += [_definition(e.flat_name, e.description, e.input_schema, shape) for e in await visible_tools(host, session)]
+    defs = [_definition("bash", bash_description(*masked_catalog(catalog, host.redact)), BASH_SCHEMA, shape)]
+    for e in await visible_tools(host, session):  # named by the config; what the server wrote, masked
+        shown = masked_entry(e, host.redact)
+        defs.append(_definition(e.flat_name, shown.description, shown.input_schema, shape))
     return defs
 
 

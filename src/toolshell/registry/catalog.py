@@ -315,6 +315,16 @@ class Catalog:
             if not s.loaded and not s.remembered and terms & set(tokenize(f"{s.name} {s.description}"))
         ]
 
+    def unsearched(self) -> list[ServerInfo]:
+        """Servers whose tools no search sees: never listed (an `on_demand` server not started, with
+        no remembered list) or not ready (failed, needs login) with none remembered. A server the
+        session switched off is left out: it is off on purpose."""
+        return [
+            s
+            for s in self._server_by_key.values()
+            if s.state != "disabled" and not s.remembered and (not s.loaded or s.state != "ready")
+        ]
+
 
 def _best(scored: list[tuple[float, str]], cutoff: float) -> list[str]:
     """Up to three distinct names scoring at least `cutoff`, best first, ties in catalog order."""

@@ -156,7 +156,7 @@ class ToolsBuiltin:
     async def _search(self, query: str) -> str:
         view = self.state.view
         await view.load_quietly(view.catalog.unloaded_servers_matching(query))
-        return search_text(view.catalog.search(query))
+        return search_text(view.catalog.search(query), view.catalog.unsearched())
 
     # --- stops -------------------------------------------------------------------------------
 

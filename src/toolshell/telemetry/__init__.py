@@ -70,11 +70,13 @@ def metrics_for(
     worker: str,
     idle_seconds: float,
     heartbeat_seconds: float,
+    redact: Redactor | None = None,
     env: Mapping[str, str] = os.environ,
 ) -> Metrics | None:
     """The host's metrics: exported over OTLP/HTTP when traces are (unless `[telemetry] metrics =
     false` or `OTEL_METRICS_EXPORTER=none`), kept for Prometheus when `prometheus_port` is set;
-    None when neither, or when the `otel` extra is not installed."""
+    None when neither, or when the `otel` extra is not installed. `redact` masks the labels a
+    server chose (a tool's name)."""
     otlp = config.metrics and wanted(config, env) and env.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none"
     if not otlp and config.prometheus_port is None:
         return None
@@ -85,7 +87,13 @@ def metrics_for(
         logger.warning("metrics are configured but the OpenTelemetry SDK is missing: pip install 'toolshell[otel]'")
         return None
     return Metrics.configured(
-        config, store, worker=worker, otlp=otlp, idle_seconds=idle_seconds, heartbeat_seconds=heartbeat_seconds
+        config,
+        store,
+        worker=worker,
+        otlp=otlp,
+        idle_seconds=idle_seconds,
+        heartbeat_seconds=heartbeat_seconds,
+        redact=redact,
     )
 
 

@@ -8,6 +8,10 @@ histogram in seconds with the conventions' attributes (`mcp.method.name`, `gen_a
 `gen_ai.operation.name`, `error.type`, `db.system.name`). The rest are `toolshell.*`. Labels are
 of low cardinality by design: a server, a tool, an outcome, an error code, a source — never a
 caller, a session, an input or a worker id (the worker is the resource's `service.instance.id`).
+A call that named no tool it could reach is counted under one fixed `gen_ai.tool.name`,
+`UNRESOLVED`: the words a script wrote never become a label (one series per word, and a secret
+among them in clear). The labels a server chose (a tool's name) are masked with the config's
+secrets before they are recorded, so neither the OTLP points nor the Prometheus scrape carry one.
 
 The gauges (approvals pending, shells kept, workers alive) read the shared store when collected,
 so every worker of a fleet reports the same fleet-wide number: aggregate them with `max`, not `sum`.
@@ -34,6 +38,7 @@ from opentelemetry.sdk.resources import Resource
 
 from toolshell.config.models import TelemetryConfig
 from toolshell.errors import ErrorCode, ToolshellError
+from toolshell.redact import Redactor
 from toolshell.store.dialect import now_query
 from toolshell.store.protocol import StateStore
 
@@ -44,6 +49,10 @@ DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.
 scripts and approval waits that take minutes."""
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 _EXECUTE = {"gen_ai.operation.name": "execute_tool"}
+UNRESOLVED = "_unresolved"
+"""The `gen_ai.tool.name` of every call that named no tool it could reach (`unknown_command`, a
+server not available), the same whatever the script wrote; the leading `_` keeps it apart from the
+names tools commonly have."""
 
 
 class Metrics:
@@ -56,8 +65,10 @@ class Metrics:
         idle_seconds: float,
         heartbeat_seconds: float,
         registry: Any = None,
+        redact: Redactor | None = None,
     ) -> None:
         self._provider = provider
+        self._redact = redact or Redactor()
         self._registry = registry  # the Prometheus collector registry; None: no scrape
         self._store = store
         self._idle_seconds = idle_seconds
@@ -123,6 +134,7 @@ class Metrics:
         otlp: bool,
         idle_seconds: float,
         heartbeat_seconds: float,
+        redact: Redactor | None = None,
     ) -> Metrics:
         """Metrics exported over OTLP/HTTP (`otlp`) and/or kept for a Prometheus scrape
         (`[telemetry] prometheus_port`, served by `serve_prometheus`)."""
@@ -146,7 +158,7 @@ class Metrics:
         histogram = ExplicitBucketHistogramAggregation(DURATION_BUCKETS)
         views = [View(instrument_name="*.duration", aggregation=histogram)]
         provider = MeterProvider(readers, resource=Resource.create(attributes), views=views)
-        return cls(provider, store, idle_seconds, heartbeat_seconds, registry)
+        return cls(provider, store, idle_seconds, heartbeat_seconds, registry, redact)
 
     # --- what the call path records ------------------------------------------------------------
 
@@ -158,10 +170,15 @@ class Metrics:
             attributes["toolshell.server"] = server
         if code is not None:
             attributes["error.type"] = code
+        attributes = self._masked(attributes)
         self.nested_calls.add(1, attributes)
         if outcome in ("completed", "failed"):  # it was sent: an MCP operation
             sent = {**attributes, "mcp.method.name": "tools/call", **_EXECUTE}
             self.sent.record(ms / 1000, sent)
+
+    def unresolved_call(self, outcome: str, code: str, ms: float) -> None:
+        """A call that named no tool it could reach (`calls.ledger`): counted under `UNRESOLVED`."""
+        self.nested_call(None, UNRESOLVED, outcome, code, ms)
 
     def shell_call(self, source: str, exit_code: int, seconds: float) -> None:
         attributes = {"toolshell.source": source, "toolshell.outcome": "ok" if exit_code == 0 else "error"}
@@ -176,7 +193,15 @@ class Metrics:
     def approval_waited(self, server: str | None, tool: str, answer: str | None, seconds: float) -> None:
         """A person was asked about a call (`calls.approval`); `answer` None: nobody answered."""
         attributes = {"gen_ai.tool.name": tool, "toolshell.answer": answer or "none"}
-        self.approval_wait.record(seconds, {**attributes, **({"toolshell.server": server} if server else {})})
+        labels = {**attributes, **({"toolshell.server": server} if server else {})}
+        self.approval_wait.record(seconds, self._masked(labels))
+
+    def _masked(self, attributes: dict[str, Any]) -> dict[str, Any]:
+        """The labels with the config's secrets masked (a tool's name is what its server chose)."""
+        keys = [k for k, v in attributes.items() if isinstance(v, str)]
+        texts = [attributes[k] for k in keys]
+        shown = self._redact.pieces(texts)
+        return attributes if shown is texts else {**attributes, **dict(zip(keys, shown, strict=True))}
 
     @contextmanager
     def heartbeat(self) -> Iterator[None]:
@@ -319,4 +344,4 @@ def _token_checked(app: Any, token: str | None) -> Any:
     return guarded
 
 
-__all__ = ["DURATION_BUCKETS", "Metrics", "scrape_token"]
+__all__ = ["DURATION_BUCKETS", "UNRESOLVED", "Metrics", "scrape_token"]

@@ -7,6 +7,11 @@ the rest are `toolshell.*`. A nested call's span is the current OpenTelemetry co
 call is sent, so the SDK's client injects its `traceparent` into the request's `_meta` (SEP-414)
 and a server that traces shows up in the same trace. Nothing a script or a server wrote is put on
 a span unless `[telemetry] record_io` says so, and then redacted.
+
+Every span is started through `Telemetry.start` and `_span`, which mask its name and every text
+attribute with the config's secrets: a tool's name is the server's word, a command the script's,
+and either may hold a secret (issue 30 §5). The attributes set later are codes, counts and texts
+`Telemetry.io` already masked.
 """
 
 from __future__ import annotations
@@ -70,6 +75,18 @@ class Telemetry:
         """A span with no shell call above it (a server started when the host opens)."""
         return _span(self, name, attributes, None)
 
+    def masked(self, attributes: Mapping[str, Any]) -> dict[str, Any]:
+        """The attributes with every text masked, all read in one pass (`Redactor.pieces`)."""
+        keys = [k for k, v in attributes.items() if isinstance(v, str)]
+        texts = [attributes[k] for k in keys]
+        shown = self.redact.pieces(texts)
+        return dict(attributes) if shown is texts else {**attributes, **dict(zip(keys, shown, strict=True))}
+
+    def start(self, name: str, attributes: Mapping[str, Any], parent: Span | None, **options: Any) -> Span:
+        """A span started with its name and attributes masked (`parent` None: the current context's)."""
+        context = options.pop("context", None) if parent is None else trace.set_span_in_context(parent)
+        return self.tracer.start_span(self.redact(name), context=context, attributes=self.masked(attributes), **options)
+
     def io(self, value: Any) -> str:
         """An input or result as a span shows it: JSON, redacted, cut to `IO_LIMIT` characters.
         The whole text is masked first: cut first, a secret straddling the cut would keep the
@@ -93,7 +110,11 @@ def _span(telemetry: Telemetry, name: str, attributes: Mapping[str, Any], parent
     whatever secret it printed); `failed` puts only the type, code and masked message on it."""
     context = None if parent is None else trace.set_span_in_context(parent)
     with telemetry.tracer.start_as_current_span(
-        name, context=context, attributes=dict(attributes), record_exception=False, set_status_on_exception=False
+        telemetry.redact(name),
+        context=context,
+        attributes=telemetry.masked(attributes),
+        record_exception=False,
+        set_status_on_exception=False,
     ) as span:
         try:
             yield
@@ -173,9 +194,7 @@ class ShellTrace:
             attributes["toolshell.caller"] = self.caller
         if self.telemetry.config.record_io:
             attributes["toolshell.script"] = self.telemetry.io(script)
-        self.span = self.telemetry.tracer.start_span(
-            "execute_tool bash", context=context, kind=SpanKind.INTERNAL, attributes=attributes
-        )
+        self.span = self.telemetry.start("execute_tool bash", attributes, None, context=context, kind=SpanKind.INTERNAL)
         self._parent = PARENT.set(self)  # a before-start approval wait nests under the shell call
 
     # --- nested calls --------------------------------------------------------------------------
@@ -232,7 +251,7 @@ class ShellTrace:
     ) -> None:
         """A call that named no tool it could reach (`unknown_command`, a server not available): a
         span of its own, already ended, named `tools/call` alone (the name is whatever the script
-        wrote), with the words that named it as `toolshell.command`, redacted."""
+        wrote), with the words that named it as `toolshell.command`, masked and cut like recorded text."""
         attributes: dict[str, Any] = {
             "mcp.method.name": "tools/call",
             "gen_ai.operation.name": "execute_tool",
@@ -245,11 +264,8 @@ class ShellTrace:
         }
         if self.telemetry.config.record_io:
             attributes["gen_ai.tool.call.arguments"] = self.telemetry.io(arguments)
-        context = None if self.span is None else trace.set_span_in_context(self.span)
         started = time.time_ns() - int(duration_ms * 1_000_000)
-        span = self.telemetry.tracer.start_span(
-            "tools/call", context=context, kind=SpanKind.CLIENT, attributes=attributes, start_time=started
-        )
+        span = self.telemetry.start("tools/call", attributes, self.span, kind=SpanKind.CLIENT, start_time=started)
         span.set_status(Status(StatusCode.ERROR))
         span.end()
 
@@ -265,14 +281,8 @@ class ShellTrace:
             attributes["toolshell.server"] = entry.server
         if self.telemetry.config.record_io:
             attributes["gen_ai.tool.call.arguments"] = self.telemetry.io(arguments)
-        context = None if self.span is None else trace.set_span_in_context(self.span)
-        return self.telemetry.tracer.start_span(
-            f"tools/call {entry.name}",
-            context=context,
-            kind=SpanKind.CLIENT,
-            attributes=attributes,
-            start_time=start_time,
-        )
+        name = f"tools/call {entry.name}"
+        return self.telemetry.start(name, attributes, self.span, kind=SpanKind.CLIENT, start_time=start_time)
 
 
 def _reset(var: ContextVar[Any], token: Token[Any]) -> None:

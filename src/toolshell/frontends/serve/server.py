@@ -64,6 +64,7 @@ from toolshell.frontends.serve.upstream import (
 from toolshell.host import Host
 from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.masked import masked_catalog, masked_entry
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.telemetry.context import upstream
@@ -136,11 +137,12 @@ def build_server(
         bash = types.Tool(
             name="bash",
             title=BASH_TITLE,
-            description=bash_description(catalog.servers, catalog.server_entries),
+            description=bash_description(*masked_catalog(catalog, host.redact)),  # what a server named, masked
             input_schema=BASH_SCHEMA,
             output_schema=BASH_OUTPUT_SCHEMA,
         )
-        return types.ListToolsResult(tools=[bash, *(_proxy_tool(flat, e) for flat, e in visible.items())])
+        proxies = [_proxy_tool(flat, masked_entry(e, host.redact)) for flat, e in visible.items()]
+        return types.ListToolsResult(tools=[bash, *proxies])
 
     async def run_bash(
         ctx: ServerRequestContext[Any],

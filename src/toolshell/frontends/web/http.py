@@ -2,7 +2,7 @@
 
 Every endpoint that takes a body reads it with `json_body`, so every one refuses the same bad
 bodies the same way: too large, not JSON, not an object, a number JSON does not have (`NaN`,
-`Infinity`), or a string with a lone UTF-16 surrogate (`"\ud800"`), which Python parses but no
+`Infinity`), or a string with a lone UTF-16 surrogate (`"\\ud800"`), which Python parses but no
 store, log or answer can encode.
 """
 
