@@ -78,13 +78,16 @@ class Tasks:
         keeper = keeper_for(ctx.lifespan_context, self._keeper)
         return await keeper.call(caller, run_script, asks, resume)
 
-    def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | None:
+    def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | str | None:
         """A task whose owner went silent, or a parked one that was answered: claim it and run it
         again here by replay. True when this worker took it, False when another did first, None
-        when it cannot be resumed (or, parked, has no answer yet)."""
+        when it cannot be resumed (or, parked, has no answer yet), and why when that is known (its
+        shell reaches the host: `resume.not_replayed`)."""
         resume = opened_json(self.ring, RESUME, row.id_hash, row.resume)
         if self.resumer is None or not isinstance(resume, dict) or resume.get("caller") != row.caller:
             return None
+        if resume.get("not_replayed"):
+            return str(resume["not_replayed"])
         answered: Answered = []
         if row.parked:
             if not self.rows.answered(row.id_hash):

@@ -51,6 +51,7 @@ SWEEP_SECONDS = 60.0
 CANCELLED = "cancelled by tasks/cancel: the script stopped where it was; what it had done stays done"
 WAITING = "waiting for a person's answer to inputRequests (send it with tasks/update)"
 STOPPED = "the worker running this task stopped before the script ended; run the script again"
+NOT_REPLAYED = "the worker running this task stopped before the script ended, and it is not run again by replay: {why}"
 
 RunScript = Callable[[Asker | None, CallFeed], Awaitable[types.CallToolResult]]
 """Runs the `bash` call's script, asking through the asker given (None: nobody can be asked), its
@@ -92,6 +93,8 @@ class _Owned:
     feed: CallFeed
     key: str = ""
     resumable: bool = False
+    not_replayed: str | None = None
+    """Why the run is not resumed by replay (its shell reaches the host), when that is why."""
     waiting_since: float | None = None
     cancel_asked: bool = False
     cancelled: bool = False
@@ -153,20 +156,23 @@ class TaskKeeper:
         task_id = secrets.token_urlsafe(32)  # 256 bits: the capability a client polls with
         owned.key = id_hash(task_id)
         state = _state(owned)
-        resumable = resume is not None and not owned.feed.lost
-        sealed = sealed_json(self.ring, RESUME, owned.key, resume) if resumable else None
+        why = None if resume is None else resume.get("not_replayed")
+        resumable = resume is not None and why is None and not owned.feed.lost
+        # A run not replayed keeps only why, sealed: the worker that finds it silent says so.
+        kept = resume if resumable or why is not None else None
+        sealed = None if kept is None else sealed_json(self.ring, RESUME, owned.key, kept)
         try:
             self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
             # The calls made so far are recorded now (a task that cannot be resumed records nothing).
-            if sealed is None:
-                owned.feed.attach(discard)
-            else:
+            if resumable:
                 owned.feed.attach(self.rows.calls.writer(self.ring, owned.key), self._forgetter(owned))
+            else:
+                owned.feed.attach(discard)
             row = self.rows.get(owned.key)
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
             return error_result(ToolshellError(err.code, f"could not record the task, so the script stopped: {err}"))
-        owned.published, owned.resumable = state, sealed is not None
+        owned.published, owned.resumable, owned.not_replayed = state, resumable, why
         self._owned[owned.key] = owned
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
@@ -285,7 +291,9 @@ class TaskKeeper:
         for key, owned in list(self._owned.items()):
             if owned.resumable and self.rows.hand_over(key, self.worker, silent):
                 continue
-            self.rows.set_state(key, self.worker, status="failed", status_message=STOPPED, error=_stopped_error())
+            message = STOPPED if owned.not_replayed is None else NOT_REPLAYED.format(why=owned.not_replayed)
+            error = {"code": types.INTERNAL_ERROR, "message": message}
+            self.rows.set_state(key, self.worker, status="failed", status_message=message, error=error)
         self._owned.clear()
 
 
@@ -316,10 +324,6 @@ def _elicit_results(answers: dict[str, Any]) -> dict[str, Any]:
         except ValueError:  # a row another version wrote: no answer rather than a crash
             logger.warning("ignored an unreadable answer to a task's question")
     return out
-
-
-def _stopped_error() -> dict[str, Any]:
-    return {"code": types.INTERNAL_ERROR, "message": STOPPED}
 
 
 _keepers: WeakKeyDictionary[Parking, TaskKeeper] = WeakKeyDictionary()
