@@ -29,7 +29,9 @@ from toolshell.store.keys import new_key
 from toolshell.store.tasks import id_hash
 
 pytestmark = pytest.mark.anyio
-PAYS = "tools counter tick n=1; echo paid-once >> /out/ledger; tools counter tick n=2; tools counter tick n=3; echo done"
+PAYS = (
+    "tools counter tick n=1; echo paid-once >> /out/ledger; tools counter tick n=2; tools counter tick n=3; echo done"
+)
 """Call 1, a write to the host, call 2, then call 3 (held: its worker stops there)."""
 
 
@@ -73,7 +75,9 @@ def test_a_shell_that_writes_to_the_host_or_reaches_the_network_is_not_replayed_
     mounts = [{"host": str(tmp_path), "path": "/in"}, {"host": str(tmp_path), "path": "/out", "writable": True}]
     writes = not_replayed(ShellConfig.model_validate({"mounts": mounts}))
     network = not_replayed(ShellConfig.model_validate({"network_allow": ["https://api.example.com"]}))
-    accepted = ShellConfig.model_validate({"mounts": mounts, "network_allow": ["https://x"], "replay_host_writes": True})
+    accepted = ShellConfig.model_validate(
+        {"mounts": mounts, "network_allow": ["https://x"], "replay_host_writes": True}
+    )
     assert writes is not None and "writable [[shell.mounts]] /out" in writes and "/in" not in writes
     assert network is not None and "network requests ([shell] network_allow)" in network
     assert "[shell] replay_host_writes = true" in writes
@@ -143,7 +147,9 @@ async def test_a_yielded_call_on_a_shell_with_network_reads_as_stopped_saying_wh
         await _until_calls(tmp_path / "calls.log", [1, 2])
         host.store.execute("UPDATE yielded_runs SET beat = beat - 3600, worker = 'gone'")
         with anyio.fail_after(60):
-            after = (await client.call_tool("bash", {"script": "echo next", "shell": first["shell"]})).structured_content
+            after = (
+                await client.call_tool("bash", {"script": "echo next", "shell": first["shell"]})
+            ).structured_content
         hold.unlink()
     assert isinstance(after, dict) and after["stdout"] == "next\n"
     earlier = after["earlier"]

@@ -38,7 +38,7 @@ def workers(
         pytest.skip("PostgreSQL is not installed here: scripts/postgres.sh installs and starts it")
     opt_in: bool = request.param
     (tmp_path / "host").mkdir()
-    shell = f'[shell]\nreplay_host_writes = {"true" if opt_in else "false"}\n'
+    shell = f"[shell]\nreplay_host_writes = {'true' if opt_in else 'false'}\n"
     mount = f'[[shell.mounts]]\nhost = "{tmp_path / "host"}"\npath = "/out"\nwritable = true\n'
     config = COUNTER_CONFIG + SERVE + shell + mount
     env = {
@@ -74,7 +74,7 @@ async def test_a_task_writing_to_a_mount_whose_worker_is_killed_is_not_replayed_
     if opt_in:
         assert done.status == "completed", done
         body = json.loads(types.CallToolResult.model_validate(done.result).content[0].text)
-        assert body["stdout"] == "tick 1\ntick 2\ntick 3\ndone\n"
+        assert body["stdout"] == "tick 1\ntick 2\ntick 3\nok\n"
         assert ledger.read_text() == "paid-once\npaid-once\n", "accepted: the replay writes it again"
     else:
         assert done.status == "failed", done

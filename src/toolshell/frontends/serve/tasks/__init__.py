@@ -24,7 +24,14 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.serve.list_notifier import ListNotifier
-from toolshell.frontends.serve.tasks.keeper import Answered, RunScript, TaskKeeper, keeper_for, stop_tasks
+from toolshell.frontends.serve.tasks.keeper import (
+    Answered,
+    RunScript,
+    TaskKeeper,
+    keeper_for,
+    question_place,
+    stop_tasks,
+)
 from toolshell.frontends.serve.tasks.listen import Listener
 from toolshell.frontends.serve.tasks.methods import Caller, TaskMethods
 from toolshell.frontends.serve.tasks.wire import EXTENSION, TaskParams, UpdateParams, declared
@@ -142,12 +149,14 @@ class Tasks:
 
 
 def _answered(row: TaskRow, answers: dict[str, Any]) -> Answered:
-    """The answers of a parked task, each with the message of the question it answers (in asking order)."""
+    """The answers of a parked task, each with the place and message of the question it answers
+    (in asking order); one whose key names no call is left out (the question is asked anew)."""
     out: Answered = []
     for key, request in (row.input_requests or {}).items():
-        if key in answers:
+        place = question_place(key)
+        if key in answers and place is not None:
             try:
-                out.append((request["params"]["message"], types.ElicitResult.model_validate(answers[key])))
+                out.append((place, request["params"]["message"], types.ElicitResult.model_validate(answers[key])))
             except (KeyError, TypeError, ValueError):  # a row another version wrote: asked anew instead
                 continue
     return out

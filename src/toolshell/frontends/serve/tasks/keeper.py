@@ -25,6 +25,7 @@ question the replay asks again answered with it.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +37,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from toolshell.calls.asking import BEFORE_START, asked_for
 from toolshell.calls.replay import CallFeed, discard
 from toolshell.config.serve import ServeTasksConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
@@ -58,15 +60,19 @@ RunScript = Callable[[Asker | None, CallFeed], Awaitable[types.CallToolResult]]
 nested calls going through the feed (recorded; a resumed run's answered from the record)."""
 
 
-Answered = list[tuple[str, types.ElicitResult]]
-"""The answers a parked task got, with the message of the question each answers."""
+Answered = list[tuple[int, str, types.ElicitResult]]
+"""The answers a parked task got: the place of the question each answers (the ordinal of the call
+it was about, `calls.asking`), its message, and the answer."""
+_PLACE = re.compile(r"(?:^|\.)c(\d+)\.q\d+$")
 
 
 class TaskRun(ParkedRun):
     """A parked run whose questions and result wake the keeper at once.
 
-    A run resumed from parking gets the answers its questions were given (`answered`): a question
-    the replay asks again with the same message takes its answer, without asking the person twice."""
+    A question's key names the call it is about (`r1.c3.q7`: attempt 1, call 3), so a run resumed
+    from parking gets the answers its questions were given (`answered`): a question the replay asks
+    again about the same call with the same message takes its answer, without asking the person
+    twice; any other question is asked anew."""
 
     def __init__(self, wake: Callable[[], None], attempt: int = 0, answered: Answered | None = None) -> None:
         super().__init__()
@@ -74,10 +80,16 @@ class TaskRun(ParkedRun):
         self.key_prefix = f"r{attempt}." if attempt else ""
         self._answered = list(answered or ())
 
+    def question_prefix(self) -> str:
+        place = asked_for()
+        return self.key_prefix + ("" if place is None else f"c{place}.")
+
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
-        if self._answered and self._answered[0][0] == getattr(params, "message", None):
-            return self._answered.pop(0)[1]
-        self._answered.clear()  # the replay asks something else: the person is asked anew
+        place, message = asked_for(), getattr(params, "message", None)
+        for i, (at, said, answer) in enumerate(self._answered):
+            if place is not None and (at, said) == (place, message):
+                del self._answered[i]
+                return answer
         self._wake()  # the keeper looks once this task waits, when the question is open
         return await super().ask(params)
 
@@ -183,7 +195,8 @@ class TaskKeeper:
         """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
         recorded by the first run are answered from their records, its questions from `answered`."""
         records = self.rows.calls.read(self.ring, key)
-        feed = CallFeed(records, redact=self.redact, resumed=True)
+        checked = all(at != BEFORE_START for at, _, _ in answered or ())  # parked at the before-start check: again
+        feed = CallFeed(records, redact=self.redact, resumed=True, checked=checked)
         run = TaskRun(self._poke, attempt, answered)
         owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
         feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(owned))
@@ -347,4 +360,10 @@ def stop_tasks(parking: Parking) -> None:
             logger.warning("could not mark this worker's tasks stopped", exc_info=True)
 
 
-__all__ = ["TaskKeeper", "TaskRun", "keeper_for", "stop_tasks"]
+def question_place(key: str) -> int | None:
+    """The ordinal of the call a question was about, from its key (None: not told)."""
+    found = _PLACE.search(key)
+    return None if found is None else int(found.group(1))
+
+
+__all__ = ["Answered", "TaskKeeper", "TaskRun", "keeper_for", "question_place", "stop_tasks"]
