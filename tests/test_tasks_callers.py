@@ -42,14 +42,16 @@ async def test_another_callers_cancel_and_update_of_a_task_are_refused_and_the_o
             [key] = asked.input_requests or {}
             refused = {}
             for name, request in (
-                ("get", get_task(bob.session, created.task_id)),
-                ("cancel", cancel_task(bob.session, created.task_id)),
-                ("update", update_task(bob.session, created.task_id, {key: ONCE})),
-                ("unknown", cancel_task(bob.session, "no-such-task")),
+                ("get", lambda: get_task(bob.session, created.task_id)),
+                ("cancel", lambda: cancel_task(bob.session, created.task_id)),
+                ("update", lambda: update_task(bob.session, created.task_id, {key: ONCE})),
+                ("unknown", lambda: cancel_task(bob.session, "no-such-task")),
             ):
-                with pytest.raises(MCPError) as error:
-                    await request
-                refused[name] = (error.value.code, error.value.message)
+                try:
+                    await request()
+                    refused[name] = (0, "accepted")
+                except MCPError as error:
+                    refused[name] = (error.code, error.message)
             still = await get_task(alice.session, created.task_id)
             await update_task(alice.session, created.task_id, {key: ONCE})
             done = await until_status(alice.session, created.task_id, "completed", "failed", "cancelled")
