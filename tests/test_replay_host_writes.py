@@ -156,3 +156,30 @@ async def test_a_yielded_call_on_a_shell_with_network_reads_as_stopped_saying_wh
     assert earlier["exit_code"] == 137 and "not run again by replay" in earlier["note"]
     assert "writable [[shell.mounts]] /out and network requests" in earlier["note"]
     assert (tmp_path / "host" / "ledger").read_text() == "paid-once\n"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_worker_that_stops_cleanly_fails_such_a_task_saying_why_instead_of_handing_it_over(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "calls.log"))
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    (tmp_path / "calls.log.hold-3").touch()
+    config = _config(tmp_path)
+
+    def opened(name: str) -> Any:
+        return Host.open(config, store=open_store(store_url), state_dir=tmp_path / name, servers={"counter": counter()})
+
+    async with opened("two") as two:
+        async with opened("one") as one, Client(build_server(one, []), extensions=[TasksClient()]) as on_one:
+            created = await on_one.session.call_tool("bash", {"script": PAYS}, allow_claimed=True)
+            assert isinstance(created, CreatedTask), created
+            await _until_calls(tmp_path / "calls.log", [1, 2])
+        # worker one stopped: its run with it
+        (tmp_path / "calls.log.hold-3").unlink()
+        async with Client(build_server(two, []), extensions=[TasksClient()]) as on_two:
+            done = await until_status(on_two.session, created.task_id, "completed", "failed")
+    assert done.status == "failed", done
+    assert done.status_message is not None and "not run again by replay" in done.status_message
+    assert "writable [[shell.mounts]] /out" in done.status_message
+    assert (tmp_path / "host" / "ledger").read_text() == "paid-once\n"
