@@ -71,3 +71,73 @@ def test_a_recorded_error_is_raised_again() -> None:
     replayed = CallFeed(records, resumed=True).replay(1, _call(1))
     assert replayed is not None and replayed.result is None and replayed.error is not None
     assert (replayed.error.code, replayed.error.message) == (ErrorCode.UNAVAILABLE, "timed out")
+
+
+class _Unopened(replay.InMemory):
+    """Records where some rows are there but do not open (changed, or sealed with another key)."""
+
+    def __init__(self, records: dict[int, dict[str, Any]], unopened: set[int]) -> None:
+        super().__init__(records)
+        self.unopened = unopened
+
+    def get(self, ordinal: int) -> dict[str, Any] | None:
+        return None if ordinal in self.unopened else super().get(ordinal)
+
+
+def _first_run(*calls: int, held: tuple[int, ...] = ()) -> dict[int, dict[str, Any]]:
+    """The records of a first run that made `calls` (those in `held` stopped before they were sent)."""
+    records: dict[int, dict[str, Any]] = {}
+    feed = CallFeed(write=lambda ordinal, record: records.__setitem__(ordinal, record))
+    for n in calls:
+        ordinal = feed.next_ordinal()
+        if n not in held:
+            feed.record(ordinal, _call(n), "changes", _result(f"tick {n}"))
+    return records
+
+
+def test_a_record_that_does_not_open_stops_the_replay_at_its_call_and_is_never_made_again() -> None:
+    again = CallFeed(_Unopened(_first_run(1, 2), {1}), resumed=True)
+    with pytest.raises(StopScript) as stop:
+        again.replay(again.next_ordinal(), _call(1))
+    assert stop.value.error.code == ErrorCode.STOPPED
+    assert 'stopped at call 1 `tools counter tick {"n":1}`: its record in the store does not open' in (
+        stop.value.error.message
+    )
+    assert "not made again" in stop.value.error.message
+
+
+def test_a_call_without_a_record_whose_next_record_counts_one_more_before_it_stops_the_replay() -> None:
+    records = _first_run(1, 2, 3)
+    del records[2]  # whoever can write the store removed it
+    again = CallFeed(records, resumed=True)
+    assert again.replay(again.next_ordinal(), _call(1)) is not None
+    with pytest.raises(StopScript) as stop:
+        again.replay(again.next_ordinal(), _call(2))
+    assert "stopped at call 2" in stop.value.error.message
+    assert "call 3's record counts 2 recorded calls before it and the store holds 1" in stop.value.error.message
+
+
+def test_a_next_record_that_does_not_open_stops_the_replay_at_the_call_without_a_record() -> None:
+    records = _first_run(1, 2, 3, held=(2,))
+    again = CallFeed(_Unopened(records, {3}), resumed=True)
+    again.replay(again.next_ordinal(), _call(1))
+    with pytest.raises(StopScript) as stop:
+        again.replay(again.next_ordinal(), _call(2))
+    assert "stopped at call 2" in stop.value.error.message and "the record of call 3 does not open" in (
+        stop.value.error.message
+    )
+
+
+def test_calls_that_were_never_sent_or_still_in_flight_are_made_live_and_the_rest_answered() -> None:
+    held = _first_run(1, 2, 3, held=(2,))  # call 2 was held for approval (or denied): never sent
+    again = CallFeed(held, resumed=True)
+    got = [again.replay(again.next_ordinal(), _call(n)) for n in (1, 2, 3)]
+    assert [r is not None for r in got] == [True, False, True]
+    records: dict[int, dict[str, Any]] = {}
+    concurrent = CallFeed(write=lambda ordinal, record: records.__setitem__(ordinal, record))
+    one, two, three = (concurrent.next_ordinal() for _ in range(3))
+    concurrent.record(one, _call(1), "changes", _result("tick 1"))
+    concurrent.record(three, _call(3), "changes", _result("tick 3"))  # call 2 was in flight when the worker died
+    again = CallFeed(records, resumed=True)
+    got = [again.replay(again.next_ordinal(), _call(n)) for n in (1, 2, 3)]
+    assert [r is not None for r in got] == [True, False, True]

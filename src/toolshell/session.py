@@ -25,6 +25,7 @@ from bashkit import BuiltinContext, BuiltinResult
 
 from toolshell.builtin.hints import HintAccumulator
 from toolshell.calls.approval import ApprovalGate, Approver, store_waiter
+from toolshell.calls.asking import BEFORE_START, asking_for
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.pipeline import CallTarget, Pipeline
 from toolshell.calls.prepare import prepare_input, resolve
@@ -342,7 +343,10 @@ class Session:
         )
         precheck = Precheck(view, services.policy, gate, ledger)
         # A run resumed by replay passed this check when it first started: its calls are not asked about again.
-        held = None if feed is not None and feed.resumed else await precheck.hold_before_start(script)
+        held = None
+        if feed is None or not feed.checked:
+            with asking_for(BEFORE_START):
+                held = await precheck.hold_before_start(script)
         if held is not None:
             ledger.shell_call(script, started, self.source, 1)
             stopped = self._result(1, "", error_line(held.error()), ledger)

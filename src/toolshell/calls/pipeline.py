@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import anyio
 
 from toolshell.calls.approval import ApprovalGate
+from toolshell.calls.asking import asking_for
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall
 from toolshell.calls.replay import CallFeed
@@ -100,7 +101,8 @@ class Pipeline:
                 raise replayed.error
             return Sent(prepared, risk, replayed.result)
         try:
-            sent = await self._send_handling_approval(prepared)
+            with asking_for(ordinal):  # a question about this call is bound to its place (a parked task's answer)
+                sent = await self._send_handling_approval(prepared)
         except _InFlight as failed:
             feed.record_error(ordinal, prepared, failed.risk.level, failed.error)
             raise failed.error from None

@@ -15,6 +15,12 @@ nothing from it on runs. A call with no record (past the last one, or one in fli
 worker died, whose result never came back) is made live and recorded. A run that ends before
 making every call the first run made stops too (`short`): its script took another way.
 
+A record that is there but does not open (changed, moved, sealed with another key) stops the
+replay at its call: whether the first run made it cannot be told, so it is never taken for a call
+that was still in flight. Each record also counts the records of earlier calls written before it
+(`before`): a call with no record whose next recorded call counts more earlier records than the
+store holds had one that went missing, and stops the replay there too.
+
 The records of a run are bounded (`MAX_RUN_BYTES`): past it the run keeps no more, and cannot be
 resumed (`lost`; `forget` tells the store). A resumed run reads its records one at a time, as
 its calls come (`Recorded`), never all at once.
@@ -22,6 +28,7 @@ its calls come (`Recorded`), never all at once.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -59,6 +66,9 @@ class Recorded(Protocol):
     def after(self, ordinal: int) -> list[int]:
         """The ordinals recorded past `ordinal`, in order."""
 
+    def ordinals(self) -> list[int]:
+        """Every ordinal that has a record (one that opens or not), in order."""
+
 
 class InMemory:
     """`Recorded` over records already in memory."""
@@ -72,6 +82,9 @@ class InMemory:
 
     def after(self, ordinal: int) -> list[int]:
         return sorted(o for o in self.records if o > ordinal)
+
+    def ordinals(self) -> list[int]:
+        return sorted(self.records)
 
 
 @dataclass(frozen=True)
@@ -90,9 +103,11 @@ class CallFeed:
         recorded: the records of the earlier run (None: a first run).
         write: keeps a record durably; None until the run has a key (`attach`).
         redact: masks the config's secrets in what is recorded.
-        resumed: a run run again (its first run passed the before-start check: it is not held again).
+        resumed: a run run again.
         forget: called once when the run's records pass `MAX_RUN_BYTES` after it has a key (the
             store marks the run not resumable and drops its records).
+        checked: the run passed the before-start check already (default: a resumed run did, in
+            its first run; one parked at that check's question did not, and is checked again).
     """
 
     def __init__(
@@ -102,11 +117,14 @@ class CallFeed:
         redact: Redactor | None = None,
         resumed: bool = False,
         forget: Callable[[], None] | None = None,
+        checked: bool | None = None,
     ) -> None:
         if recorded is None or isinstance(recorded, Mapping):
             recorded = InMemory(recorded or {})
         self.recorded: Recorded = recorded
         self.resumed = resumed
+        self.checked = resumed if checked is None else checked
+        """Whether the before-start check is skipped (the first run passed it)."""
         self.redact = redact or Redactor()
         self._write, self._forget = write, forget
         self._kept: list[tuple[int, dict[str, Any]]] = []
@@ -117,6 +135,10 @@ class CallFeed:
         self._ordinal = 0
         self.replayed = 0
         """How many calls were answered from the record."""
+        self._present = recorded.ordinals() if resumed else []
+        """The ordinals the earlier run recorded (what a replay answers, or stops at)."""
+        self._written = list(self._present)
+        """The ordinals recorded so far, in order (each new record counts those before it)."""
 
     def attach(self, write: Write, forget: Callable[[], None] | None = None) -> None:
         """The run got its key: the records kept so far are written, and every later one at once."""
@@ -135,9 +157,15 @@ class CallFeed:
         Raises:
             StopScript: `stopped`, when the record is of another call: the run diverged.
         """
+        if not self._present or ordinal > self._present[-1]:
+            return None  # past the earlier run's calls: made live
+        at = bisect.bisect_left(self._present, ordinal)
+        if self._present[at] != ordinal:  # no record: in flight, or stopped before it was sent
+            self._check_gap(ordinal, self._present[at], at, prepared)
+            return None
         record = self.recorded.get(ordinal)
         if record is None:
-            return None
+            raise self._unverified(ordinal, prepared, f"its record in the store does not open{_WHY_NOT_OPEN}")
         entry = prepared.entry
         if (record.get("server"), record.get("tool"), record.get("input")) != (
             entry.server,
@@ -164,10 +192,33 @@ class CallFeed:
         error = {"code": str(err.code), "message": self.redact(err.message), "retryable": err.retryable}
         self._keep(ordinal, {**self._call(prepared), "risk": risk, "error": error})
 
+    def _check_gap(self, ordinal: int, following: int, held: int, prepared: PreparedCall) -> None:
+        """Stop at a call without a record when the next record says an earlier one is missing:
+        it counts `before` it more records of earlier calls than the store holds (`held`)."""
+        record = self.recorded.get(following)
+        if record is None:
+            raise self._unverified(ordinal, prepared, f"the record of call {following} does not open{_WHY_NOT_OPEN}")
+        before = record.get("before")
+        if isinstance(before, int) and before > held:
+            why = (
+                f"call {following}'s record counts {before} recorded calls before it and the store holds {held}: a "
+                "record is missing (removed from the store, or not written when the store failed), so this call may "
+                "have been made"
+            )
+            raise self._unverified(ordinal, prepared, why)
+
+    def _unverified(self, ordinal: int, prepared: PreparedCall, why: str) -> StopScript:
+        now = f"{prepared.entry.command} {self.redact(preview(prepared.input))}"
+        message = (
+            f"the run, resumed by replay after its worker stopped, stopped at call {ordinal} `{now}`: {why}. It was "
+            "not made again, and nothing from it on ran. Check its effects, then run what is left"
+        )
+        return StopScript(ToolshellError(ErrorCode.STOPPED, message), prepared.call)
+
     def short(self) -> StopScript | None:
         """The stop of a resumed run that ended with calls of the first run not made (None: it made
         them all, or stopped already): its script took another way, so the run is not the first one."""
-        missed = self.recorded.after(self._ordinal) if self.resumed else []
+        missed = self._present[bisect.bisect_right(self._present, self._ordinal) :]
         if not missed:
             return None
         named = [self._named(o) for o in missed[:SHORT_NAMED]]
@@ -188,6 +239,9 @@ class CallFeed:
     def _keep(self, ordinal: int, record: dict[str, Any]) -> None:
         if self.lost:
             return
+        at = bisect.bisect_left(self._written, ordinal)
+        record["before"] = at  # the records of earlier calls written so far: one that goes missing shows
+        self._written.insert(at, ordinal)
         size = len(canonical_json(record))
         self._bytes += size
         if self._bytes > MAX_RUN_BYTES:
@@ -226,6 +280,11 @@ class CallFeed:
             f"where the first run called `{then}` (the script reads something that changes between runs, such as "
             "the clock or $RANDOM); nothing from this call on ran. Run the script again"
         )
+
+
+_WHY_NOT_OPEN = (
+    " (changed, or written without the state key ring), so whether the first run made this call cannot be told"
+)
 
 
 def discard(ordinal: int, record: dict[str, Any]) -> None:

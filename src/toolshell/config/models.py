@@ -326,6 +326,9 @@ class ShellConfig(_Model):
     network_allow: list[str] = Field(default_factory=list)
     env: list[str] = Field(default_factory=list)
     """Names of host environment variables the shell may see."""
+    replay_host_writes: bool = False
+    """Resume by replay a run whose shell reaches the host (a writable mount, `network_allow`),
+    knowing its writes there and its requests run again; off: such a run ends with its worker."""
 
 
 class WebFetchConfig(_Model):

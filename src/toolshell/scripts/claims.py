@@ -177,7 +177,7 @@ class TriggerClaims:
         done = self.store.execute(
             "UPDATE trigger_claims SET finished_at = ?, exit_code = ?, outcome = ?, ended_by = 'worker_lost'"
             " WHERE finished_at IS NULL AND worker IS NOT NULL"
-            f" AND worker NOT IN (SELECT id FROM workers WHERE heartbeat_at >= ?){where}",
+            f" AND worker NOT IN (SELECT id FROM workers WHERE heartbeat_at > ?){where}",
             (time.time(), LOST_EXIT, json.dumps(outcome, ensure_ascii=False), cutoff, *params),
         )
         return done.rowcount

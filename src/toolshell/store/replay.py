@@ -97,7 +97,7 @@ class CallRecords:
 
 class RunRecords:
     """One run's records in the store (`calls.replay.Recorded`): each read when asked for; one that
-    does not open is None (made live again, never believed)."""
+    does not open is None (never believed: the replay stops at its call)."""
 
     def __init__(self, store: StateStore, ring: Sequence[bytes], run_key: str) -> None:
         self.store, self.ring, self.run_key = store, ring, run_key
@@ -118,6 +118,9 @@ class RunRecords:
             "SELECT ordinal FROM run_calls WHERE run_key = ? AND ordinal > ? ORDER BY ordinal", (self.run_key, ordinal)
         )
         return [int(r["ordinal"]) for r in rows]
+
+    def ordinals(self) -> list[int]:
+        return self.after(0)
 
 
 __all__ = [

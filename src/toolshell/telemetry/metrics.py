@@ -233,7 +233,7 @@ class Metrics:
 
     def _workers(self, options: CallbackOptions) -> Iterable[Observation]:
         now = f"(SELECT now FROM ({now_query(self._store.engine)}) AS clock)"  # beats are in the store's time
-        sql = f"SELECT COUNT(*) AS n FROM workers WHERE heartbeat_at >= {now} - ?"
+        sql = f"SELECT COUNT(*) AS n FROM workers WHERE heartbeat_at > {now} - ?"  # as `Workers.alive` judges
         return self._count(sql, (3 * self._heartbeat_seconds,))
 
     def _count(self, sql: str, params: tuple[Any, ...]) -> list[Observation]:

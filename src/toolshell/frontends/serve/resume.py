@@ -4,6 +4,11 @@ A task or a yielded call records, sealed on its row, its script, its caller and 
 is before the call: the handle and the stored version (a shell is saved only when a call ends,
 so while it runs the store holds the state it started from). The worker that takes the call
 over runs it again only if the shell is still at that version (docs/tasks.md, Resume by replay).
+
+A shell that reaches the host (a writable `[[shell.mounts]]` folder, `[shell] network_allow`)
+changes what replay cannot answer from a record: run again, its script would write those files
+and send those requests twice. Such a run is not resumed (`not_replayed` says why, and that
+reason is what a takeover reports) unless `[shell] replay_host_writes` accepts the repeat.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Any
 
 import mcp_types as types
 
+from toolshell.config import ShellConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.shell.handles import Forged
 from toolshell.shells import Shells
@@ -33,9 +39,33 @@ def shell_version(shells: Shells, caller: str | None, handle: str) -> int | None
     return None if kept is None else kept.version
 
 
+def not_replayed(config: ShellConfig) -> str | None:
+    """Why a run on a shell of `config` is not run again by replay (what it reaches outside the
+    sandbox, which no record answers); None when it reaches nothing or the config accepts the repeat."""
+    if config.replay_host_writes:
+        return None
+    reached = []
+    writable = [m.path for m in config.mounts if m.writable]
+    if writable:
+        reached.append(f"writes to the host through the writable [[shell.mounts]] {', '.join(writable)}")
+    if config.network_allow:
+        reached.append("network requests ([shell] network_allow)")
+    if not reached:
+        return None
+    return (
+        f"its shell reaches the host ({' and '.join(reached)}), and running the script again would repeat "
+        "those. What it did stays done; check its effects, then run what is left ([shell] replay_host_writes "
+        "= true resumes such runs when repeating them is safe)"
+    )
+
+
 def resume_info(shells: Shells, caller: str | None, handle: str, script: str, asks: bool) -> dict[str, Any] | None:
     """What running a call again by replay takes; None when its shell cannot be read (then the
-    run itself says so, and nothing is resumed)."""
+    run itself says so, and nothing is resumed). A run that must not be replayed gets only its
+    caller and why (`not_replayed`)."""
+    why = not_replayed(shells.host.config.shell)
+    if why is not None:
+        return {"caller": caller, "not_replayed": why}
     version = shell_version(shells, caller, handle)
     if version is None:
         return None
@@ -49,4 +79,4 @@ def shell_gone(shells: Shells, caller: str | None, resume: dict[str, Any]) -> ty
     return None
 
 
-__all__ = ["NOT_RESUMED", "resume_info", "shell_gone", "shell_version"]
+__all__ = ["NOT_RESUMED", "not_replayed", "resume_info", "shell_gone", "shell_version"]

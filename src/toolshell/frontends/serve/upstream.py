@@ -107,6 +107,10 @@ class ParkedRun:
     key_prefix = ""
     """Put before each question's key (a task run again elsewhere: its keys never repeat the first run's)."""
 
+    def question_prefix(self) -> str:
+        """What the key of a question asked now starts with (`key_prefix`, and where a task asks it)."""
+        return self.key_prefix
+
     def __init__(self) -> None:
         self.token = secrets.token_urlsafe(18)
         self._open: dict[str, _Question] = {}
@@ -122,7 +126,7 @@ class ParkedRun:
 
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
         question = _Question(params)
-        question.key = self.key_prefix + question.key
+        question.key = self.question_prefix() + question.key
         self._open[question.key] = question
         self._bump()
         try:

@@ -24,7 +24,14 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.serve.list_notifier import ListNotifier
-from toolshell.frontends.serve.tasks.keeper import Answered, RunScript, TaskKeeper, keeper_for, stop_tasks
+from toolshell.frontends.serve.tasks.keeper import (
+    Answered,
+    RunScript,
+    TaskKeeper,
+    keeper_for,
+    question_place,
+    stop_tasks,
+)
 from toolshell.frontends.serve.tasks.listen import Listener
 from toolshell.frontends.serve.tasks.methods import Caller, TaskMethods
 from toolshell.frontends.serve.tasks.wire import EXTENSION, TaskParams, UpdateParams, declared
@@ -78,15 +85,18 @@ class Tasks:
         keeper = keeper_for(ctx.lifespan_context, self._keeper)
         return await keeper.call(caller, run_script, asks, resume)
 
-    def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | None:
+    def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | str | None:
         """A task whose owner went silent, or a parked one that was answered: claim it and run it
         again here by replay. True when this worker took it, False when another did first, None
-        when it cannot be resumed (or, parked, has no answer yet)."""
+        when it cannot be resumed (or, parked, has no answer yet), and why when that is known (its
+        shell reaches the host: `resume.not_replayed`)."""
         if draining(ctx.lifespan_context):  # this worker is going away: one that stays takes it
             return False
         resume = opened_json(self.ring, RESUME, row.id_hash, row.resume)
         if self.resumer is None or not isinstance(resume, dict) or resume.get("caller") != row.caller:
             return None
+        if resume.get("not_replayed"):
+            return str(resume["not_replayed"])
         answered: Answered = []
         if row.parked:
             if not self.rows.answered(row.id_hash):
@@ -141,12 +151,14 @@ class Tasks:
 
 
 def _answered(row: TaskRow, answers: dict[str, Any]) -> Answered:
-    """The answers of a parked task, each with the message of the question it answers (in asking order)."""
+    """The answers of a parked task, each with the place and message of the question it answers
+    (in asking order); one whose key names no call is left out (the question is asked anew)."""
     out: Answered = []
     for key, request in (row.input_requests or {}).items():
-        if key in answers:
+        place = question_place(key)
+        if key in answers and place is not None:
             try:
-                out.append((request["params"]["message"], types.ElicitResult.model_validate(answers[key])))
+                out.append((place, request["params"]["message"], types.ElicitResult.model_validate(answers[key])))
             except (KeyError, TypeError, ValueError):  # a row another version wrote: asked anew instead
                 continue
     return out

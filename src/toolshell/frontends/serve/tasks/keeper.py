@@ -25,6 +25,7 @@ question the replay asks again answered with it.
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -36,6 +37,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+from toolshell.calls.asking import BEFORE_START, asked_for
 from toolshell.calls.replay import CallFeed, discard
 from toolshell.config.serve import ServeTasksConfig
 from toolshell.errors import ErrorCode, ToolshellError, error_result
@@ -51,21 +53,26 @@ SWEEP_SECONDS = 60.0
 CANCELLED = "cancelled by tasks/cancel: the script stopped where it was; what it had done stays done"
 WAITING = "waiting for a person's answer to inputRequests (send it with tasks/update)"
 STOPPED = "the worker running this task stopped before the script ended; run the script again"
+NOT_REPLAYED = "the worker running this task stopped before the script ended, and it is not run again by replay: {why}"
 
 RunScript = Callable[[Asker | None, CallFeed], Awaitable[types.CallToolResult]]
 """Runs the `bash` call's script, asking through the asker given (None: nobody can be asked), its
 nested calls going through the feed (recorded; a resumed run's answered from the record)."""
 
 
-Answered = list[tuple[str, types.ElicitResult]]
-"""The answers a parked task got, with the message of the question each answers."""
+Answered = list[tuple[int, str, types.ElicitResult]]
+"""The answers a parked task got: the place of the question each answers (the ordinal of the call
+it was about, `calls.asking`), its message, and the answer."""
+_PLACE = re.compile(r"(?:^|\.)c(\d+)\.q\d+$")
 
 
 class TaskRun(ParkedRun):
     """A parked run whose questions and result wake the keeper at once.
 
-    A run resumed from parking gets the answers its questions were given (`answered`): a question
-    the replay asks again with the same message takes its answer, without asking the person twice."""
+    A question's key names the call it is about (`r1.c3.q7`: attempt 1, call 3), so a run resumed
+    from parking gets the answers its questions were given (`answered`): a question the replay asks
+    again about the same call with the same message takes its answer, without asking the person
+    twice; any other question is asked anew."""
 
     def __init__(self, wake: Callable[[], None], attempt: int = 0, answered: Answered | None = None) -> None:
         super().__init__()
@@ -73,10 +80,16 @@ class TaskRun(ParkedRun):
         self.key_prefix = f"r{attempt}." if attempt else ""
         self._answered = list(answered or ())
 
+    def question_prefix(self) -> str:
+        place = asked_for()
+        return self.key_prefix + ("" if place is None else f"c{place}.")
+
     async def ask(self, params: types.ElicitRequestParams) -> types.ElicitResult | None:
-        if self._answered and self._answered[0][0] == getattr(params, "message", None):
-            return self._answered.pop(0)[1]
-        self._answered.clear()  # the replay asks something else: the person is asked anew
+        place, message = asked_for(), getattr(params, "message", None)
+        for i, (at, said, answer) in enumerate(self._answered):
+            if place is not None and (at, said) == (place, message):
+                del self._answered[i]
+                return answer
         self._wake()  # the keeper looks once this task waits, when the question is open
         return await super().ask(params)
 
@@ -92,6 +105,8 @@ class _Owned:
     feed: CallFeed
     key: str = ""
     resumable: bool = False
+    not_replayed: str | None = None
+    """Why the run is not resumed by replay (its shell reaches the host), when that is why."""
     waiting_since: float | None = None
     cancel_asked: bool = False
     cancelled: bool = False
@@ -153,20 +168,23 @@ class TaskKeeper:
         task_id = secrets.token_urlsafe(32)  # 256 bits: the capability a client polls with
         owned.key = id_hash(task_id)
         state = _state(owned)
-        resumable = resume is not None and not owned.feed.lost
-        sealed = sealed_json(self.ring, RESUME, owned.key, resume) if resumable else None
+        why = None if resume is None else resume.get("not_replayed")
+        resumable = resume is not None and why is None and not owned.feed.lost
+        # A run not replayed keeps only why, sealed: the worker that finds it silent says so.
+        kept = resume if resumable or why is not None else None
+        sealed = None if kept is None else sealed_json(self.ring, RESUME, owned.key, kept)
         try:
             self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
             # The calls made so far are recorded now (a task that cannot be resumed records nothing).
-            if sealed is None:
-                owned.feed.attach(discard)
-            else:
+            if resumable:
                 owned.feed.attach(self.rows.calls.writer(self.ring, owned.key), self._forgetter(owned))
+            else:
+                owned.feed.attach(discard)
             row = self.rows.get(owned.key)
         except ToolshellError as err:  # no row, no task: the script must not run on unseen
             owned.scope.cancel()
             return error_result(ToolshellError(err.code, f"could not record the task, so the script stopped: {err}"))
-        owned.published, owned.resumable = state, sealed is not None
+        owned.published, owned.resumable, owned.not_replayed = state, resumable, why
         self._owned[owned.key] = owned
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
@@ -177,7 +195,8 @@ class TaskKeeper:
         """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
         recorded by the first run are answered from their records, its questions from `answered`."""
         records = self.rows.calls.read(self.ring, key)
-        feed = CallFeed(records, redact=self.redact, resumed=True)
+        checked = all(at != BEFORE_START for at, _, _ in answered or ())  # parked at the before-start check: again
+        feed = CallFeed(records, redact=self.redact, resumed=True, checked=checked)
         run = TaskRun(self._poke, attempt, answered)
         owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
         feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(owned))
@@ -285,7 +304,9 @@ class TaskKeeper:
         for key, owned in list(self._owned.items()):
             if owned.resumable and self.rows.hand_over(key, self.worker, silent):
                 continue
-            self.rows.set_state(key, self.worker, status="failed", status_message=STOPPED, error=_stopped_error())
+            message = STOPPED if owned.not_replayed is None else NOT_REPLAYED.format(why=owned.not_replayed)
+            error = {"code": types.INTERNAL_ERROR, "message": message}
+            self.rows.set_state(key, self.worker, status="failed", status_message=message, error=error)
         self._owned.clear()
 
 
@@ -318,10 +339,6 @@ def _elicit_results(answers: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _stopped_error() -> dict[str, Any]:
-    return {"code": types.INTERNAL_ERROR, "message": STOPPED}
-
-
 _keepers: WeakKeyDictionary[Parking, TaskKeeper] = WeakKeyDictionary()
 
 
@@ -343,4 +360,10 @@ def stop_tasks(parking: Parking) -> None:
             logger.warning("could not mark this worker's tasks stopped", exc_info=True)
 
 
-__all__ = ["TaskKeeper", "TaskRun", "keeper_for", "stop_tasks"]
+def question_place(key: str) -> int | None:
+    """The ordinal of the call a question was about, from its key (None: not told)."""
+    found = _PLACE.search(key)
+    return None if found is None else int(found.group(1))
+
+
+__all__ = ["Answered", "TaskKeeper", "TaskRun", "keeper_for", "question_place", "stop_tasks"]

@@ -33,9 +33,11 @@ from toolshell.store.tasks import PARKED, TaskRow, TaskRows, id_hash
 
 _T = TypeVar("_T")
 Caller = Callable[[ServerRequestContext[Any]], str | None]
-TakeOver = Callable[[ServerRequestContext[Any], TaskRow], bool | None]
-"""Claims a task whose owner went silent and runs it here (`Tasks.take_over`); None: not resumable."""
+TakeOver = Callable[[ServerRequestContext[Any], TaskRow], bool | str | None]
+"""Claims a task whose owner went silent and runs it here (`Tasks.take_over`); None: not resumable
+(a string: not resumed, saying why)."""
 STOPPED = "the worker running this task stopped (no heartbeat); what the script did before stays done"
+NOT_REPLAYED = "the worker running this task stopped (no heartbeat), and it is not run again by replay: {why}"
 CANCELLED_PARKED = (
     "cancelled by tasks/cancel while it waited, parked, for a person: the script stopped at the question; "
     "what it had done stays done"
@@ -105,14 +107,16 @@ class TaskMethods:
             _store(lambda: self.rows.delete(row.id_hash))
             raise not_found("Task has expired")
         take_over = self.take_over
-        if row.parked and take_over is not None and _store(lambda: take_over(ctx, row)) is not None:
+        if row.parked and take_over is not None and isinstance(_store(lambda: take_over(ctx, row)), bool):
             return _store(lambda: self.rows.get(row.id_hash)) or row  # answered before, not resumed yet
         if row.finished or row.parked or now - row.beat <= self.stale_seconds:
             return row
-        if take_over is not None and _store(lambda: take_over(ctx, row)) is not None:
+        taken = None if take_over is None else _store(lambda: take_over(ctx, row))
+        if isinstance(taken, bool):
             return _store(lambda: self.rows.get(row.id_hash)) or row  # run again, here or on the worker that won
-        error = {"code": types.INTERNAL_ERROR, "message": STOPPED}
-        _store(lambda: self.rows.set_state(row.id_hash, status="failed", status_message=STOPPED, error=error))
+        message = STOPPED if taken is None else NOT_REPLAYED.format(why=taken)
+        error = {"code": types.INTERNAL_ERROR, "message": message}
+        _store(lambda: self.rows.set_state(row.id_hash, status="failed", status_message=message, error=error))
         return _store(lambda: self.rows.get(row.id_hash)) or row
 
 

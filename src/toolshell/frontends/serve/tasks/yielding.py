@@ -163,7 +163,7 @@ class Yielder:
         sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
         try:
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
-            if sealed is None:  # nothing kept if not resumable
+            if info is None or info.get("not_replayed"):  # nothing kept if not resumable
                 feed.attach(discard)
             else:
                 feed.attach(self.rows.calls.writer(self.ring, run_key), self._forgetter(handle, run_key))
@@ -177,16 +177,19 @@ class Yielder:
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
         return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
 
-    def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool:
-        """Run a call whose owner went silent again here, by replay; False when it cannot be resumed
-        (True too when another collector took it first: it runs there)."""
+    def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool | str:
+        """Run a call whose owner went silent again here, by replay; False when it cannot be resumed,
+        or why when that is known (`resume.not_replayed`); True too when another collector took it
+        first (it runs there)."""
         key = row.run_key
         resume = (
             None if key is None else opened_json(self.ring, RESUME, _sealed_to(key, row.handle, row.caller), row.resume)
         )
-        if resumer is None or key is None or not isinstance(resume, dict):
+        if resumer is None or key is None or not isinstance(resume, dict) or resume.get("caller") != caller:
             return False
-        if resume.get("caller") != caller or resume.get("handle") != row.handle:  # another run's, moved here
+        if resume.get("not_replayed"):
+            return str(resume["not_replayed"])
+        if resume.get("handle") != row.handle:  # another run's, moved here
             return False
         if self.rows.claim(row, self.worker):
             run = _Run(yielded=True, handle=row.handle)  # nobody can be asked: its stream is gone
@@ -297,10 +300,12 @@ class Yielder:
                 silent = row.result is None and time.time() - row.beat > 3 * self.heartbeat_seconds
                 if silent and self.draining:
                     break  # a worker that stays takes it over
-                if silent and self._take_over(row, caller, resumer):
+                taken = self._take_over(row, caller, resumer) if silent else False
+                if taken is True:
                     continue  # run again (here, or by the collector that claimed it first): wait for it
                 if row.result is not None or silent:
-                    return _rest(row) if self.rows.finish(row) else None
+                    why = taken if isinstance(taken, str) else None
+                    return _rest(row, why) if self.rows.finish(row) else None
                 with anyio.move_on_after(self.heartbeat_seconds):
                     await subscription.wait()
             return None
@@ -318,11 +323,13 @@ def _failed(message: str) -> types.CallToolResult:
     return error_result(ToolshellError(ErrorCode.UNAVAILABLE, message))
 
 
-def _rest(row: YieldedRow) -> dict[str, Any]:
-    """What the ended call had not delivered: its last output, exit code and stop report."""
+def _rest(row: YieldedRow, not_replayed: str | None = None) -> dict[str, Any]:
+    """What the ended call had not delivered: its last output, exit code and stop report (a call
+    whose worker stopped: why it was not run again, when that is known)."""
     rest: dict[str, Any] = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
     if row.result is None:
-        return {**rest, "exit_code": 137, "success": False, "note": STOPPED}
+        note = STOPPED if not_replayed is None else f"{STOPPED}; it is not run again by replay: {not_replayed}"
+        return {**rest, "exit_code": 137, "success": False, "note": note}
     body = row.result.get("structuredContent") or {}
     kept = {k: body[k] for k in ("exit_code", "success", "tools", "hints") if k in body}
     return {**rest, **kept} if kept else {**rest, "exit_code": 1, "success": False, "result": row.result}
