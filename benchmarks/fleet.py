@@ -30,6 +30,7 @@ import os
 import platform
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -332,8 +333,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(f"fleet: stopped by signal {signum}")  # so the finally blocks stop what was started
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_term)
     exe = toolshell_exe()
     if args.processes and "--processes" not in serve_help(exe):
         raise SystemExit("fleet: this build's `toolshell serve` has no --processes; run without it")
