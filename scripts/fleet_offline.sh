@@ -40,9 +40,11 @@ echo "fleet: $("$VENV/bin/python" --version), $("$VENV/bin/toolshell" --version 
   | tee "$OUT/fleet.log"
 
 # The venv's toolshell, not this tree's src/ (PYTHONPATH unset): what the wheel installs is measured.
+set +e  # a run with errors or lost state exits 1: its table and JSON are still written
 env -u PYTHONPATH PATH="$VENV/bin:$PATH" "$VENV/bin/python" benchmarks/fleet.py \
   --workers 1,2,4,8,12 --pg-bin wheel --json-out "$OUT/fleet.json" "$@" 2>&1 | tee -a "$OUT/fleet.log"
 status=${PIPESTATUS[0]}
+set -e
 sed -n '/^| workers /,$p' "$OUT/fleet.log" >"$OUT/fleet.txt"
-echo "fleet: wrote $OUT/fleet.json, $OUT/fleet.txt, $OUT/fleet.log (exit $status)"
+echo "fleet: in $OUT: $(cd "$OUT" && ls fleet.* | tr '\n' ' ')(exit $status)"
 exit "$status"
