@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
+from _fleet_support import MCP_HEADERS, META
 from _github_server import make_github
-from _serve_auth_support import GITHUB_CONFIG, client, serving
+from _serve_auth_support import GITHUB_CONFIG, serving
 from toolshell.config import Config
 from toolshell.errors import ConfigError, ToolshellError
 from toolshell.frontends.serve.server import serve
@@ -116,27 +118,31 @@ async def test_a_worker_killed_mid_run_leaves_only_whole_lines_behind(tmp_path: 
     config = GITHUB_CONFIG + "[audit]\nenabled = true\n"
     state = tmp_path / "state"
     path = state / "audit.jsonl"
+    loop = "for i in $(seq 1 100000); do tools github list-pulls repo=acme/api > /dev/null; done"
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "bash", "arguments": {"script": loop}, "_meta": META},
+    }
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {TOKEN}", "Mcp-Method": "tools/call", "Mcp-Name": "bash"}
     with serving(state, config=config, env={"TOOLSHELL_SERVE_TOKEN": TOKEN}) as served:
-        async with client(served.url, TOKEN) as c:
-            await c.call_tool("bash", {"script": "tools github list-pulls repo=acme/api"})
-            loop = "for i in $(seq 1 100000); do tools github list-pulls repo=acme/api > /dev/null; done"
-            async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg, httpx2.AsyncClient(timeout=120) as http:
 
-                async def run_forever() -> None:
-                    try:
-                        await c.call_tool("bash", {"script": loop})
-                    except Exception:  # the worker is killed under it: the call cannot end well
-                        pass
+            async def run_forever() -> None:
+                try:
+                    await http.post(served.url, content=json.dumps(body), headers=headers)
+                except httpx2.HTTPError:  # the worker is killed under it: the call cannot end well
+                    pass
 
-                tg.start_soon(run_forever)
-                with anyio.fail_after(60):
-                    while True:  # poll the file (bounded) until the loop has written 50 lines: kill it then
-                        if len(path.read_text().splitlines()) >= 50:
-                            break
-                        await anyio.sleep(0.05)
-                os.kill(served.proc.pid, signal.SIGKILL)
-                served.proc.wait(10)
-                tg.cancel_scope.cancel()
+            tg.start_soon(run_forever)
+            with anyio.fail_after(120):
+                while True:  # poll the file (bounded) until the loop has written 50 lines: kill it then
+                    if path.exists() and len(path.read_text().splitlines()) >= 50:
+                        break
+                    await anyio.sleep(0.05)
+            os.kill(served.proc.pid, signal.SIGKILL)
+            served.proc.wait(10)
     lines = _lines(path)
     assert len(lines) >= 50
     assert all(line["event.name"] in ("toolshell.shell_call", "toolshell.nested_call") for line in lines)

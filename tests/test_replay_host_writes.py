@@ -138,7 +138,7 @@ async def test_a_yielded_call_on_a_shell_with_network_reads_as_stopped_saying_wh
 ) -> None:
     hold = tmp_path / "calls.log.hold-3"
     hold.touch()
-    config = _config(tmp_path, yield_seconds=1)
+    config = _config(tmp_path, yield_seconds=5)  # room for the second call on a busy machine
     config.shell.network_allow = ["https://api.example.com"]
     async with _serving(store_url, tmp_path, monkeypatch, config, tasks=False) as (host, client):
         with anyio.fail_after(60):

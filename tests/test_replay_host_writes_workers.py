@@ -74,7 +74,7 @@ async def test_a_task_writing_to_a_mount_whose_worker_is_killed_is_not_replayed_
     if opt_in:
         assert done.status == "completed", done
         body = json.loads(types.CallToolResult.model_validate(done.result).content[0].text)
-        assert body["stdout"] == "tick 1\ntick 2\ntick 3\nok\n"
+        assert body["stdout"] == "tick 1\ntick 2\ntick 3\ndone\n"
         assert ledger.read_text() == "paid-once\npaid-once\n", "accepted: the replay writes it again"
     else:
         assert done.status == "failed", done
