@@ -11,6 +11,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
     ExportMetricsServiceResponse,
@@ -61,6 +65,8 @@ class Receiver:
     spans: list[Received] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     points: list[Point] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    """Each exported log record: its `event_name`, `body` and attributes, and its resource's service."""
 
     def metric(self, name: str) -> list[Point]:
         return [p for p in self.points if p.metric == name]
@@ -105,6 +111,9 @@ def otlp_receiver() -> Iterator[Receiver]:
             if self.path == "/v1/metrics":
                 self._metrics(body)
                 return
+            if self.path == "/v1/logs":
+                self._logs(body)
+                return
             request = ExportTraceServiceRequest.FromString(body)
             with lock:
                 receiver.paths.append(self.path)
@@ -129,6 +138,25 @@ def otlp_receiver() -> Iterator[Receiver]:
                                 )
                             )
             self._answer(ExportTraceServiceResponse().SerializeToString())
+
+        def _logs(self, body: bytes) -> None:
+            request = ExportLogsServiceRequest.FromString(body)
+            with lock:
+                receiver.paths.append(self.path)
+                for resource_logs in request.resource_logs:
+                    resource = {a.key: _value(a.value) for a in resource_logs.resource.attributes}
+                    for scope in resource_logs.scope_logs:
+                        for record in scope.log_records:
+                            attributes = {a.key: _value(a.value) for a in record.attributes}
+                            receiver.logs.append(
+                                {
+                                    "event_name": record.event_name,
+                                    "body": _value(record.body),
+                                    "attributes": attributes,
+                                    "service": resource.get("service.name"),
+                                }
+                            )
+            self._answer(ExportLogsServiceResponse().SerializeToString())
 
         def _metrics(self, body: bytes) -> None:
             request = ExportMetricsServiceRequest.FromString(body)

@@ -18,6 +18,7 @@ import pytest
 
 from _fleet_support import MCP_HEADERS, META
 from _github_server import make_github
+from _otlp_support import otlp_receiver
 from _serve_auth_support import GITHUB_CONFIG, serving
 from toolshell.config import Config
 from toolshell.errors import ConfigError, ToolshellError
@@ -153,3 +154,18 @@ async def test_stdout_audit_is_refused_beside_the_stdio_transport(tmp_path: Path
     config = Config.model_validate({"audit": {"enabled": True, "to": "stdout"}})
     with pytest.raises(ToolshellError, match="stdio transport"):
         await serve(config, str(tmp_path), http=False, host="127.0.0.1", port=0)
+
+
+async def test_the_audit_trail_goes_out_as_opentelemetry_log_records(tmp_path: Path) -> None:
+    with otlp_receiver() as receiver:
+        config = _config(tmp_path, to="otel")
+        config.telemetry.endpoint = receiver.url
+        servers = {"github": make_github(), "quiet": make_github()}
+        async with Host.open(config, servers=servers, state_dir=tmp_path) as host:
+            await host.run(f"tools github get-pull repo=acme/api number=7 note={SECRET}")
+    assert not (tmp_path / "audit.jsonl").exists()
+    events = {log["event_name"]: log for log in receiver.logs}
+    assert set(events) == {"toolshell.nested_call", "toolshell.shell_call"}, receiver.logs
+    sent = events["toolshell.nested_call"]["attributes"]
+    assert sent["gen_ai.tool.name"] == "get-pull" and sent["toolshell.server"] == "github"
+    assert "***" in sent["gen_ai.tool.call.arguments"] and SECRET not in str(receiver.logs)

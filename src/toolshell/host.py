@@ -119,7 +119,9 @@ class Host:
         if self.metrics is not None and isinstance(self.sink, SqliteSink):  # metrics: the store's latency
             self.sink.timed = self.metrics.store_write
         skip = frozenset(s.name for s in self.config.mcp.servers if not s.audit)
-        self.audit = audit_for(self.config.audit, self.state_dir, self.redact, self.worker_id, skip)
+        self.audit = audit_for(
+            self.config.audit, self.state_dir, self.redact, self.worker_id, skip, self.config.telemetry
+        )
         self.policy = Policy(self.config, self.store, rater)
         for guard in guardrails:
             self.policy.guardrails.add(guard)

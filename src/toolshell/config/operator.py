@@ -19,11 +19,13 @@ class AuditConfig(_Model):
     directory), created 0600, one `write` per line so workers sharing the file never interleave and
     a crash loses at most the line being written; `"stdout"` writes the same lines to standard
     output (a container's log collector), never with `serve`'s stdio transport, whose stdout is the
-    protocol. A server with `audit = false` leaves out its nested calls.
+    protocol; `"otel"` sends each line as an OpenTelemetry log record over OTLP/HTTP to the
+    `[telemetry]` collector (batched: a crash can lose the last batch). A server with
+    `audit = false` leaves out its nested calls.
     """
 
     enabled: bool = False
-    to: Literal["file", "stdout"] = "file"
+    to: Literal["file", "stdout", "otel"] = "file"
     path: str | None = None
     """The file for `to = "file"`; relative paths are taken from the state directory."""
     input: Literal["masked", "digest", "none"] = "masked"

@@ -20,8 +20,9 @@ import stat
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from toolshell.config.models import TelemetryConfig
 from toolshell.config.operator import AuditConfig
 from toolshell.errors import ConfigError
 from toolshell.redact import Redactor
@@ -50,9 +51,11 @@ class AuditLog:
         redact: Redactor,
         worker: str,
         skip_servers: frozenset[str] = frozenset(),
+        otel: LogSignal | None = None,
     ) -> None:
         self.config, self.redact, self.worker, self.skip = config, redact, worker, skip_servers
-        self._fd = 1 if config.to == "stdout" else _open_private(state_dir, config.path)
+        self._otel = otel
+        self._fd = -1 if otel is not None else 1 if config.to == "stdout" else _open_private(state_dir, config.path)
 
     def shell_call(
         self,
@@ -125,7 +128,9 @@ class AuditLog:
         self._write(record)
 
     def close(self) -> None:
-        """Close the file (stdout stays open)."""
+        """Close the file (stdout stays open); export what the logs signal still holds."""
+        if self._otel is not None:
+            self._otel.shutdown()
         if self._fd > 2:
             os.close(self._fd)
             self._fd = -1
@@ -137,6 +142,9 @@ class AuditLog:
             "toolshell.worker": self.worker,
         }
         line.update({k: self.redact(v) if isinstance(v, str) and self.redact else v for k, v in record.items()})
+        if self._otel is not None:
+            self._otel.emit(line)
+            return
         text = json.dumps({k: v for k, v in line.items() if v is not None}, ensure_ascii=False, separators=(",", ":"))
         if len(text) > LINE_LIMIT and "gen_ai.tool.call.arguments" in line:  # one write stays one short line
             line["gen_ai.tool.call.arguments"] = "…(cut)"
@@ -184,12 +192,39 @@ def _open_private(state_dir: Path, configured: str | None) -> int:
 
 
 def audit_for(
-    config: AuditConfig, state_dir: Path, redact: Redactor, worker: str, skip_servers: frozenset[str]
+    config: AuditConfig,
+    state_dir: Path,
+    redact: Redactor,
+    worker: str,
+    skip_servers: frozenset[str],
+    telemetry: TelemetryConfig,
 ) -> AuditLog | None:
-    """The host's audit log, or None when `[audit]` is off."""
+    """The host's audit log, or None when `[audit]` is off.
+
+    Raises:
+        ConfigError: `to = "otel"` without the OpenTelemetry SDK (`pip install 'toolshell[otel]'`).
+    """
     if not config.enabled:
         return None
-    return AuditLog(config, state_dir, redact, worker, skip_servers)
+    otel: LogSignal | None = None
+    if config.to == "otel":
+        try:
+            # lazy: the OpenTelemetry SDK loads only where the logs signal is configured
+            from toolshell.telemetry.audit_logs import OtlpAuditLog
+        except ImportError:
+            raise ConfigError(
+                [("[audit] to", "\"otel\" needs the OpenTelemetry SDK: pip install 'toolshell[otel]'")]
+            ) from None
+        otel = OtlpAuditLog(telemetry)
+    return AuditLog(config, state_dir, redact, worker, skip_servers, otel)
+
+
+class LogSignal(Protocol):
+    """Where records go over the OpenTelemetry logs signal (`telemetry.audit_logs.OtlpAuditLog`)."""
+
+    def emit(self, record: dict[str, Any]) -> None: ...
+
+    def shutdown(self) -> None: ...
 
 
 __all__ = ["LINE_LIMIT", "AuditLog", "audit_for"]
