@@ -151,7 +151,7 @@ async def test_through_serve_a_client_is_told_its_shell_is_past_the_budget_and_g
         server = build_server(shells.host, [], shells)
         async with Client(server) as client:
             grown = await client.call_tool("bash", {"script": "seq 1 70000 > p; cat p p p > big.txt"})
-            handle = json.loads(grown.content[0].text)["shell"]
+            handle = grown.structured_content["shell"]
             refused = json.loads(
                 (await client.call_tool("bash", {"script": "echo ran", "shell": handle})).content[0].text
             )
