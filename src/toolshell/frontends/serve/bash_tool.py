@@ -28,10 +28,9 @@ BASH_TITLE = "Sandboxed bash with every tool"
 
 BASH_USAGE = """Run a bash script in a sandbox (no host files, network or env). `tools` calls MCP tools:
   tools <server> <tool> k=v k=@file --flag '{"json":1}'   (or JSON on stdin)
-  tools --help | tools <server> [<tool>] --help | tools search <words>
-  tools plan <<'EOF' … EOF   what a script would call, with risk
-Print only what you need (jq). `&` and `wait` run calls at once. Errors: a JSON line on stderr, exit 1.
-A result is stdout, then [exit N], [stderr] and notes when they apply. Pass [shell …] back as `shell`."""
+  tools --help | tools <server> [<tool>] --help | tools search <words> | tools plan < script
+Print only what you need (jq). Run calls at once with & and wait. Errors: JSON on stderr, exit 1.
+A result is stdout, then [exit N], [stderr] and notes as needed. Pass [shell …] back as `shell`."""
 
 BASH_DESCRIPTION = BASH_USAGE
 """The description without the server list (no host at hand)."""
@@ -40,7 +39,7 @@ BASH_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "script": {"type": "string"},
-        "shell": {"type": "string", "description": "A result's [shell …]: run in that shell."},
+        "shell": {"type": "string"},  # the description says what it takes
     },
     "required": ["script"],
     "additionalProperties": False,
@@ -125,7 +124,7 @@ def bash_result(result: RunResult, *, handle: bool = False) -> types.CallToolRes
     return types.CallToolResult(content=[text], structured_content=body, is_error=not result.success)
 
 
-MAX_LISTED_SERVERS = 6
+MAX_LISTED_SERVERS = 8
 """Servers named in the description; past it, "and N more" (keeps `bash` near 250 tokens)."""
 SIGNATURE_CHARS = 1200
 """The tool lines the description may carry (about 300 tokens): past it, none (`tools <server> --help`).
@@ -198,13 +197,13 @@ def _server_line(server: ServerInfo) -> str:
     if state == "failed" and server.last_error:
         reason = " ".join(server.last_error.split())
         state = f"failed: {reason if len(reason) <= FAILED_CHARS else reason[: FAILED_CHARS - 1].rstrip() + '…'}"
-    if not server.loaded:
-        count = f"(not loaded, {tools})" if server.remembered else "(not loaded)"
+    if not server.loaded:  # a call loads it: the name is enough, and the count when remembered
+        count = f"({tools})" if server.remembered else ""
     elif server.state in ("ready", "connecting") and (server.state == "ready" or server.remembered):
         count = f"({tools})"
     else:
         count = f"({tools}, {state})" if server.remembered else f"({state})"
-    return f"{server.name.replace('_', '-')} {count}"  # as scripts write it: `tools text-metrics …`
+    return f"{server.name.replace('_', '-')} {count}".rstrip()  # as scripts write it: `tools text-metrics …`
 
 
 __all__ = [
