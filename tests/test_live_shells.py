@@ -152,9 +152,7 @@ async def test_through_serve_a_client_is_told_its_shell_is_past_the_budget_and_g
         async with Client(server) as client:
             grown = await client.call_tool("bash", {"script": "seq 1 70000 > p; cat p p p > big.txt"})
             handle = grown.structured_content["shell"]
-            refused = json.loads(
-                (await client.call_tool("bash", {"script": "echo ran", "shell": handle})).content[0].text
-            )
+            refused = (await client.call_tool("bash", {"script": "echo ran", "shell": handle})).structured_content
     assert refused["exit_code"] == 1 and refused["stdout"] == "" and refused["shell"] != handle
     assert "more than [serve] live_shell_bytes" in refused["shell_note"]
 
