@@ -1,13 +1,14 @@
 """`toolshell serve`: an MCP server that exposes `bash` (plus any `keep_visible` tools).
 
 The agent host configures this one server instead of twenty. Each `bash` call is one shell call in
-a session of its own per upstream connection; the result is the JSON object of `RunResult`, as
-text and as `structuredContent`. When the upstream client declared elicitation, a call that needs
-approval and a server's own question are put to it (`frontends.serve.upstream`): in `input_required`
-rounds for 2026-07-28 clients (the script waits, parked), as `elicitation/create` on the call's
-stream for older ones. A client without elicitation gets the stop report; servers' questions
-are declined. Over HTTP every request is authenticated (`serve_auth`), and the caller's identity
-goes on each session, so on every shell call and approval request.
+a session of its own per upstream connection; the model reads the result as plain text
+(`bash_tool.bash_text`), code reads the JSON object of `RunResult` as `structuredContent`. When
+the upstream client declared elicitation, a call that needs approval and a server's own question
+are put to it (`frontends.serve.upstream`): in `input_required` rounds for 2026-07-28 clients (the
+script waits, parked), as `elicitation/create` on the call's stream for older ones. A client
+without elicitation gets the stop report; servers' questions are declined. Over HTTP every request
+is authenticated (`serve_auth`), and the caller's identity goes on each session, so on every shell
+call and approval request.
 """
 
 from __future__ import annotations
