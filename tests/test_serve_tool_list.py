@@ -10,6 +10,8 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp import Client
+from mcp_types import Implementation
 
 from test_serve_list_changed import SLOW
 from toolshell.config import Config, load_text
@@ -72,3 +74,20 @@ async def test_a_listing_reuses_its_answer_until_the_catalog_changes() -> None:
         rebuilt = await listing.answer(None, None)  # type: ignore[arg-type]
     assert rebuilt is not first and listing.builds == 2
     assert rebuilt.tools[0].description == first.tools[0].description
+
+
+async def test_a_client_that_shows_its_model_the_structure_gets_the_text_alone() -> None:
+    """Codex hands its model `structuredContent` in place of `content` (benchmarks/README.md): for it
+    `bash` declares no output schema and sends no structure, so its model reads the text too."""
+    codex = Implementation(name="codex-mcp-client", version="0.171.0")
+    async with Host.open() as host:
+        server = build_server(host, [])
+        async with Client(server, mode="legacy", client_info=codex) as client:
+            [bash] = (await client.list_tools()).tools
+            result = await client.call_tool("bash", {"script": "echo hi; exit 2"})
+        async with Client(server, mode="legacy") as other:
+            [plain] = (await other.list_tools()).tools
+            kept = await other.call_tool("bash", {"script": "echo hi"})
+    assert bash.output_schema is None and result.structured_content is None
+    assert [c.text for c in result.content] == ["hi\n[exit 2]"]  # type: ignore[union-attr]
+    assert plain.output_schema is not None and kept.structured_content is not None, "other clients keep both"

@@ -116,12 +116,21 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def bash_result(result: RunResult, *, handle: bool = False) -> types.CallToolResult:
+def bash_result(result: RunResult, *, handle: bool = False, structured: bool = True) -> types.CallToolResult:
     """The `bash` tool's MCP result: the text the model reads (`bash_text`), and the whole object
-    as `structuredContent` for code (it validates against `BASH_OUTPUT_SCHEMA`)."""
+    as `structuredContent` for code (it validates against `BASH_OUTPUT_SCHEMA`), unless not
+    `structured` (a client in `SHOWS_STRUCTURE`, which gets no output schema either)."""
     body = result.to_json()
     text = types.TextContent(type="text", text=bash_text(body, handle=handle))
-    return types.CallToolResult(content=[text], structured_content=body, is_error=not result.success)
+    return types.CallToolResult(
+        content=[text], structured_content=body if structured else None, is_error=not result.success
+    )
+
+
+SHOWS_STRUCTURE = frozenset({"codex-mcp-client"})
+"""Clients (their `clientInfo.name`) that hand their model `structuredContent`, serialized, in
+place of `content`: Codex 0.171.0, run against `serve` in `benchmarks/README.md`. `bash` lists no
+output schema for them and its results carry no `structuredContent`, so their model reads the text."""
 
 
 MAX_LISTED_SERVERS = 8
@@ -213,6 +222,7 @@ __all__ = [
     "BASH_TITLE",
     "MAX_LISTED_SERVERS",
     "NO_OUTPUT",
+    "SHOWS_STRUCTURE",
     "SIGNATURE_CHARS",
     "bash_description",
     "bash_result",

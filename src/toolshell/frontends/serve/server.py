@@ -49,7 +49,7 @@ from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
 from toolshell.frontends.serve.tasks.yielding import RunBash
-from toolshell.frontends.serve.tool_list import ToolList
+from toolshell.frontends.serve.tool_list import ToolList, reads_structure
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -132,7 +132,8 @@ def build_server(
                 )
         if host.metrics is not None:  # metrics: mcp.server.operation.duration
             host.metrics.bash_served(time.perf_counter() - started, result.success)
-        return _bash_result(result, handle=_client_key(ctx, stdio_key) is None)  # no shell kept: say it
+        # No shell kept for the client: the text says it. A client that shows its model the structure gets none.
+        return _bash_result(result, handle=_client_key(ctx, stdio_key) is None, structured=not reads_structure(ctx))
 
     async def park_bash(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, script: str, shell: str | None

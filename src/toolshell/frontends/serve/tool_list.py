@@ -18,7 +18,13 @@ import mcp_types as types
 from mcp.server import ServerRequestContext
 
 from toolshell.connections.base import ConnState
-from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
+from toolshell.frontends.serve.bash_tool import (
+    BASH_OUTPUT_SCHEMA,
+    BASH_SCHEMA,
+    BASH_TITLE,
+    SHOWS_STRUCTURE,
+    bash_description,
+)
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.host import Host
 from toolshell.registry.catalog import Catalog
@@ -26,6 +32,13 @@ from toolshell.registry.entry import ToolEntry
 from toolshell.session import Session
 
 _STARTING = {ConnState.NOT_LOADED, ConnState.CONNECTING}
+
+
+def reads_structure(ctx: ServerRequestContext[Any] | None) -> bool:
+    """The calling client hands its model `structuredContent` in place of the text (`SHOWS_STRUCTURE`)."""
+    params = getattr(getattr(ctx, "session", None), "client_params", None)
+    info = getattr(params, "client_info", None)
+    return getattr(info, "name", None) in SHOWS_STRUCTURE
 
 
 def proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
@@ -56,7 +69,7 @@ class ToolList:
     def __init__(self, host: Host, visible: dict[str, ToolEntry], notifier: ListNotifier | None = None) -> None:
         self.host, self.visible, self.notifier = host, visible, notifier
         self._session: Session | None = None
-        self._kept: tuple[Catalog, types.ListToolsResult] | None = None
+        self._kept: dict[bool, tuple[Catalog, types.ListToolsResult]] = {}  # by `reads_structure`
         self.builds = 0
         """Lists built (not reused) so far."""
 
@@ -67,7 +80,8 @@ class ToolList:
         if self._session is None:
             self._session = self.host.session()
         catalog = await self.host.catalog(self._session)
-        kept = self._kept
+        structure = reads_structure(ctx)
+        kept = self._kept.get(structure)
         if kept is not None and kept[0] is catalog:
             return kept[1]
         self.builds += 1
@@ -76,10 +90,10 @@ class ToolList:
             title=BASH_TITLE,
             description=bash_description(catalog.servers, catalog.server_entries),
             input_schema=BASH_SCHEMA,
-            output_schema=BASH_OUTPUT_SCHEMA,
+            output_schema=None if structure else BASH_OUTPUT_SCHEMA,
         )
         listed = types.ListToolsResult(tools=[bash, *(proxy_tool(flat, e) for flat, e in self.visible.items())])
-        self._kept = (catalog, listed)
+        self._kept[structure] = (catalog, listed)
         return listed
 
     def input_schema(self, name: str) -> dict[str, Any] | None:

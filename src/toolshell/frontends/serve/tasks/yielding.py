@@ -272,11 +272,13 @@ def _rest(row: YieldedRow) -> dict[str, Any]:
 
 def _with_earlier(result: types.CallToolResult, earlier: dict[str, Any] | None) -> types.CallToolResult:
     """This call's result, with the earlier call's rest beside it."""
-    if earlier is None or not isinstance(result.structured_content, dict):
+    if earlier is None:
         return result
-    body = {**result.structured_content, "earlier": earlier}
     text = types.TextContent(type="text", text="[earlier call]\n" + bash_text(earlier) + "\n[this call]")
-    return result.model_copy(update={"structured_content": body, "content": [text, *result.content]})
+    update: dict[str, Any] = {"content": [text, *result.content]}
+    if isinstance(result.structured_content, dict):  # none for a client that shows its model the structure
+        update["structured_content"] = {**result.structured_content, "earlier": earlier}
+    return result.model_copy(update=update)
 
 
 def _result(
