@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -35,104 +37,139 @@ from fstasks.task import FsTask
 from mcp import MCPError, StdioServerParameters
 from mcp.client import Client
 from mcp.client.stdio import stdio_client
-from tokens import (
-    NODE_BIN,
-    SYSTEM,
-    Conversation,
-    direct_definitions,
-    render,
-    tokens,
-    toolshell_config,
-)
+from tokens import NODE_BIN, SYSTEM, Conversation, direct_definitions, render, tokens
 
 import toolshell
-from toolshell.frontends.llm import run_tool_call, tool_definitions
-from toolshell.host import Host
 
 HERE = Path(__file__).resolve().parent
 DISCOVERY = "tools filesystem --help"
 SIGNED = "read-text-file path="
 """In the `bash` description when it lists each tool with its arguments (then discovery takes no turn)."""
 TARGET_RATIO = 10
-BEFORE = "189c386^"
-"""The build before the stop report, the shell handle, compact JSON, per-tool arguments in help and
-`key=@file` changed what the model reads."""
+BEFORE = "c9f34a5"
+"""The build before issue 32's round 3: the JSON envelope as the text, the first `tools/list`
+answered while the server still started, the longer description."""
 
 
 def entries(files: Path) -> dict[str, dict[str, Any]]:
     return {"filesystem": {"command": str(NODE_BIN / "mcp-server-filesystem"), "args": [str(files)]}}
 
 
+TOOLSHELL = shutil.which("toolshell") or str(Path(sys.executable).parent / "toolshell")
+SERVE_CONFIG = """[approval]
+mode = "off"
+
+[[mcp.servers]]
+name = "filesystem"
+command = {command}
+args = [{files}]
+"""
+
+
 @dataclass
 class Run:
-    """One task done one way once: its conversation, answer, what the verifier found, its time."""
+    """One task done one way once: its conversation, answer, what the verifier found, its times.
+
+    `seconds` is the task's tool calls, from the first call to the last result; `started` is from
+    spawning the server (`toolshell serve`, or the filesystem server) to `initialize` answered, and
+    `listed` from there to the first `tools/list` answered (toolshell waits there for the server)."""
 
     talk: Conversation
     answer: str
     problems: list[str]
     seconds: float
     discovery: int = 0
+    started: float = 0.0
+    listed: float = 0.0
+    as_json: Conversation | None = None
+    """toolshell: the same turns had each result been the JSON envelope (the shape before)."""
 
 
 def _prompt(task: FsTask, files: Path) -> int:
     return tokens(SYSTEM) + tokens(f"{task.prompt} The files are under {files}.")
 
 
+def _definitions(tools: list[Any], server: str) -> int:
+    """The tokens of `tools` as an agent host sends them: `mcp__<server>__<tool>`, description, schema."""
+    return tokens(json.dumps(direct_definitions({server: tools}), ensure_ascii=False))
+
+
+@asynccontextmanager
+async def _fresh(params: StdioServerParameters) -> AsyncIterator[tuple[Client, list[Any], float, float]]:
+    """A client of a freshly spawned server: it, the tools it listed first, and the start and list times."""
+    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 - /dev/null never blocks; drops the start-up banners
+        began = time.perf_counter()
+        async with Client(stdio_client(params, errlog=errlog)) as client:
+            started = time.perf_counter()
+            tools = (await client.list_tools()).tools
+            yield client, tools, started - began, time.perf_counter() - started
+
+
 async def direct_round(tasks: list[FsTask], root: Path) -> tuple[int, list[Run]]:
-    """Every task the direct way, one call per turn, on a fresh folder; the definitions' tokens and the runs."""
+    """Every task the direct way, one call per turn, each on a freshly started server; the
+    definitions' tokens and the runs."""
     files = world.build(root)
     entry = entries(files)["filesystem"]
-    runs = []
-    with open(os.devnull, "w") as errlog:  # noqa: ASYNC230 - /dev/null never blocks; drops the start-up banner
+    runs, definitions = [], 0
+    for task in tasks:
         params = StdioServerParameters(command=entry["command"], args=entry["args"])
-        async with Client(stdio_client(params, errlog=errlog)) as client:
-            listed = (await client.list_tools()).tools
-            definitions = tokens(json.dumps(direct_definitions({"filesystem": listed}), ensure_ascii=False))
-            for task in tasks:
-                talk = Conversation(_prompt(task, files), definitions)
+        async with _fresh(params) as (client, listed, started, listed_s):
+            definitions = _definitions(listed, "filesystem")
+            talk = Conversation(_prompt(task, files), definitions)
 
-                async def call(tool: str, arguments: dict[str, Any], talk: Conversation = talk) -> str:
-                    try:
-                        text = render(await client.call_tool(tool, arguments))
-                    except MCPError as e:
-                        text = f"Error: {e}"
-                    talk.add({"name": f"mcp__filesystem__{tool}", "input": arguments}, text)
-                    return text
+            async def call(tool: str, arguments: dict[str, Any], talk: Conversation = talk, c: Client = client) -> str:
+                try:
+                    text = render(await c.call_tool(tool, arguments))
+                except MCPError as e:
+                    text = f"Error: {e}"
+                talk.add({"name": f"mcp__filesystem__{tool}", "input": arguments}, text)
+                return text
 
-                start = time.perf_counter()
-                answer = await task.direct(call, files)
-                runs.append(Run(talk, answer, task.verify(files, answer), time.perf_counter() - start))
+            start = time.perf_counter()
+            answer = await task.direct(call, files)
+            seconds = time.perf_counter() - start
+        runs.append(Run(talk, answer, task.verify(files, answer), seconds, started=started, listed=listed_s))
     return definitions, runs
 
 
 async def toolshell_round(tasks: list[FsTask], root: Path) -> tuple[int, list[Run]]:
-    """Every task through `bash`: its script, after one `tools filesystem --help` turn unless the
-    `bash` description already lists the tools with their arguments."""
+    """Every task through `bash` of a freshly started `toolshell serve` (stdio, a new state directory
+    per task, as a CI job or a new container starts it), driven by the SDK's client: its first
+    `tools/list` is the definition the model gets; one `tools filesystem --help` turn comes first
+    unless that definition already lists the tools with their arguments."""
     files = world.build(root)
-    runs = []
-    state = root.parent / f"{root.name}-state"
-    shutil.rmtree(state, ignore_errors=True)
-    async with Host.open(toolshell_config(entries(files)), state_dir=str(state)) as host:
-        # What the model is sent: the definitions of this host, its server started and counted.
-        defined = await tool_definitions(host, "anthropic")
-        definitions = tokens(json.dumps(defined, ensure_ascii=False))
-        # A small config's `bash` description carries each tool's arguments: no help turn then.
-        scripts = () if SIGNED in defined[0]["description"] else (DISCOVERY,)
-        for task in tasks:
-            talk = Conversation(_prompt(task, files), definitions)
-            session = host.session()
+    entry = entries(files)["filesystem"]
+    config = root.parent / f"{root.name}-serve.toml"
+    config.write_text(SERVE_CONFIG.format(command=json.dumps(entry["command"]), files=json.dumps(entry["args"][0])))
+    runs, definitions = [], 0
+    for n, task in enumerate(tasks):
+        state = root.parent / f"{root.name}-state-{n}"
+        shutil.rmtree(state, ignore_errors=True)
+        args = ["serve", "--config", str(config), "--state-dir", str(state)]
+        params = StdioServerParameters(command=TOOLSHELL, args=args, env=dict(os.environ))
+        async with _fresh(params) as (client, listed, started, listed_s):
+            definitions = _definitions(listed, "toolshell")
+            description = next(t.description or "" for t in listed if t.name == "bash")
+            scripts = () if SIGNED in description else (DISCOVERY,)  # a tools' line listed: no help turn
+            talk, as_json = (
+                Conversation(_prompt(task, files), definitions),
+                Conversation(_prompt(task, files), definitions),
+            )
             start = time.perf_counter()
-            output = ""
+            body: dict[str, Any] = {}
             for script in (*scripts, f"F={files}\n{task.script()}"):
-                output = await run_tool_call(session, "bash", {"script": script})
-                talk.add({"name": "bash", "input": {"script": script}}, output)
+                result = await client.call_tool("bash", {"script": script})  # the SDK checks it against outputSchema
+                body = dict(result.structured_content or {})
+                call = {"name": "mcp__toolshell__bash", "input": {"script": script}}
+                talk.add(call, render(result))
+                as_json.add(call, json.dumps(body, ensure_ascii=False, separators=(",", ":")))
             seconds = time.perf_counter() - start
-            result = json.loads(output)
-            answer = result.get("stdout", "").strip()
-            problems = task.verify(files, answer)
-            if not result.get("success", result.get("exit_code") == 0):
-                problems.insert(0, f"the script failed: {output[:300]}")
-            runs.append(Run(talk, answer, problems, seconds, discovery=len(scripts)))
+        answer = str(body.get("stdout", "")).strip()
+        problems = task.verify(files, answer)
+        if not body.get("success", body.get("exit_code") == 0):
+            problems.insert(0, f"the script failed: {json.dumps(body)[:300]}")
+        run = Run(talk, answer, problems, seconds, len(scripts), started, listed_s, as_json)
+        runs.append(run)
     return definitions, runs
 
 
@@ -162,7 +199,17 @@ def side(runs: list[Run]) -> dict[str, Any]:
         "tokens_equal_in_every_round": all(r.talk.results == first.results for r in runs),
         "wall_ms": {"p50": 1000 * statistics.median(seconds), "p95": 1000 * _quantile(seconds, 0.95)},
         "wall_ms_samples": [round(1000 * s, 2) for s in seconds],
-    }
+        "initialize_ms_p50": 1000 * statistics.median(r.started for r in runs),
+        "first_list_ms_p50": 1000 * statistics.median(r.listed for r in runs),
+        "first_list_ms_samples": [round(1000 * r.listed, 2) for r in runs],
+    } | _json_shape(runs[0])
+
+
+def _json_shape(run: Run) -> dict[str, Any]:
+    """The same turns' tokens had each `bash` result been the JSON envelope."""
+    if run.as_json is None:
+        return {}
+    return {"as_json": {"result_tokens": sum(run.as_json.results), "cumulative": run.as_json.cumulative()}}
 
 
 async def measure(
@@ -208,7 +255,28 @@ def totals(rows: list[dict[str, Any]], way: str, against: str = "direct") -> dic
     # Where the help turn is what tips a task over: the same comparison without it.
     work = [r[way]["result_tokens"] - r[way]["discovery_result_tokens"] for r in rows]
     over_without_help = [r["task"] for r, w in zip(rows, work, strict=True) if w > r[against]["result_tokens"]]
-    return {
+    shape = {}
+    if all("as_json" in s for s in mine):  # the JSON envelope's figures, against the same direct calls
+        json_cumulative = sum(s["as_json"]["cumulative"] for s in mine)
+        shape = {
+            "as_json": {
+                "result_tokens": sum(s["as_json"]["result_tokens"] for s in mine),
+                "cumulative": json_cumulative,
+                "ratio": cumulative[0] / json_cumulative,
+                "tasks_over": [
+                    r["task"] for r in rows if r[way]["as_json"]["result_tokens"] > r[against]["result_tokens"]
+                ],
+            }
+        }
+    walls = {w: statistics.median(s["wall_ms"]["p50"] for s in side) for w, side in ((against, theirs), (way, mine))}
+    starts = {
+        w: statistics.median(s["initialize_ms_p50"] + s["first_list_ms_p50"] for s in side)
+        for w, side in ((against, theirs), (way, mine))
+        if all("first_list_ms_p50" in s for s in side)
+    }
+    return shape | {
+        "wall_ms_p50_of_task_p50s": walls,
+        "start_to_first_list_ms_p50": starts,
         "success": f"{sum(s['success'] for s in mine)}/{len(mine)}",
         "result_tokens": {against: results[0], way: results[1]},
         "cumulative": {against: cumulative[0], way: cumulative[1], "ratio": cumulative[0] / cumulative[1]},
@@ -216,7 +284,7 @@ def totals(rows: list[dict[str, Any]], way: str, against: str = "direct") -> dic
             "result_tokens_at_most_direct_on_every_task": not over,
             "tasks_over": over,
             "tasks_over_without_the_help_turn": over_without_help,
-            "discovery_in_one_turn": all(s["discovery_turns"] <= 1 for s in mine),
+            "no_discovery_turn": all(s["discovery_turns"] == 0 for s in mine),
             f"cumulative_{TARGET_RATIO}x_below_over_the_set": cumulative[0] / cumulative[1] >= TARGET_RATIO,
         },
     }

@@ -39,7 +39,8 @@ from tasks.task import Task, preamble, prompt_paths
 from tasks.world import World, build
 
 from toolshell.config import Config
-from toolshell.frontends.llm import run_tool_call, tool_definitions
+from toolshell.frontends.llm import tool_definitions
+from toolshell.frontends.serve.bash_tool import bash_text
 from toolshell.host import Host
 
 HERE = Path(__file__).resolve().parent
@@ -152,16 +153,23 @@ async def solve_direct(
     return await task.direct(call, world), talk
 
 
+AS_JSON: dict[str, Conversation] = {}
+"""Each task's toolshell turns had every result been the JSON envelope (the shape before), by task."""
+
+
 async def solve_toolshell(task: Task, world: World, host: Host, definitions: int) -> tuple[str, Conversation]:
     talk = Conversation(tokens(SYSTEM) + tokens(f"{task.prompt} {prompt_paths(world)}"), definitions)
+    as_json = AS_JSON[task.name] = Conversation(talk.prefix, definitions)
     session = host.session()
-    output = ""
+    body: dict[str, Any] = {}
     for script in [*task.before, task.script()]:
         if "$FILES" in script or "$REPO" in script:
             script = preamble(world) + script
-        output = await run_tool_call(session, "bash", {"script": script})
-        talk.add({"name": "bash", "input": {"script": script}}, output)
-    return json.loads(output)["stdout"].strip(), talk
+        body = (await session.run(script)).to_json()  # what `run_tool_call` runs; both shapes of its result
+        talk.add({"name": "bash", "input": {"script": script}}, bash_text(body))
+        envelope = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        as_json.add({"name": "bash", "input": {"script": script}}, envelope)
+    return str(body["stdout"]).strip(), talk
 
 
 async def bash_definitions(entries: dict[str, dict[str, Any]], state_dir: Path) -> int:
@@ -239,7 +247,12 @@ def totals(outcomes: list[Outcome], direct_defs: int, shell_defs: int) -> dict[s
         d = sum(o.direct.cumulative(direct_defs) for o in chosen)
         s = sum(o.shell.cumulative(shell_defs) for o in chosen)
         cumulative[group] = {"direct": d, "toolshell": s, "ratio": d / s if s else None}
+    as_json = sum(AS_JSON[o.task.name].cumulative(shell_defs) for o in outcomes if o.task.name in AS_JSON)
     return {
+        "as_json_cumulative_all": {
+            "toolshell": as_json,
+            "ratio": cumulative["all"]["direct"] / as_json if as_json else None,
+        },
         "definitions": {"direct": direct_defs, "toolshell": shell_defs, "ratio": direct_defs / shell_defs},
         "cumulative": cumulative,
         "multi_step_lowest_ratio": min((o.ratio(direct_defs, shell_defs) for o in multi), default=None),
@@ -268,7 +281,9 @@ def table(result: dict[str, Any]) -> str:
         lines += [
             "",
             f"{label.replace('_', ' ')}: definitions {defs['direct']:,} / {defs['toolshell']:,} = {_x(defs['ratio'])}",
-            f"  cumulative input, all tasks: {every['direct']:,} / {every['toolshell']:,} = {_x(every['ratio'])}",
+            f"  cumulative input, all tasks: {every['direct']:,} / {every['toolshell']:,} = {_x(every['ratio'])}"
+            f" (JSON-envelope results: {t['as_json_cumulative_all']['toolshell']:,},"
+            f" {_x(t['as_json_cumulative_all']['ratio'])})",
             f"  cumulative input, multi-step tasks: {multi['direct']:,} / {multi['toolshell']:,} = {_x(multi['ratio'])}"
             f" (lowest single task {_x(t['multi_step_lowest_ratio'])})",
         ]

@@ -90,7 +90,7 @@ async def fleet_client(url: str, headers: dict[str, str] | None = None, **kwargs
 
 
 def bash_stdout(result: Any) -> str:
-    return str(json.loads(result.content[0].text)["stdout"])
+    return str(result.structured_content["stdout"])
 
 
 def exited(proc: subprocess.Popen[str], seconds: float = 60) -> int:

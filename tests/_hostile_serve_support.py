@@ -49,4 +49,4 @@ async def bash_into(url: str, script: str, out: dict[str, Any], key: str, starte
         if started is not None:
             started.set()
         result = await client.call_tool("bash", {"script": script})
-    out[key] = json.loads(result.content[0].text)
+    out[key] = result.structured_content

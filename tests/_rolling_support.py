@@ -174,11 +174,11 @@ async def whole(caller: Caller, script: str, retried: list[str]) -> dict[str, An
     worker answered at once (`running: true`) is collected by calling again on its shell."""
     result = await with_retries(lambda: caller.bash(script), retried)
     assert not result.is_error, result
-    body: dict[str, Any] = json.loads(result.content[0].text)
+    body: dict[str, Any] = dict(result.structured_content or {})
     stdout, shell = body["stdout"], body["shell"]
     while body.get("running") or body.get("earlier", {}).get("running"):
         again = await with_retries(lambda: caller.bash("true", shell), retried)
-        body = json.loads(again.content[0].text)
+        body = dict(again.structured_content or {})
         stdout += body.get("earlier", {}).get("stdout", "")
     if "earlier" in body:  # its end came with a later call
         return {**body["earlier"], "stdout": stdout}

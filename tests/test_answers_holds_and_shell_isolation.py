@@ -4,7 +4,6 @@ a failed commit never wedges the store, and the prompt knows what a heredoc is."
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import sys
 from typing import Any
@@ -127,4 +126,4 @@ async def test_stateless_http_clients_never_share_a_shell() -> None:
             async with Client(url) as b:
                 seen = await b.call_tool("bash", {"script": "cat f 2>/dev/null || echo none; echo x=$X"})
         tg.cancel_scope.cancel()
-    assert json.loads(seen.content[0].text)["stdout"] == "none\nx=\n"
+    assert seen.structured_content["stdout"] == "none\nx=\n"

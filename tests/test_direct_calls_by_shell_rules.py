@@ -124,7 +124,7 @@ async def test_a_script_or_a_direct_input_with_a_lone_surrogate_is_invalid_input
             script = await client.call_tool("bash", {"script": "echo \udcff"})
             direct = await client.call_tool("mcp_leaky__whoami", {"note": "\udcff"})
             after = await client.call_tool("bash", {"script": "echo still here"})
-    assert json.loads(json.loads(script.content[0].text)["stderr"])["error"]["code"] == "invalid_input"
+    assert json.loads(script.structured_content["stderr"])["error"]["code"] == "invalid_input"
     assert "not UTF-8 text" in script.content[0].text
     assert direct.is_error and json.loads(direct.content[0].text)["error"]["code"] == "invalid_input"
-    assert json.loads(after.content[0].text)["stdout"] == "still here\n"
+    assert after.structured_content["stdout"] == "still here\n"

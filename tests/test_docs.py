@@ -9,7 +9,8 @@ How each block is checked, by its language (the first word after the fence):
 - `bash` with `tools ` and no `toolshell` line: a script run through `Host` with the in-process
   fake GitHub server and `manage_scripts = true`. It must exit 0, unless the next block of the
   doc is a JSON result (an object with `exit_code`): then every key of it whose value is not `…`
-  must equal the run's result (the approval examples and their stop reports).
+  must equal the run's result (the approval examples and their stop reports); or, when the next
+  block is `text shows=model`, it must be the text the model reads of the result (`bash_text`).
 - `bash` otherwise: CLI lines. Each `toolshell …` line runs through click's `CliRunner` and must
   exit 0; a `# prints X` comment means its stdout is exactly `X`; an `apr_…` request id is
   replaced by a freshly requested one. Not run (each is asserted to be what it seems): long-running
@@ -17,7 +18,7 @@ How each block is checked, by its language (the first word after the fence):
   (the file must exist; they set up a venv and run the whole suite), and the venv/pip set-up line.
   Any other line fails the test. Blocks tagged `file=NAME` are written to the working directory
   first, so CLI lines can name them.
-- `text`: not run. Any other language fails.
+- `text`: not run (a `shows=model` one is checked with the script before it). Any other language fails.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from _github_server import make_github
 from toolshell.config import load_text
 from toolshell.errors import ConfigError
 from toolshell.frontends.cli import main as cli_main
+from toolshell.frontends.serve.bash_tool import bash_text
 from toolshell.host import Host
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,6 +168,9 @@ def _check_script(block: Block, following: Block | None) -> None:
     result = anyio.run(run).to_json()
     expected = _expected_result(following)
     shown = f"{block.label}\nstdout: {result['stdout']!r}\nstderr: {result['stderr']!r}"
+    if following is not None and following.lang == "text" and following.attrs.get("shows") == "model":
+        assert bash_text(result).rstrip("\n") == following.text.rstrip("\n"), f"{shown}\nreads: {bash_text(result)!r}"
+        return
     if expected is None:
         assert result["exit_code"] == 0, shown
         return

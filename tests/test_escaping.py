@@ -5,7 +5,6 @@ controls, bidi controls and marks, zero-width characters, U+2028/U+2029, tags â€
 from __future__ import annotations
 
 import ast
-import json
 import unicodedata
 from pathlib import Path
 from typing import Annotated, Any
@@ -147,7 +146,7 @@ async def test_the_approval_form_an_older_client_gets_shows_the_input_escaped() 
     [form] = asked
     assert not INVISIBLE & set(form.message)
     assert f'tools github delete-branch with input {{"branch": "{SHOWN}"}}.' in form.message
-    assert json.loads(result.content[0].text)["tools"]["stopped"]["approval"] == "denied" and calls == []
+    assert result.structured_content["tools"]["stopped"]["approval"] == "denied" and calls == []
 
 
 async def test_the_approval_round_a_2026_client_gets_shows_the_input_escaped() -> None:
@@ -205,4 +204,4 @@ async def test_a_servers_question_reaches_the_upstream_client_with_its_text_esca
     field = form.requested_schema["properties"]["name"]
     assert form.message == f"[asker] Confirm {SHOWN}"
     assert (field["title"], field["description"], field["type"]) == (f"Name {SHOWN}", f"Your {SHOWN}", "string")
-    assert json.loads(result.content[0].text)["stdout"] == "hello Ada\n"
+    assert result.structured_content["stdout"] == "hello Ada\n"

@@ -52,7 +52,7 @@ async def test_a_call_the_person_denies_through_the_client_fails_denied_naming_t
     person = Person(types.ElicitResult.model_validate(reply))
     async with served(tmp_path, "http", mode, person) as client:
         result = await client.call_tool("bash", {"script": script})
-    body = json.loads(result.content[0].text)
+    body = result.structured_content
     _denied_by(body["stderr"], "the person through the MCP client")
     assert body["tools"]["stopped"]["approval"] == "denied"
     assert body["tools"]["stopped"]["reason"] == "denied"

@@ -316,7 +316,7 @@ async def test_the_readmes_launcher_entry_starts_serve_with_the_config_and_state
     with anyio.fail_after(60):
         async with Client(params) as client:
             listed = await client.call_tool("bash", {"script": "tools --help"})
-    stdout = json.loads(listed.content[0].text)["stdout"]
+    stdout = listed.structured_content["stdout"]
     assert "text_metrics" in stdout.replace("-", "_") and "runtime" not in stdout
     assert (state / "toolshell.db").is_file()
 

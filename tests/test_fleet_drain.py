@@ -134,7 +134,7 @@ async def test_a_run_parked_on_a_draining_worker_is_answered_through_another_and
         status = await anyio.to_thread.run_sync(one.proc.wait, 60)
     assert draining.status_code == 503
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
-    assert json.loads(done.content[0].text)["stdout"] == "start\ndeleted x\nafter\n"
+    assert done.structured_content["stdout"] == "start\ndeleted x\nafter\n"
     assert status == 0
 
 

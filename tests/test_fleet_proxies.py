@@ -76,7 +76,7 @@ async def test_2026_clients_are_spread_over_the_workers_and_keep_their_shell_thr
     with anyio.fail_after(120):
         async with _client(front.url) as c:
             first = await c.call_tool("bash", {"script": f"echo kept > note; cat note # {marker}"})
-            shell = json.loads(first.content[0].text)["shell"]
+            shell = first.structured_content["shell"]
             later = [
                 bash_stdout(await c.call_tool("bash", {"script": f"cat note # {marker}", "shell": shell}))
                 for _ in range(5)

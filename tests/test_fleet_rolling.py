@@ -235,7 +235,7 @@ async def test_a_rolling_restart_under_load_loses_no_call_no_record_and_no_appro
     assert [p.id for p in still] == [pending.id], "the approval request survived every restart"
     assert stopped.is_error and json.loads(stopped.content[0].text)["error"]["retryable"] is True, stopped
     assert answered.status_code == 200, answered.text
-    assert json.loads(again.content[0].text)["stdout"] == f"remove {asked_id}\nafter\n", again
+    assert again.structured_content["stdout"] == f"remove {asked_id}\nafter\n", again
     assert _pending(database) == [], "the grant was used, nothing asked again"
 
     wanted = [i for _, ids in completed for i in ids]

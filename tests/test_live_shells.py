@@ -151,10 +151,8 @@ async def test_through_serve_a_client_is_told_its_shell_is_past_the_budget_and_g
         server = build_server(shells.host, [], shells)
         async with Client(server) as client:
             grown = await client.call_tool("bash", {"script": "seq 1 70000 > p; cat p p p > big.txt"})
-            handle = json.loads(grown.content[0].text)["shell"]
-            refused = json.loads(
-                (await client.call_tool("bash", {"script": "echo ran", "shell": handle})).content[0].text
-            )
+            handle = grown.structured_content["shell"]
+            refused = (await client.call_tool("bash", {"script": "echo ran", "shell": handle})).structured_content
     assert refused["exit_code"] == 1 and refused["stdout"] == "" and refused["shell"] != handle
     assert "more than [serve] live_shell_bytes" in refused["shell_note"]
 

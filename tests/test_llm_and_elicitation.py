@@ -26,14 +26,14 @@ async def test_tool_definitions_come_in_anthropic_and_openai_shapes_with_keep_vi
         anthropic = await tool_definitions(host, "anthropic")
         openai = await tool_definitions(host, "openai")
         session = host.session()
-        bash = json.loads(await run_tool_call(session, "bash", {"script": "tools text-metrics text-length text=ab"}))
+        bash = await run_tool_call(session, "bash", {"script": "tools text-metrics text-length text=ab"})
         direct = await run_tool_call(session, "mcp_text_metrics__text_length", {"text": "abc"})
         unknown = json.loads(await run_tool_call(session, "mcp_github__list_pulls", {}))
     assert [d["name"] for d in anthropic] == ["bash", "mcp_text_metrics__text_length"]
     assert anthropic[0]["input_schema"]["required"] == ["script"]
     assert [d["function"]["name"] for d in openai] == ["bash", "mcp_text_metrics__text_length"]
     assert openai[1]["function"]["parameters"]["properties"]["text"]["type"] == "string"
-    assert bash["stdout"] == "2\n"
+    assert bash.startswith("2\n[hint] ") and "[shell" not in bash, "a session keeps its shell: no handle in the text"
     assert direct == "3\n"
     assert unknown["error"]["code"] == "unknown_command"
 

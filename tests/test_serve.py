@@ -18,13 +18,13 @@ from toolshell.host import Host
 pytestmark = pytest.mark.anyio
 
 
-async def test_the_agent_sees_one_bash_tool_whose_result_is_the_run_json() -> None:
+async def test_the_agent_sees_one_bash_tool_the_model_reading_plain_text_and_code_the_run_json() -> None:
     async with Host.open() as host, Client(build_server(host, [])) as client:
         tools = await client.list_tools()
         result = await client.call_tool("bash", {"script": "tools text-metrics text-length text=hello"})
     assert [t.name for t in tools.tools] == ["bash"]
     assert "tools --help" in (tools.tools[0].description or "")
-    body = json.loads(result.content[0].text)
+    body = result.structured_content
     assert body == {
         "exit_code": 0,
         "success": True,
@@ -34,8 +34,10 @@ async def test_the_agent_sees_one_bash_tool_whose_result_is_the_run_json() -> No
         "shell": body["shell"],
     }
     assert body["shell"].startswith("sh_") and result.structured_content == body
-    # The handle is said once, in the object; the text is that object's compact JSON, nothing more.
-    assert [c.text for c in result.content] == [json.dumps(body, ensure_ascii=False, separators=(",", ":"))]
+    # The model reads stdout as it is, then only what is not the default: the stdio client keeps its
+    # shell, so the handle is in the object only.
+    hint = "[hint] text_metrics: Use text_length when you need a Unicode scalar count of supplied text."
+    assert [c.text for c in result.content] == [f"5\n{hint}"]
 
 
 async def test_keep_visible_tools_stay_direct_and_callable_from_the_shell_too() -> None:
@@ -48,13 +50,13 @@ async def test_keep_visible_tools_stay_direct_and_callable_from_the_shell_too() 
             shell = await client.call_tool("bash", {"script": "tools text-metrics text-length text=abc"})
     assert names == ["bash", "mcp_text_metrics__text_length"]
     assert direct.content[0].text == "3"
-    assert json.loads(shell.content[0].text)["stdout"] == "3\n"
+    assert shell.structured_content["stdout"] == "3\n"
 
 
 async def test_a_failing_script_is_an_error_result_with_the_json() -> None:
     async with Host.open() as host, Client(build_server(host, [])) as client:
         result = await client.call_tool("bash", {"script": "tools nope"})
-    body = json.loads(result.content[0].text)
+    body = result.structured_content
     assert result.is_error is True
     assert json.loads(body["stderr"])["error"]["code"] == "unknown_command"
 
@@ -97,9 +99,9 @@ async def test_a_servers_question_during_a_script_goes_to_the_upstream_client_th
             result = await client.call_tool("bash", {"script": "tools greeter greet"})
         async with Client(server, mode="legacy") as client:
             declined = await client.call_tool("bash", {"script": "tools greeter greet"})
-    assert json.loads(result.content[0].text)["stdout"] == "hello Grace\n"
+    assert result.structured_content["stdout"] == "hello Grace\n"
     assert asked == ["[greeter] What is your name?"]
-    assert json.loads(declined.content[0].text)["stdout"] == "no answer (decline)\n"
+    assert declined.structured_content["stdout"] == "no answer (decline)\n"
 
 
 async def test_toolshell_serve_over_stdio_is_a_working_mcp_server(tmp_path) -> None:
@@ -115,7 +117,7 @@ async def test_toolshell_serve_over_stdio_is_a_working_mcp_server(tmp_path) -> N
             names = [t.name for t in (await client.list_tools()).tools]
             result = await client.call_tool("bash", {"script": "tools text-metrics text-length text=héllo"})
     assert names == ["bash"]
-    assert json.loads(result.content[0].text)["stdout"] == "5\n"
+    assert result.structured_content["stdout"] == "5\n"
 
 
 def test_serve_refuses_a_non_loopback_address_without_allow_remote() -> None:
@@ -133,7 +135,7 @@ async def test_one_upstream_client_keeps_one_shell_across_bash_calls() -> None:
     async with Host.open() as host, Client(build_server(host, [])) as client:
         await client.call_tool("bash", {"script": "x=1; echo hi > f; cd /tmp"})
         again = await client.call_tool("bash", {"script": "echo x=$x; pwd; cat /home/user/f"})
-    assert json.loads(again.content[0].text)["stdout"] == "x=1\n/tmp\nhi\n"
+    assert again.structured_content["stdout"] == "x=1\n/tmp\nhi\n"
 
 
 async def test_http_serving_also_serves_the_web_page_under_ui_with_its_token(

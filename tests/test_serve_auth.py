@@ -75,7 +75,7 @@ async def test_the_owners_calls_are_recorded_under_a_token_identity_that_is_not_
     [pending] = Approvals(store).list_pending()
     rows = query(store)
     store.close()
-    assert json.loads(hello.content[0].text)["stdout"] == "hi\n"
+    assert hello.structured_content["stdout"] == "hi\n"
     assert "needs_approval" in stopped.content[0].text
     assert [r["caller"] for r in rows] == [identity, identity]
     assert pending.caller == identity
@@ -121,7 +121,7 @@ async def test_the_environment_token_is_used_instead_of_a_file(tmp_path: Path) -
             result = await owner.call_tool("bash", {"script": "echo ok"})
         async with httpx2.AsyncClient() as http:
             wrong = await http.post(served.url, json={}, headers={"Authorization": f"Bearer {STRONG[:-1]}X"})
-    assert json.loads(result.content[0].text)["stdout"] == "ok\n"
+    assert result.structured_content["stdout"] == "ok\n"
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"].startswith("Bearer ")
     assert "the token is $TOOLSHELL_SERVE_TOKEN" in served.start_line
     assert not (state / "serve-token").exists()

@@ -89,7 +89,7 @@ async def served(tmp_path: Path, transport: str, mode: str, person: Person | Non
 
 
 def _body(result: Any) -> dict[str, Any]:
-    return json.loads(result.content[0].text)
+    return result.structured_content
 
 
 BOTH = pytest.mark.parametrize(

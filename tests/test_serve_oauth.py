@@ -101,7 +101,7 @@ async def test_an_issuers_jwt_for_this_audience_is_served_and_its_subject_is_the
         rows = query(served.store)
     caller = f"oauth:{served.issuer.base}#{MACHINE_ID}"
     assert token.count(".") == 2, "a JWT access token"
-    assert json.loads(hello.content[0].text)["stdout"] == "hi\n"
+    assert hello.structured_content["stdout"] == "hi\n"
     assert [r["caller"] for r in rows] == [caller, caller]
     assert pending.caller == caller
 
@@ -281,7 +281,7 @@ async def test_an_opaque_token_is_checked_at_the_introspection_endpoint_and_refu
             revoked = await http.post(served.url, json=body, headers={**HEADERS, "Authorization": f"Bearer {token}"})
         rows = query(served.store)
     assert token.startswith("access_"), "an opaque token"
-    assert json.loads(hello.content[0].text)["stdout"] == "hi\n"
+    assert hello.structured_content["stdout"] == "hi\n"
     assert asked >= 1
     assert revoked.status_code == 401
     assert [r["caller"] for r in rows] == [f"oauth:{served.issuer.base}#{MACHINE_ID}"]

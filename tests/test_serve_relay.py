@@ -103,7 +103,7 @@ async def test_a_retry_sent_to_another_worker_carries_the_parked_run_round_by_ro
     assert list(unanswered.input_requests or {}) == list(first.input_requests or {}), "the same question again"
     assert '"branch": "x"' in _question(first) and '"branch": "y"' in _question(second)
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
-    assert json.loads(done.content[0].text)["stdout"] == "start\ndeleted x\ndeleted y\nafter\n"
+    assert done.structured_content["stdout"] == "start\ndeleted x\ndeleted y\nafter\n"
     assert list(left) == [], "the run's rows go once its result is delivered"
 
 
@@ -120,7 +120,7 @@ async def test_the_result_of_a_run_parked_on_one_worker_comes_back_through_anoth
         store.close()
     assert list(left) == [], "the rows go once the result is delivered, answers and all"
     assert isinstance(done, types.CallToolResult) and not done.is_error, done
-    body = json.loads(done.content[0].text)
+    body = done.structured_content
     assert body["stdout"] == "start\ndeleted x\nafter\n" and body["shell"].startswith("sh_")
     assert isinstance(again, types.CallToolResult) and again.is_error and "no longer waiting" in again.content[0].text
 

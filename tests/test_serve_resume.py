@@ -139,7 +139,7 @@ async def test_a_dropped_bash_stream_resumed_with_last_event_id_delivers_the_who
             tg.cancel_scope.cancel()
     assert message is not None
     result = types.CallToolResult.model_validate(message["result"])
-    body = json.loads(result.content[0].text)  # type: ignore[union-attr]
+    body = result.structured_content  # type: ignore[union-attr]
     assert body == {"exit_code": 0, "success": True, "stdout": WHOLE_STDOUT, "stderr": "", "shell": body["shell"]}
 
 

@@ -6,6 +6,7 @@ one store; a legacy session keeps its shell without a handle; a gone handle runs
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -26,7 +27,7 @@ TOKEN = "serve-token-for-the-shell-tests-0123456789"
 
 
 def _body(result: Any) -> dict[str, Any]:
-    body: dict[str, Any] = json.loads(result.content[0].text)
+    body: dict[str, Any] = result.structured_content
     return body
 
 
@@ -109,16 +110,16 @@ async def test_the_llm_adapter_and_the_python_api_use_the_same_handles(tmp_path:
 
     async with Host.open(state_dir=tmp_path / "state") as host:
         shells = Shells.for_host(host)
-        first = json.loads(await run_tool_call(shells, "bash", {"script": "echo kept > f; cd /tmp"}))
-        second = json.loads(
-            await run_tool_call(shells, "bash", {"script": "cat /home/user/f; pwd", "shell": first["shell"]})
-        )
-        by_api = await shells.run(None, first["shell"], "echo $PWD")
-        other = json.loads(await run_tool_call(shells, "bash", {"script": "ls"}))
+        first = await run_tool_call(shells, "bash", {"script": "echo kept > f; cd /tmp"})
+        handle = re.fullmatch(r"\[shell (sh_\S+)\]", first)  # the text names the shell: the model passes it back
+        assert handle is not None, first
+        second = await run_tool_call(shells, "bash", {"script": "cat /home/user/f; pwd", "shell": handle[1]})
+        by_api = await shells.run(None, handle[1], "echo $PWD")
+        other = await run_tool_call(shells, "bash", {"script": "ls"})
         shells.close()
-    assert (second["stdout"], second["shell"]) == ("kept\n/tmp\n", first["shell"])
-    assert (by_api.stdout, by_api.shell) == ("/tmp\n", first["shell"])
-    assert other["shell"] != first["shell"] and other["stdout"] == ""
+    assert second == f"kept\n/tmp\n[shell {handle[1]}]"
+    assert (by_api.stdout, by_api.shell) == ("/tmp\n", handle[1])
+    assert re.fullmatch(r"\[shell sh_\S+\]", other) and handle[1] not in other
 
 
 @pytest.mark.parametrize("store_url", ["postgresql"], indirect=True)

@@ -5,7 +5,6 @@ and the client's next request is served."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -63,7 +62,7 @@ async def test_a_worker_killed_mid_call_leaves_its_call_marked_lost_and_its_requ
     with serving(second_state, config=CONFIG, env=env) as second:
         lost = await _until(lambda: [r for r in query(look) if r["script_preview"] == SCRIPT and r["exit_code"]])
         async with client(second.url, TOKEN) as c:
-            after = json.loads((await c.call_tool("bash", {"script": "echo served"})).content[0].text)
+            after = (await c.call_tool("bash", {"script": "echo served"})).structured_content
         still = Approvals(look).get(pending.id)
         grant = await anyio.run_process(
             [toolshell_exe(), "approvals", "grant", pending.id, "--state-dir", str(state)],

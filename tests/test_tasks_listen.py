@@ -4,7 +4,6 @@ own tasks; other callers' tasks and an undeclared extension are refused."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -86,7 +85,7 @@ async def test_a_tasks_client_hears_notifications_tasks_for_its_task_until_it_co
     assert statuses[-1] == "completed" and note.task_id == created.task_id
     extra = note.model_extra or {}
     result = types.CallToolResult.model_validate(extra["result"])
-    assert json.loads(result.content[0].text)["stdout"] == "heard\n"
+    assert result.structured_content["stdout"] == "heard\n"
 
 
 async def test_asking_for_task_notifications_without_the_extension_is_refused() -> None:

@@ -4,8 +4,6 @@ send none (its long calls are tasks)."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from mcp import Client
 
@@ -29,7 +27,7 @@ async def test_a_bash_call_reports_each_nested_call_and_its_output_as_progress(m
     async with Host.open(servers={"github": make_github()}) as host:
         async with Client(build_server(host, []), mode=mode) as client:  # type: ignore[arg-type]
             result = await client.call_tool("bash", {"script": SCRIPT}, progress_callback=on_progress)
-    assert json.loads(result.content[0].text)["stdout"] == "first\nsecond\n"
+    assert result.structured_content["stdout"] == "first\nsecond\n"
     messages = " | ".join(m or "" for _, m in heard)
     assert "tools github list-pulls: completed" in messages
     assert "of output" in messages and "first" not in messages, "progress says how much, never what"

@@ -68,7 +68,7 @@ def _recorded(host: Host, key: str) -> int:
 
 def _body(state: Any) -> dict[str, Any]:
     result = types.CallToolResult.model_validate(state.result)
-    return dict(json.loads(result.content[0].text))
+    return dict(result.structured_content)
 
 
 @pytest.mark.parametrize("store_url", ENGINES, indirect=True)

@@ -7,7 +7,6 @@ server writes) shows each of the 10 calls exactly once."""
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -74,7 +73,7 @@ async def test_a_task_whose_worker_is_killed_after_its_sixth_call_is_finished_by
         done = await until_status(on_b.session, created.task_id, "completed", "failed", seconds=90)
     assert before == [1, 2, 3, 4, 5, 6]
     assert done.status == "completed", done
-    body = json.loads(types.CallToolResult.model_validate(done.result).content[0].text)
+    body = types.CallToolResult.model_validate(done.result).structured_content
     assert body["stdout"] == "".join(f"tick {i}\n" for i in range(1, 11)) + "done\n"
     assert calls(log) == list(range(1, 11)), "each of the 10 calls exactly once, across both workers"
 

@@ -5,7 +5,6 @@ in one process; the cross-worker flow on PostgreSQL is in `test_tasks_workers.py
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -40,7 +39,7 @@ async def _never(context: object, params: types.ElicitRequestParams) -> types.El
 
 
 def _body(result: types.CallToolResult) -> Any:
-    return json.loads(result.content[0].text)
+    return result.structured_content
 
 
 async def _created(client: Client, script: str) -> CreatedTask:

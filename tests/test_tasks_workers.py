@@ -73,7 +73,7 @@ async def test_a_task_made_on_one_worker_is_polled_on_another_and_approved_throu
     assert asked_b.input_requests == asked_c.input_requests, "every worker shows the same question, same key"
     assert "delete-branch" in asked_b.input_requests[key]["params"]["message"]  # type: ignore[index]
     result = types.CallToolResult.model_validate(done.result)
-    assert json.loads(result.content[0].text)["stdout"] == "start\ndeleted x\nafter\n"
+    assert result.structured_content["stdout"] == "start\ndeleted x\nafter\n"
 
 
 async def test_a_task_cancelled_from_another_worker_stops_where_it_is(workers: tuple[str, list[Served]]) -> None:
@@ -103,9 +103,9 @@ async def test_the_sdk_client_resolves_a_task_transparently_and_a_client_without
         resolved = await declaring.call_tool("bash", {"script": "sleep 1; echo resolved"})
     async with client(a.url, TOKEN) as plain:
         direct = await plain.session.call_tool("bash", {"script": "sleep 1; echo direct"}, allow_claimed=True)
-    assert json.loads(resolved.content[0].text)["stdout"] == "resolved\n"
+    assert resolved.structured_content["stdout"] == "resolved\n"
     assert [t.status for t in tasks.created] == ["working"] and tasks.seen[-1].status == "completed"
-    assert isinstance(direct, types.CallToolResult) and json.loads(direct.content[0].text)["stdout"] == "direct\n"
+    assert isinstance(direct, types.CallToolResult) and direct.structured_content["stdout"] == "direct\n"
 
 
 async def test_a_call_longer_than_the_clients_timeout_completes_through_yield_and_wait_on_other_workers(

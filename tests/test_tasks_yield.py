@@ -4,7 +4,6 @@ rest first; while the shell is busy nothing new runs; every piece of output come
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anyio
@@ -25,7 +24,7 @@ async def _bash(client: Client, script: str, shell: str | None = None) -> dict[s
     result = await client.call_tool("bash", arguments)
     assert not result.is_error, result
     body = result.structured_content
-    assert isinstance(body, dict) and json.loads(result.content[0].text)
+    assert isinstance(body, dict)
     return body
 
 

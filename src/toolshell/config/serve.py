@@ -127,6 +127,9 @@ class ServeConfig(_Model):
     """A `bash` call of a client without Tasks still running this long returns its output so far;
     the next call on its shell collects the rest first (docs/tasks.md). 0: never yield. The default
     is below every common client's tool timeout (docs/tasks.md lists them) and not after the drain."""
+    list_wait_seconds: float = Field(default=5.0, ge=0, le=60)
+    """How long, from the start, a `tools/list` waits for the startup servers still connecting, so
+    the first `bash` description names their tools. 0: answer at once."""
     heartbeat_seconds: float = Field(default=5.0, ge=0.5, le=3600)
     """How often a serving worker says it is alive; one silent for three beats counts as dead, and
     another worker ends the shell calls it left running."""

@@ -5,8 +5,8 @@
     output = await run_tool_call(Shells.for_host(host), "bash", {"script": "…", "shell": "sh_…"})
 
 With a `Session`, every `bash` call runs in that session's shell. With `Shells`, a call runs in the
-shell its `shell` argument names (a new one without it) and the output names the shell, so the
-model keeps its shell by passing it back: the same handles `toolshell serve` gives out.
+shell its `shell` argument names (a new one without it) and the output names the shell
+(`[shell sh_…]`), so the model keeps its shell by passing it back: the same handles `toolshell serve` gives out.
 
 The model sees `bash` plus the `keep_visible` tools; everything else is behind `tools` in the shell.
 """
@@ -54,16 +54,15 @@ async def run_tool_call(
     target: Session | Shells, name: str, arguments: dict[str, Any], *, caller: str | None = None
 ) -> str:
     """Run one tool call of the model in a session, or in the shells by handle; returns the text to
-    send back as the tool result. `caller` is whose shells they are (with `Shells`)."""
+    send back as the tool result (for `bash`: stdout, then what is not the default, `bash_text`;
+    with `Shells` it names the shell). `caller` is whose shells they are (with `Shells`)."""
     if name == "bash":
         script, shell = arguments.get("script"), arguments.get("shell")
         if not isinstance(script, str) or not isinstance(shell, str | None):
             return _error(ToolshellError(ErrorCode.INVALID_INPUT, 'bash takes {"script": "…", "shell": "sh_…"}'))
-        if isinstance(target, Shells):
-            result = await target.run(caller, shell, script)
-        else:
-            result = await target.run(script)
-        return bash_text(result)
+        if isinstance(target, Shells):  # the model keeps its shell by the handle the text names
+            return bash_text((await target.run(caller, shell, script)).to_json(), handle=True)
+        return bash_text((await target.run(script)).to_json())
     session = target if isinstance(target, Session) else target.host.session(caller=caller)
     try:
         return await _direct(session, name, arguments)

@@ -1,17 +1,21 @@
-"""Telling `serve`'s clients that the tool list they saw changed.
+"""Telling `serve`'s clients that the tool list they saw changed, and holding the first one.
 
-`serve` answers `tools/list` at once, while servers are still starting, so the `bash` description
-a client got may say `github (connecting)`. When a server becomes ready (or fails, or needs a
-login) afterwards, every client session that listed tools and can still hear the server gets
-`notifications/tools/list_changed`, and its next `tools/list` shows each server's tool count. A
-stateless 2026-07-28 request keeps no channel open, so those clients see the counts on their next
-`tools/list` only.
+A client lists tools right after `initialize` (Claude Code, Codex, Cursor, the SDK), while the
+startup servers are still starting. So a `tools/list` that comes within `[serve]
+list_wait_seconds` of the start waits for them to settle (`settled`), at most until then: the first
+`bash` description names their tools. A server still starting after that shows as
+`github (connecting)`; when it becomes ready (or fails, or needs a login), every client session
+that listed tools and can still hear the server gets `notifications/tools/list_changed`, and its
+next `tools/list` shows the server's tools. A stateless 2026-07-28 request keeps no channel open,
+so those clients see them on their next `tools/list` only.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -29,13 +33,32 @@ MAX_SESSIONS = 1024
 
 
 class ListNotifier:
-    """The client sessions that listed tools, told when a server settles."""
+    """The client sessions that listed tools, told when a server settles.
 
-    def __init__(self) -> None:
+    Args:
+        wait_seconds: How long from now a listing may wait for the startup servers (`settled`).
+    """
+
+    def __init__(self, wait_seconds: float = 0.0) -> None:
         # By identity: the SDK's sessions take no weak references, so ended ones go on a failed send.
         self._sessions: OrderedDict[int, Any] = OrderedDict()
+        self._deadline = time.monotonic() + wait_seconds
+        self._moved = anyio.Event()
         self.sent = 0
         """Notifications sent (for diagnostics and tests)."""
+        self.first_wait: float | None = None
+        """Seconds the first listing waited in `settled` (for diagnostics and the benchmarks)."""
+
+    async def settled(self, starting: Callable[[], bool]) -> None:
+        """Wait while `starting()` (a startup server is still connecting), at most until the
+        deadline: each server's progress wakes the check."""
+        began = time.monotonic()
+        while (left := self._deadline - time.monotonic()) > 0 and starting():
+            moved = self._moved
+            with anyio.move_on_after(left):
+                await moved.wait()
+        if self.first_wait is None:
+            self.first_wait = time.monotonic() - began
 
     def listed(self, session: Any) -> None:
         """A client session answered `tools/list`: tell it when the list changes."""
@@ -46,6 +69,8 @@ class ListNotifier:
 
     async def progress(self, server: str, state: ConnState) -> None:
         """The host's `on_server_progress`: a server that settled changes the list."""
+        self._moved.set()  # the listings waiting in `settled` check again
+        self._moved = anyio.Event()
         if state in SETTLED:
             await self.changed()
 

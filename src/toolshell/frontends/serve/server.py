@@ -1,13 +1,14 @@
 """`toolshell serve`: an MCP server that exposes `bash` (plus any `keep_visible` tools).
 
 The agent host configures this one server instead of twenty. Each `bash` call is one shell call in
-a session of its own per upstream connection; the result is the JSON object of `RunResult`, as
-text and as `structuredContent`. When the upstream client declared elicitation, a call that needs
-approval and a server's own question are put to it (`frontends.serve.upstream`): in `input_required`
-rounds for 2026-07-28 clients (the script waits, parked), as `elicitation/create` on the call's
-stream for older ones. A client without elicitation gets the stop report; servers' questions
-are declined. Over HTTP every request is authenticated (`serve_auth`), and the caller's identity
-goes on each session, so on every shell call and approval request.
+a session of its own per upstream connection; the model reads the result as plain text
+(`bash_tool.bash_text`), code reads the JSON object of `RunResult` as `structuredContent`. When
+the upstream client declared elicitation, a call that needs approval and a server's own question
+are put to it (`frontends.serve.upstream`): in `input_required` rounds for 2026-07-28 clients (the
+script waits, parked), as `elicitation/create` on the call's stream for older ones. A client
+without elicitation gets the stop report; servers' questions are declined. Over HTTP every request
+is authenticated (`serve_auth`), and the caller's identity goes on each session, so on every shell
+call and approval request.
 """
 
 from __future__ import annotations
@@ -36,7 +37,6 @@ from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.heartbeat import registered
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
-from toolshell.frontends.serve.bash_tool import BASH_OUTPUT_SCHEMA, BASH_SCHEMA, BASH_TITLE, bash_description
 from toolshell.frontends.serve.bash_tool import bash_result as _bash_result
 from toolshell.frontends.serve.drain import CLOSE_SECONDS, Drain, DrainingServer
 from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
@@ -50,6 +50,7 @@ from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
 from toolshell.frontends.serve.tasks.yielding import RunBash, drain_yields, running_yields, stop_yields
+from toolshell.frontends.serve.tool_list import ToolList, reads_structure
 from toolshell.frontends.serve.upstream import (
     Asker,
     ParkedRun,
@@ -64,7 +65,6 @@ from toolshell.frontends.serve.upstream import (
 from toolshell.host import Host
 from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
-from toolshell.registry.masked import masked_catalog, masked_entry
 from toolshell.shells import Shells, state_ring
 from toolshell.store.keys import for_purpose
 from toolshell.telemetry.context import upstream
@@ -73,21 +73,6 @@ from toolshell.version import __version__
 
 logger = logging.getLogger(__name__)
 _BASH_TAKES = 'bash takes {"script": "<bash script>"} and, to keep a shell, "shell": "<the shell of a result>"'
-
-
-def _proxy_tool(flat: str, entry: ToolEntry) -> types.Tool:
-    """A `keep_visible` tool as its server listed it: title, annotations and outputSchema kept."""
-    annotations = dict(entry.annotations)
-    if entry.title:
-        annotations.setdefault("title", entry.title)
-    return types.Tool(
-        name=flat,
-        title=entry.title,
-        description=entry.description,
-        input_schema=entry.input_schema,
-        output_schema=entry.output_schema,
-        annotations=types.ToolAnnotations.model_validate(annotations) if annotations else None,
-    )
 
 
 @asynccontextmanager
@@ -130,20 +115,6 @@ def build_server(
         key = _client_key(ctx, stdio_key)
         return None if key is None else shells.for_session(key, _caller(ctx))
 
-    async def list_tools(ctx: ServerRequestContext[Any], params: Any) -> types.ListToolsResult:
-        if notifier is not None:
-            notifier.listed(ctx.session)
-        catalog = await host.catalog()
-        bash = types.Tool(
-            name="bash",
-            title=BASH_TITLE,
-            description=bash_description(*masked_catalog(catalog, host.redact)),  # what a server named, masked
-            input_schema=BASH_SCHEMA,
-            output_schema=BASH_OUTPUT_SCHEMA,
-        )
-        proxies = [_proxy_tool(flat, masked_entry(e, host.redact)) for flat, e in visible.items()]
-        return types.ListToolsResult(tools=[bash, *proxies])
-
     async def run_bash(
         ctx: ServerRequestContext[Any],
         script: str,
@@ -163,7 +134,8 @@ def build_server(
                 )
         if host.metrics is not None:  # metrics: mcp.server.operation.duration
             host.metrics.bash_served(time.perf_counter() - started, result.success)
-        return _bash_result(result)
+        # No shell kept for the client: the text says it. A client that shows its model the structure gets none.
+        return _bash_result(result, handle=_client_key(ctx, stdio_key) is None, structured=not reads_structure(ctx))
 
     async def park_bash(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, script: str, shell: str | None
@@ -241,8 +213,14 @@ def build_server(
 
     # A `CreateTaskResult` is a plain dict: the runner sends a handler's dict as it is.
     on_call: Any = call_tool
+    listing = ToolList(host, visible, notifier)  # `bash`'s schema static, the list kept per catalog
     server: Server[Any] = _ToolshellServer(
-        "toolshell", version=__version__, on_list_tools=list_tools, on_call_tool=on_call, lifespan=_parking
+        "toolshell",
+        version=__version__,
+        on_list_tools=listing.answer,
+        on_call_tool=on_call,
+        lifespan=_parking,
+        get_tool_input_schema=listing.input_schema,
     )
     # A parked run's requestState is bound to the caller that started it: another caller's retry fails.
     # It is sealed with the state key ring, so any worker holding the ring can open it.
@@ -346,10 +324,11 @@ async def serve(
             '[audit] to = "stdout" cannot share stdout with the stdio transport; use to = "file", or serve --http',
         )
     name_process_options(config_path, state_dir, config)  # the grant hint names them
-    # Answer `initialize` and `tools/list` at once: servers keep starting in the background, and a
-    # call that names one waits for it. Only `keep_visible` tools must be listed before serving.
+    # Answer `initialize` at once: servers keep starting in the background, the first `tools/list`
+    # waits for them up to `list_wait_seconds`, and a call that names one waits for it. Only
+    # `keep_visible` tools must be listed before serving.
     config = config.model_copy(update={"startup_wait_seconds": 0.0})
-    notifier = ListNotifier()
+    notifier = ListNotifier(config.serve.list_wait_seconds)  # the first `tools/list` waits for them a while
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, on_server_progress=notifier.progress) as h:
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible, notifier=notifier)

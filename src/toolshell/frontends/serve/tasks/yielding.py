@@ -41,6 +41,7 @@ import mcp_types as types
 
 from toolshell.calls.replay import CallFeed, discard
 from toolshell.errors import ErrorCode, ToolshellError, error_result
+from toolshell.frontends.serve.bash_tool import bash_text
 from toolshell.frontends.serve.upstream import Asker, Parking
 from toolshell.redact import Redactor
 from toolshell.store.replay import RESUME, opened_json, sealed_json
@@ -337,11 +338,13 @@ def _rest(row: YieldedRow, not_replayed: str | None = None) -> dict[str, Any]:
 
 def _with_earlier(result: types.CallToolResult, earlier: dict[str, Any] | None) -> types.CallToolResult:
     """This call's result, with the earlier call's rest beside it."""
-    if earlier is None or not isinstance(result.structured_content, dict):
+    if earlier is None:
         return result
-    body = {**result.structured_content, "earlier": earlier}
-    text = types.TextContent(type="text", text=json.dumps({"earlier": earlier}, ensure_ascii=False))
-    return result.model_copy(update={"structured_content": body, "content": [text, *result.content]})
+    text = types.TextContent(type="text", text="[earlier call]\n" + bash_text(earlier) + "\n[this call]")
+    update: dict[str, Any] = {"content": [text, *result.content]}
+    if isinstance(result.structured_content, dict):  # none for a client that shows its model the structure
+        update["structured_content"] = {**result.structured_content, "earlier": earlier}
+    return result.model_copy(update=update)
 
 
 def _result(
@@ -352,7 +355,7 @@ def _result(
         body = {**body, "earlier": earlier}
     if note is not None:
         body = {"exit_code": -1, "success": False, **body, "note": note}
-    text = types.TextContent(type="text", text=json.dumps(body, ensure_ascii=False))
+    text = types.TextContent(type="text", text=bash_text(body, handle=True))  # the model needs the shell again
     return types.CallToolResult(content=[text], structured_content=body, is_error=False)
 
 
