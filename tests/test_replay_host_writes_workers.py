@@ -8,7 +8,6 @@ line is written again, as that setting accepts."""
 
 from __future__ import annotations
 
-import json
 import signal
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -73,7 +72,7 @@ async def test_a_task_writing_to_a_mount_whose_worker_is_killed_is_not_replayed_
         done = await until_status(on_b.session, created.task_id, "completed", "failed", seconds=90)
     if opt_in:
         assert done.status == "completed", done
-        body = json.loads(types.CallToolResult.model_validate(done.result).content[0].text)
+        body = dict(types.CallToolResult.model_validate(done.result).structured_content or {})
         assert body["stdout"] == "tick 1\ntick 2\ntick 3\ndone\n"
         assert ledger.read_text() == "paid-once\npaid-once\n", "accepted: the replay writes it again"
     else:

@@ -6,8 +6,6 @@ task still finishes on the owner's answer."""
 
 from __future__ import annotations
 
-import json
-
 import mcp_types as types
 import pytest
 from mcp import MCPError
@@ -59,5 +57,5 @@ async def test_another_callers_cancel_and_update_of_a_task_are_refused_and_the_o
     assert refused == {"get": not_found, "cancel": not_found, "update": not_found, "unknown": not_found}
     assert still.status == "input_required" and still.input_requests == asked.input_requests, "bob changed nothing"
     assert done.status == "completed", done
-    body = json.loads(types.CallToolResult.model_validate(done.result).content[0].text)
+    body = dict(types.CallToolResult.model_validate(done.result).structured_content or {})
     assert body["stdout"] == "start\ndeleted x\nafter\n"
