@@ -113,6 +113,8 @@ def serve(
 
     if no_auth and not use_http:
         raise click.UsageError("--no-auth applies to --http only (stdio has no network to guard)")
+    if processes > 1 and not use_http:
+        raise click.UsageError("--processes applies to --http only (stdio has one client)")
     worker = None
     if use_http:
         if no_auth and not is_loopback(bind.strip("[]")):
@@ -124,8 +126,6 @@ def serve(
         raise click.UsageError("--allowed-host applies to --http only")
     config = with_allowed_hosts(guard(lambda: load_config(config_path)), allowed_hosts)  # a config error: one message
     if processes > 1 and worker is None:
-        if not use_http:
-            raise click.UsageError("--processes applies to --http only (stdio has one client)")
         refused = processes_refused(config, state_dir)
         if refused:
             raise click.UsageError(refused)
