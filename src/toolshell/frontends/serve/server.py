@@ -32,6 +32,7 @@ from toolshell.calls.approval import name_process_options
 from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
+from toolshell.connections.sdk_spans import lean_spans
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.heartbeat import registered
@@ -245,6 +246,7 @@ def build_server(
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
+    lean_spans(server)  # the SDK's span of each request: free while nothing records spans
     # The records and resume data are sealed with the ring (`store.sealed` derives a key per purpose).
     ring = state_ring(host)
     park_after = host.config.approval.park_after_seconds
