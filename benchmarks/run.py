@@ -48,12 +48,17 @@ from mcp import StdioServerParameters
 from mcp.client import Client
 
 from toolshell.config import Config
+from toolshell.connections.sdk_spans import lean_spans
 from toolshell.host import Host
 
 HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "echo_server.py")
 sys.path.insert(0, str(HERE))
 from echo_server import server as inproc_server  # noqa: E402  (the same server, in this process)
+
+# Toolshell connects an in-process server with the SDK's no-op span made free (`connections.sdk_spans`),
+# which changes the server object itself: done here first, so every mode calls the same server.
+lean_spans(inproc_server)
 
 Round = dict[str, float]
 CONCURRENT_CALLS = 10
