@@ -65,7 +65,7 @@ def test_the_count_kept_from_commits_is_the_count_a_walk_makes(seed: int) -> Non
     assert calls["read_dir"] == walked, "after the first walk, no call walked the shell"
 
 
-def test_a_call_that_changed_no_file_costs_no_walk_and_keeps_the_count() -> None:
+def test_a_call_that_changed_no_file_walks_nothing_and_keeps_the_count() -> None:
     bash, have = Bash(), set[str]()
     counting, calls = _walks(bash)
     files = LiveBytes()

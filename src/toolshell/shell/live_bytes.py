@@ -9,8 +9,8 @@ A walk reads every entry (bashkit's ~340 command stubs in `/bin` and `/usr/bin` 
 so a serving worker walks a shell once and then keeps the count up to date from its commits
 (`LiveBytes`): after each call the shell is committed anyway, and bashkit's diff of two commits
 (`SnapshotGraph.diff`, which needs only the commits' structure objects, never a file's content)
-names every path added, changed or removed; only those are looked at again. A call that changed
-no file (the commit's file tree is the one before) costs nothing.
+names every path added, changed or removed; only those are looked at again (~0.1–0.2 ms on a
+small shell, against ~0.9 ms for the walk).
 """
 
 from __future__ import annotations
