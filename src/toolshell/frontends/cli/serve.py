@@ -85,8 +85,8 @@ MAX_PROCESSES = 256
     show_default=True,
     help="With --http: run N worker processes behind the one port (SO_REUSEPORT), `auto` for one per "
     "core, so one serve uses the machine's cores. One /readyz (ready when every worker is), one drain "
-    "(SIGTERM drains them all), a worker that dies is restarted. For 2026-07-28 clients: a legacy "
-    "(2025-11-25) session lives in one process (docs/scale-out.md).",
+    "(SIGTERM drains them all), a worker that dies is restarted. Meant for 2026-07-28 clients: a legacy "
+    "(2025-11-25) session lives in the one process that opened it (docs/scale-out.md).",
 )
 def serve(
     config_path: str | None,
