@@ -181,3 +181,15 @@ def test_processes_are_refused_a_store_they_cannot_share(tmp_path: Path, monkeyp
     result = CliRunner().invoke(main, ["serve", "--http", "--no-auth", "--processes", "2", "--port", port])
     assert result.exit_code == 2
     assert "a state store the processes share" in result.output, result.output
+
+
+def test_processes_are_refused_one_process_metrics_port(tmp_path: Path) -> None:
+    config = tmp_path / "toolshell.toml"
+    config.write_text("[telemetry]\nprometheus_port = 9464\n")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    args = ["serve", "--http", "--no-auth", "--processes", "2", "--port", port, "--config", str(config)]
+    result = CliRunner().invoke(main, [*args, "--state-dir", str(tmp_path / "state")])
+    assert result.exit_code == 2
+    assert "prometheus_port is one process's port" in result.output, result.output
