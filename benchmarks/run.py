@@ -48,12 +48,17 @@ from mcp import StdioServerParameters
 from mcp.client import Client
 
 from toolshell.config import Config
+from toolshell.connections.sdk_spans import lean_spans
 from toolshell.host import Host
 
 HERE = Path(__file__).resolve().parent
 SERVER = str(HERE / "echo_server.py")
 sys.path.insert(0, str(HERE))
 from echo_server import server as inproc_server  # noqa: E402  (the same server, in this process)
+
+# Toolshell connects an in-process server with the SDK's no-op span made free (`connections.sdk_spans`),
+# which changes the server object itself: done here first, so every mode calls the same server.
+lean_spans(inproc_server)
 
 Round = dict[str, float]
 CONCURRENT_CALLS = 10
@@ -115,10 +120,10 @@ async def raw_round(calls: int, stdio: bool) -> Round:
     async with Client(stdio_params() if stdio else inproc_server) as client:
         first = await client.call_tool("echo", {"text": "hi"})
         assert first.content[0].text == "hi", first  # type: ignore[union-attr]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(calls):
             await client.call_tool("echo", {"text": "hi"})
-        return {"total_s": time.perf_counter() - t0}
+        return {"total_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
 
 
 def bridge_shell(client: Client, calls: int) -> Bash:
@@ -144,11 +149,11 @@ async def bridge_round(calls: int, stdio: bool) -> Round:
         bash = bridge_shell(client, calls)
         first = await bash.execute("tools echo echo text=hi")
         assert first.stdout == "hi\n", first
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = await bash.execute(loop_script(calls, "tools echo echo text=hi"))
-        total = time.perf_counter() - t0
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
         assert result.exit_code == 0, result
-        return {"total_s": total}
+        return {"total_s": total, "cpu_s": cpu}
 
 
 async def toolshell_round(
@@ -170,9 +175,9 @@ async def toolshell_round(
             warm = time.perf_counter() - t0
             if profiler is not None:
                 profiler.enable()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = await host.run(loop_script(calls, "tools echo echo text=hi"))
-            total = time.perf_counter() - t0
+            total, cpu = time.perf_counter() - t0, time.process_time() - c0
             if profiler is not None:
                 profiler.disable()
             assert (result.exit_code, result.stdout, result.stderr) == (0, "", ""), result
@@ -184,6 +189,7 @@ async def toolshell_round(
         "first_shell_call_s": first_done - opened,
         "warm_shell_call_s": warm,
         "total_s": total,
+        "cpu_s": cpu,
     }
 
 
@@ -268,8 +274,13 @@ def median(rounds: list[Round], key: str = "total_s") -> float:
 def compare(calls: int, runs: dict[str, list[Round]]) -> dict[str, Any]:
     """Per-call figures of the three modes, the ratios, and toolshell's µs over the floor."""
     per = {name: median(rs) / calls * 1e6 for name, rs in runs.items()}
+    # This process's CPU a call: the whole cost in-process (the server runs here too), only the
+    # client's over stdio. Steadier than wall time on a machine other work loads.
+    cpu = {name: median(rs, "cpu_s") / calls * 1e6 for name, rs in runs.items()}
     return {
         "per_call_us": per,
+        "cpu_per_call_us": cpu,
+        "toolshell_adds_over_bridge_cpu_us": cpu["toolshell"] - cpu["bridge"],
         "rounds_total_s": {name: [r["total_s"] for r in rs] for name, rs in runs.items()},
         "toolshell_over_raw": per["toolshell"] / per["raw"],
         "toolshell_over_bridge": per["toolshell"] / per["bridge"],
@@ -390,6 +401,9 @@ def table(s: dict[str, Any]) -> str:
             f"  toolshell / raw {c['toolshell_over_raw']:.2f}x   toolshell / bridge {c['toolshell_over_bridge']:.2f}x"
             f"   bridge / raw {c['bridge_over_raw']:.2f}x",
             f"  toolshell adds {c['toolshell_adds_over_bridge_us']:.0f} µs a call over the bare bridge",
+            f"  this process's CPU per call µs: raw {c['cpu_per_call_us']['raw']:.0f}  bridge "
+            f"{c['cpu_per_call_us']['bridge']:.0f}  toolshell {c['cpu_per_call_us']['toolshell']:.0f}"
+            f"  (toolshell adds {c['toolshell_adds_over_bridge_cpu_us']:.0f})",
         ]
     t = s["tracing"]
     rows += [

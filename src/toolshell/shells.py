@@ -39,7 +39,7 @@ import anyio
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.result import RunResult
 from toolshell.shell.handles import Forged, Kept, ShellHandles
-from toolshell.shell.live_bytes import files_bytes
+from toolshell.shell.live_bytes import LiveBytes
 from toolshell.store.keys import for_purpose, key_ring
 
 if TYPE_CHECKING:
@@ -69,6 +69,10 @@ class _Live:
     """The size of the last full commit: what the shell itself holds."""
     size: int = 0
     """The bytes of its files after its last call (what it holds in memory between calls)."""
+    files: LiveBytes = field(default_factory=LiveBytes)
+    """Keeps `size` up to date from the shell's commits (`shell.live_bytes`)."""
+    committed: tuple[str | None, dict[str, bytes]] = (None, {})
+    """The commit of the last save and its new objects, for `files`."""
     used: float = field(default_factory=time.monotonic)
 
 
@@ -163,7 +167,8 @@ class Shells:
                     f"the script ran, but its shell's state could not be saved ({err.message}); the next call "
                     "with this shell starts from the state saved before this one"
                 )
-            live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
+            (tip, added), live.committed = live.committed, (None, {})
+            live.size, live.used = live.files.measure(live.session.bash, tip, added), time.monotonic()
             if live.size > self.live_bytes and note is None:
                 note = (
                     f"this shell now holds {live.size} bytes of files, more than [serve] live_shell_bytes "
@@ -191,7 +196,7 @@ class Shells:
             live.session.checkout(kept.tip, objects)
             live.have, live.stored, live.full = set(objects), kept.stored, kept.stored
         live.version = kept.version
-        live.size = files_bytes(live.session.bash, self._mounted)
+        live.size = live.files.measure(live.session.bash, kept.tip, objects if kept.tip is not None else None)
 
     def _save(self, handle: str, caller: str | None, live: _Live) -> str | None:
         """Save the shell after a call; a note for the result when its state was not kept."""
@@ -203,6 +208,7 @@ class Shells:
         if replace:
             tip, objects = live.session.commit()
             added = sum(len(d) for d in objects.values())
+        live.committed = (tip, objects)
         limit = self.handles.max_bytes
         too_big = added > limit if replace else False
         kept_tip = None if too_big else tip
@@ -239,7 +245,8 @@ class Shells:
     def _live_for(self, handle: str, caller: str | None) -> _Live:
         live = self._live.get(handle)
         if live is None:
-            live = self._live[handle] = _Live(self.host.session(source="agent", caller=caller), -1)
+            session = self.host.session(source="agent", caller=caller)
+            live = self._live[handle] = _Live(session, -1, files=LiveBytes(self._mounted))
         self._live.move_to_end(handle)
         return live
 

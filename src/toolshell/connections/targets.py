@@ -28,6 +28,7 @@ from toolshell.connections.http import StatusWatch, http_client
 from toolshell.connections.oauth import AuthSetup, ToolshellOAuth, build_auth, oauth_settings
 from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.connections.oauth_guard import guard_client
+from toolshell.connections.sdk_spans import lean_spans
 from toolshell.errors import ErrorCode, ToolshellError
 
 BuiltinFactory = Callable[[], "Server[Any] | MCPServer"]
@@ -136,7 +137,7 @@ class BuiltinTarget(_NoHttp):
                 ErrorCode.UNAVAILABLE,
                 f'no built-in server is named {self._name!r}; use type = "stdio" or "http" for an external one',
             )
-        return self._factory()
+        return lean_spans(self._factory())  # in-process: the SDK's no-op span costs as much as the tool
 
     def stderr_tail(self) -> list[str]:
         return []

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING, Any
+
 import click
 from pydantic import ValidationError
 
@@ -9,6 +12,9 @@ from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.cli.binding import PORT, listen_address
 from toolshell.frontends.cli.options import config_opt, guard, load_config, run_async, state_opt
+
+if TYPE_CHECKING:
+    from toolshell.frontends.serve.processes import WorkerSlot
 
 
 def with_allowed_hosts(config: Config, names: tuple[str, ...]) -> Config:
@@ -23,6 +29,28 @@ def with_allowed_hosts(config: Config, names: tuple[str, ...]) -> Config:
         message = err.errors()[0]["msg"].removeprefix("Value error, ")
         raise click.BadParameter(message, param_hint="--allowed-host") from None
     return config.model_copy(update={"serve": serve_config})
+
+
+class Processes(click.ParamType[Any, Any]):
+    """`--processes`: a count of worker processes, or `auto` (one per core this process may use)."""
+
+    name = "N|auto"
+
+    def convert(self, value: object, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().lower()
+        if text == "auto":
+            from toolshell.frontends.serve.processes import cpu_count  # lazy: only when asked
+
+            return cpu_count()
+        if text.isdigit() and 1 <= int(text) <= MAX_PROCESSES:
+            return int(text)
+        wanted = f"give 1 to {MAX_PROCESSES}, or auto (one per core)"
+        self.fail(f"{value!r} is not a count of processes: {wanted}", param, ctx)
+
+
+MAX_PROCESSES = 256
 
 
 @click.command()
@@ -50,6 +78,16 @@ def with_allowed_hosts(config: Config, names: tuple[str, ...]) -> Config:
     is_flag=True,
     help="Serve --http without authentication, on a loopback address only: any local user can call it.",
 )
+@click.option(
+    "--processes",
+    type=Processes(),
+    default=1,
+    show_default=True,
+    help="With --http: run N worker processes behind the one port (SO_REUSEPORT), `auto` for one per "
+    "core, so one serve uses the machine's cores. One /readyz (ready when every worker is), one drain "
+    "(SIGTERM drains them all), a worker that dies is restarted. Meant for 2026-07-28 clients: a legacy "
+    "(2025-11-25) session lives in the one process that opened it (docs/scale-out.md).",
+)
 def serve(
     config_path: str | None,
     state_dir: str | None,
@@ -59,6 +97,7 @@ def serve(
     allow_remote: bool,
     allowed_hosts: tuple[str, ...],
     no_auth: bool,
+    processes: int,
 ) -> None:
     """Run an MCP server that exposes `bash` (plus `keep_visible` tools).
 
@@ -66,6 +105,7 @@ def serve(
     $TOOLSHELL_SERVE_TOKEN, else the one in <state-dir>/serve-token (made on first start, 0600),
     or an access token of the [serve.oauth] issuer. GET /healthz and /readyz answer
     probes without a token; SIGTERM drains ([serve] drain_seconds) before exiting.
+    With --processes N (or auto) N worker processes share the port, the state store and the drain.
     """
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell.frontends.serve.server import is_loopback
@@ -73,13 +113,23 @@ def serve(
 
     if no_auth and not use_http:
         raise click.UsageError("--no-auth applies to --http only (stdio has no network to guard)")
+    if processes > 1 and not use_http:
+        raise click.UsageError("--processes applies to --http only (stdio has one client)")
+    worker = None
     if use_http:
         if no_auth and not is_loopback(bind.strip("[]")):
             raise click.UsageError(f"--no-auth serves loopback addresses only; drop it to serve {bind} with the token")
-        bind = listen_address(bind, port, allow_remote=allow_remote, what="run scripts with your tools")
+        worker = guard(worker_of_parent)  # its parent bound the port: no trial bind
+        trial = None if worker is not None else port
+        bind = listen_address(bind, trial, allow_remote=allow_remote, what="run scripts with your tools")
     if allowed_hosts and not use_http:
         raise click.UsageError("--allowed-host applies to --http only")
     config = with_allowed_hosts(guard(lambda: load_config(config_path)), allowed_hosts)  # a config error: one message
+    if processes > 1 and worker is None:
+        refused = processes_refused(config, state_dir)
+        if refused:
+            raise click.UsageError(refused)
+        sys.exit(run_processes(bind, port, processes, config.serve.drain_seconds))
     run_async(
         lambda: serve_mcp(
             config,
@@ -89,5 +139,40 @@ def serve(
             port=port,
             config_path=config_path,
             no_auth=no_auth,
+            worker=worker,
         )
     )
+
+
+def worker_of_parent() -> WorkerSlot | None:
+    """The slot a `--processes` parent gave this process (`frontends.serve.processes`), else None."""
+    from toolshell.frontends.serve.processes import worker_slot  # lazy: `toolshell --help` starts fast
+
+    try:
+        return worker_slot()
+    except ValueError as err:
+        raise click.UsageError(str(err)) from None
+
+
+def processes_refused(config: Config, state_dir: str | None) -> str | None:
+    """Why `--processes` cannot serve this config: what the workers must share, they cannot."""
+    from toolshell.config import state_location  # lazy, as above
+
+    where = state_location(config, state_dir)
+    if where.strip() in ("", ":memory:") or where.startswith("file::memory:"):
+        return "--processes needs a state store the processes share: a SQLite file or PostgreSQL, not :memory:"
+    if config.telemetry.prometheus_port is not None:
+        return (
+            "--processes: [telemetry] prometheus_port is one process's port; with several processes "
+            "export metrics over OTLP ([telemetry] endpoint) instead"
+        )
+    return None
+
+
+def run_processes(bind: str, port: int, count: int, drain_seconds: float) -> int:
+    from toolshell.frontends.serve.processes import supervise  # lazy, as above
+
+    try:
+        return supervise(bind.strip("[]"), port, count, drain_seconds)
+    except OSError as err:
+        raise click.ClickException(f"cannot listen on {bind}:{port} ({err.strerror or err})") from None

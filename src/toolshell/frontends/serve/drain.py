@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -196,9 +197,16 @@ async def _refuse(send: Send) -> None:
 class DrainingServer(uvicorn.Server):
     """uvicorn, with SIGTERM starting the drain instead of stopping at once."""
 
-    def __init__(self, config: uvicorn.Config, drain: Drain) -> None:
+    def __init__(self, config: uvicorn.Config, drain: Drain, started: Callable[[], None] | None = None) -> None:
         super().__init__(config)
         self.drain = drain
+        self.on_started = started
+        """Called once the server listens (a `serve --processes` worker tells its parent)."""
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.on_started is not None and not self.should_exit:  # uvicorn sets it when the start failed
+            self.on_started()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if sig != signal.SIGTERM:

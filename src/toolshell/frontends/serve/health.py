@@ -2,8 +2,9 @@
 
 - `/healthz` answers `200 ok` while the process serves requests at all (a liveness probe).
 - `/readyz` answers `200 ready` when this worker can take work: the state store answers and has
-  every migration this worker applied at start, the state key ring is there, and the worker is
-  not draining (`frontends.serve.drain`). Otherwise `503` and one line saying which.
+  every migration this worker applied at start, the state key ring is there, the worker is not
+  draining (`frontends.serve.drain`) and, under `serve --processes N`, every worker of the machine
+  serves (`frontends.serve.processes`). Otherwise `503` and one line saying which.
 
 Neither needs a token nor passes the Host check (a kubelet sends `Host: <pod IP>`); so they say
 nothing about the configuration: no URL, no path, no error text of the store.
@@ -12,6 +13,7 @@ nothing about the configuration: no URL, no path, no error text of the store.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -41,13 +43,22 @@ class Readiness:
         serve: `[serve]`, for the variable that holds the key ring.
         state_dir: where a local store keeps its own key.
         drain: the worker's drain; once it began, the worker is not ready.
+        pod: why another worker of this machine is not (`serve --processes`); None when all are.
     """
 
-    def __init__(self, store: StateStore, serve: ServeConfig, state_dir: Path, drain: Drain) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        serve: ServeConfig,
+        state_dir: Path,
+        drain: Drain,
+        pod: Callable[[], str | None] | None = None,
+    ) -> None:
         self.store = store
         self.serve = serve
         self.state_dir = state_dir
         self.drain = drain
+        self.pod = pod
         self.expected = self._migrated()
 
     def _migrated(self) -> dict[str, int]:
@@ -60,6 +71,9 @@ class Readiness:
         """Why this worker should get no work now, in one line; None when it is ready."""
         if self.drain.draining:
             return "draining: this worker is shutting down"
+        others = self.pod() if self.pod is not None else None
+        if others is not None:
+            return others
         if not self._ring_present():
             return "the state key ring is missing"
         try:

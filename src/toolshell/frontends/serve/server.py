@@ -33,6 +33,7 @@ from toolshell.calls.approval import name_process_options
 from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
 from toolshell.config.serve import ServeConfig
+from toolshell.connections.sdk_spans import lean_spans
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.heartbeat import registered
@@ -45,6 +46,7 @@ from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.serve.hosts import host_checks
 from toolshell.frontends.serve.limited import limited
 from toolshell.frontends.serve.list_notifier import ListNotifier
+from toolshell.frontends.serve.processes import WorkerSlot
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
@@ -226,6 +228,7 @@ def build_server(
     # It is sealed with the state key ring, so any worker holding the ring can open it.
     security = RequestStateSecurity(keys=for_purpose(state_ring(host), "request-state"), bind_principal=_caller)
     server.middleware.append(RequestStateBoundary(security, default_audience="toolshell"))
+    lean_spans(server)  # the SDK's span of each request: free while nothing records spans
     # The records and resume data are sealed with the ring (`store.sealed` derives a key per purpose).
     ring = state_ring(host)
     park_after = host.config.approval.park_after_seconds
@@ -313,9 +316,11 @@ async def serve(
     port: int,
     config_path: str | None = None,
     no_auth: bool = False,
+    worker: WorkerSlot | None = None,
 ) -> None:
     """Serve over stdio, or Streamable HTTP with every request authenticated (`serve_auth`):
-    `[serve.oauth]` when configured, else the serve token; `no_auth` only on loopback."""
+    `[serve.oauth]` when configured, else the serve token; `no_auth` only on loopback. `worker`:
+    this process is one of `--processes N`, on the socket its parent bound (`frontends.serve.processes`)."""
     if http and no_auth and not is_loopback(host):
         raise ToolshellError(ErrorCode.INVALID_INPUT, f"--no-auth serves loopback addresses only, not {host}")
     if not http and config.audit.enabled and config.audit.to == "stdout":
@@ -340,7 +345,7 @@ async def serve(
             if http:
                 gate = NO_AUTH if no_auth else _gate(config, h, host, port)
                 events = open_event_log(config.serve.event_store, h.store)
-                await _serve_http(server, host, port, gate, events, ui=h, web=config.serve.web)
+                await _serve_http(server, host, port, gate, events, ui=h, web=config.serve.web, worker=worker)
             else:
                 # lazy: only the transport in use is imported
                 from mcp.server.stdio import stdio_server
@@ -365,6 +370,7 @@ async def _serve_http(
     events: EventLog | None = None,
     ui: Host | None = None,
     web: bool = True,
+    worker: WorkerSlot | None = None,
 ) -> None:
     """Streamable HTTP on 127.0.0.1 by default, with Host/Origin checks (DNS-rebinding protection,
     `frontends.serve.hosts`), `/mcp` behind `gate` (its metadata routes public), forwarded headers
@@ -394,18 +400,21 @@ async def _serve_http(
     routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
     page = ""
     if ui is not None:
-        routes += health_routes(Readiness(ui.store, serve_config, ui.state_dir, drain))
+        pod = worker.not_ready if worker is not None else None  # ready when every worker of the machine is
+        routes += health_routes(Readiness(ui.store, serve_config, ui.state_dir, drain, pod))
     if ui is not None and web:  # `[serve] web = false`: no page
         from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
 
         mount, url = ui_mount(ui, host, port, gate)
         routes.append(mount)
         page = f"; the web page is on {url}"
-    app = ForwardedHeaders(
+    app: Any = ForwardedHeaders(
         Starlette(routes=routes, lifespan=lambda _: manager.run()),
         serve_config.trusted_proxies,
         serve_config.forwarded_header,
     )
+    if worker is not None:
+        app = worker.tagged(app)
     if gate is NO_AUTH:
         print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
     print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)
@@ -413,4 +422,5 @@ async def _serve_http(
     config = uvicorn.Config(
         app, host=host, port=port, log_level="warning", proxy_headers=False, timeout_graceful_shutdown=CLOSE_SECONDS
     )
-    await DrainingServer(config, drain).serve()
+    started = worker.started if worker is not None else None
+    await DrainingServer(config, drain, started).serve(sockets=[worker.socket] if worker is not None else None)

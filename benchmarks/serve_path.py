@@ -1,0 +1,169 @@
+"""Worker CPU per `bash` call through `toolshell serve --http`, on a warm shell kept by handle.
+
+    python benchmarks/serve_path.py [--calls N] [--store-url URL] [--processes N] [--py-spy FILE]
+
+Starts `toolshell serve --http --no-auth` on a free loopback port (its own state dir; the SQLite
+store by default, or `--store-url`, e.g. a fresh PostgreSQL database), makes one shell, warms it,
+then sends N sequential 2026-07-28 `tools/call`s of `bash` with the shell's handle on one
+keep-alive connection (a raw JSON-RPC client: the SDK's client costs more than the server it
+measures). The script is issue 31's: `echo $i >> log; tools text-metrics text-length text=x$i;
+wc -l < log`. It reports the serving processes' CPU per call (user + system, from /proc, the
+whole process tree with `--processes`), p50 and p99 latency, and calls/s. `--py-spy FILE` records
+the worker with py-spy (on-CPU samples, a speedscope file) during the measured calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+
+from toolshell.store.keys import new_key
+
+SCRIPT = "echo {i} >> log; tools text-metrics text-length text=x{i}; wc -l < log"
+HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28",
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "bash",
+}
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientInfo": {"name": "serve-path-bench", "version": "1"},
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+ENTRY = "from toolshell.frontends.entry import main; main()"
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tree_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of `pid` and its live descendants."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / TICKS
+            for task in Path(f"/proc/{p}/task").iterdir():
+                children = (task / "children").read_text().split()
+                todo += [int(c) for c in children]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return total
+
+
+def call(http: httpx2.Client, url: str, script: str, shell: str | None) -> dict[str, Any]:
+    arguments = {"script": script, **({"shell": shell} if shell else {})}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "bash", "arguments": arguments, "_meta": META},
+    }
+    text = http.post(url, content=json.dumps(body), headers=HEADERS).text
+    if "data:" in text:
+        text = next(line[5:] for line in text.splitlines() if line.startswith("data:") and '"result"' in line)
+    result: dict[str, Any] = json.loads(text)["result"]["structuredContent"]
+    return result
+
+
+def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"serve exited with {proc.returncode}")
+        try:
+            if httpx2.get(base + "/readyz", timeout=2).status_code == 200:
+                return
+        except httpx2.HTTPError:
+            pass
+        time.sleep(0.1)  # a poll while it starts, bounded above
+    raise SystemExit("serve did not get ready")
+
+
+def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy: str | None) -> dict[str, Any]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "TOOLSHELL_STATE_KEYS": new_key()}
+        if store_url:
+            env["TOOLSHELL_STATE_URL"] = store_url
+        config = Path(tmp) / "toolshell.toml"
+        config.write_text("[tools_in_shell]\ncall_limit = 100000\n")
+        argv = [sys.executable, "-c", ENTRY, "serve", "--http", "--no-auth", "--port", str(port)]
+        argv += ["--config", str(config), "--state-dir", str(Path(tmp) / "state")]
+        if processes != 1:
+            argv += ["--processes", str(processes)]
+        proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
+        base, spying = f"http://127.0.0.1:{port}", None
+        try:
+            wait_ready(base, proc)
+            with httpx2.Client(timeout=60) as http:
+                shell = call(http, base + "/mcp", "echo start > log", None)["shell"]
+                for i in range(warmup):
+                    call(http, base + "/mcp", SCRIPT.format(i=i), shell)
+                if spy:
+                    spy_argv = [str(Path(sys.executable).parent / "py-spy"), "record", "-o", spy, "-f", "speedscope"]
+                    spying = subprocess.Popen([*spy_argv, "-p", str(proc.pid), "-r", "500"], stderr=subprocess.DEVNULL)
+                    time.sleep(1)  # py-spy attaches
+                cpu, started, took, yielded = tree_cpu_s(proc.pid), time.perf_counter(), [], 0
+                for i in range(calls):
+                    t = time.perf_counter()
+                    result = call(http, base + "/mcp", SCRIPT.format(i=warmup + i), shell)
+                    stalled = False
+                    while result.get("running") or (result.get("earlier") or {}).get("running"):
+                        stalled = True  # it yielded (a stalled machine): collect the rest
+                        time.sleep(0.05)
+                        result = call(http, base + "/mcp", "true", shell)
+                    yielded += stalled
+                    took.append(time.perf_counter() - t)
+                    assert result["shell"] == shell and (stalled or result["exit_code"] == 0), result
+                wall, cpu = time.perf_counter() - started, tree_cpu_s(proc.pid) - cpu
+        finally:
+            if spying is not None:
+                spying.send_signal(2)
+                spying.wait(60)
+            proc.terminate()
+            proc.wait(60)
+    took.sort()
+    return {
+        "store": "postgresql" if store_url else "sqlite",
+        "processes": processes,
+        "calls": calls,
+        "worker_cpu_ms_per_call": round(1000 * cpu / calls, 2),
+        "p50_ms": round(1000 * statistics.median(took), 2),
+        "p99_ms": round(1000 * took[int(0.99 * (len(took) - 1))], 2),
+        "calls_per_s": round(calls / wall, 1),
+        "yielded": yielded,
+    }
+
+
+def cli() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--store-url", default=None, help="a PostgreSQL URL (default: the SQLite store)")
+    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--py-spy", dest="spy", default=None, help="record the worker with py-spy into this file")
+    args = parser.parse_args()
+    print(json.dumps(measure(args.calls, args.warmup, args.store_url, args.processes, args.spy)))
+
+
+if __name__ == "__main__":
+    cli()
