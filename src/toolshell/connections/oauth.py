@@ -47,7 +47,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import AnyUrl
 
-from toolshell.config.models import OAuthConfig, ServerConfig
+from toolshell.config.models import ServerConfig
+from toolshell.config.oauth import OAuthConfig
 from toolshell.connections import auth_params
 from toolshell.connections.oauth_assertion import AssertionAuth
 from toolshell.connections.oauth_guard import Echoes

@@ -19,7 +19,7 @@ import httpx2
 from mcp.client.auth import OAuthFlowError
 from mcp.client.auth.extensions.identity_assertion import IdentityAssertionOAuthProvider
 
-from toolshell.config.models import OAuthConfig
+from toolshell.config.oauth import OAuthConfig
 from toolshell.connections import auth_params
 from toolshell.connections.oauth_guard import Echoes
 from toolshell.connections.oauth_tokens import ServerTokens
