@@ -2,10 +2,10 @@
 
     python benchmarks/pgtasks.py [--postgres-url URL] [--rounds N] [--only NAME ...] [--out FILE] [--transcript]
 
-Ten multi-step tasks (pgtasks/catalog.py: reports across tables, schema changes, data fixes) against
+Ten multi-step tasks (sqltasks/catalog.py: reports across tables, schema changes, data fixes) against
 the real `@henkey/postgres-mcp-server` from tests/node, on a real PostgreSQL (`--postgres-url`, default
 `$TOOLSHELL_TEST_POSTGRES_URL`, else one started with scripts/postgres.sh for the run). Each task, each
-way and each round gets a new database built from the benchmark's own rows (pgtasks/world.py, about
+way and each round gets a new database built from the benchmark's own rows (sqltasks/world.py, about
 12,000, the same every run) and a freshly started server: the direct way an SDK client of the server,
 the toolshell way a `toolshell serve` (stdio, a new state directory) with that server behind it. A
 verifier then queries the database. Tokens are o200k_base, counted as `tokens.py` counts them (its
@@ -28,7 +28,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
 from pathlib import Path
@@ -38,9 +38,9 @@ import anyio
 from mcp import MCPError, StdioServerParameters
 from mcp.client import Client
 from mcp.client.stdio import stdio_client
-from pgtasks import world
-from pgtasks.catalog import TASKS
-from pgtasks.task import PgTask
+from sqltasks import world
+from sqltasks.catalog import TASKS
+from sqltasks.task import PgTask
 from tokens import NODE_BIN, SYSTEM, Conversation, direct_definitions, render, tokens
 
 HERE = Path(__file__).resolve().parent
@@ -66,7 +66,7 @@ class Run:
     """One task done one way once: its conversation, answer, what the verifier found, its times.
 
     `seconds` is the task's tool calls, from the first call to the last result; `started` is the
-    server's start (spawn to initialized), `listed` its first `tools/list`."""
+    server's start (spawn to initialized), `listed` its first `tools/list`, `each` every call's time."""
 
     talk: Conversation
     answer: str
@@ -75,6 +75,7 @@ class Run:
     discovery: int = 0
     started: float = 0.0
     listed: float = 0.0
+    each: list[float] = field(default_factory=list)
 
 
 @asynccontextmanager
@@ -98,7 +99,7 @@ def _prompt(task: PgTask) -> int:
 
 
 @contextmanager
-def _database(server: str, task: PgTask) -> Iterator[tuple[str, world.Shop]]:
+def database(server: str, task: PgTask) -> Iterator[tuple[str, world.Shop]]:
     """A new database holding the task's rows, dropped afterwards: its URL and the rows."""
     name = f"pgtasks_{task.name.replace('-', '_')}_{secrets.token_hex(4)}"
     shop = task.shop()
@@ -111,17 +112,21 @@ def _database(server: str, task: PgTask) -> Iterator[tuple[str, world.Shop]]:
 
 async def direct_run(task: PgTask, server: str) -> tuple[int, Run]:
     """The task the direct way, one call per turn, on a fresh database and a freshly started server."""
-    with _database(server, task) as (url, shop):
+    with database(server, task) as (url, shop):
         params = StdioServerParameters(command=str(SERVER), env={"POSTGRES_CONNECTION_STRING": url})
         async with _fresh(params) as (client, listed, started, listed_s):
             definitions = _definitions(listed, "postgres")
             talk = Conversation(_prompt(task), definitions)
 
+            each: list[float] = []
+
             async def call(tool: str, arguments: dict[str, Any]) -> str:
+                began = time.perf_counter()
                 try:
                     text = render(await client.call_tool(tool, arguments))
                 except MCPError as e:  # what the host sends back when the server refuses the call
                     text = f"Error: {e}"
+                each.append(time.perf_counter() - began)
                 talk.add({"name": f"mcp__postgres__{tool}", "input": arguments}, text)
                 return text
 
@@ -129,7 +134,7 @@ async def direct_run(task: PgTask, server: str) -> tuple[int, Run]:
             answer = await task.direct(call)
             seconds = time.perf_counter() - start
         problems = task.check(url, shop, answer)
-    return definitions, Run(talk, answer, problems, seconds, started=started, listed=listed_s)
+    return definitions, Run(talk, answer, problems, seconds, 0, started, listed_s, each)
 
 
 async def toolshell_run(task: PgTask, server: str, scratch: Path) -> tuple[int, Run]:
@@ -138,7 +143,7 @@ async def toolshell_run(task: PgTask, server: str, scratch: Path) -> tuple[int, 
     `tools postgres --help` turn comes first unless that definition already lists the tools with
     their arguments. The text counted is the result's content; the answer and the exit status are
     read from its structured content."""
-    with _database(server, task) as (url, shop):
+    with database(server, task) as (url, shop):
         config = scratch / "serve.toml"
         config.write_text(SERVE_CONFIG.format(command=json.dumps(str(SERVER)), url=json.dumps(url)))
         state = scratch / "state"
@@ -152,8 +157,11 @@ async def toolshell_run(task: PgTask, server: str, scratch: Path) -> tuple[int, 
             talk = Conversation(_prompt(task), definitions)
             body: dict[str, Any] = {}
             start = time.perf_counter()
+            each = []
             for script in (*scripts, *task.scripts()):
+                began = time.perf_counter()
                 result = await client.call_tool("bash", {"script": script})
+                each.append(time.perf_counter() - began)
                 body = dict(result.structured_content or {})
                 talk.add({"name": "mcp__toolshell__bash", "input": {"script": script}}, render(result))
                 if not body.get("success", body.get("exit_code") == 0):
@@ -164,7 +172,7 @@ async def toolshell_run(task: PgTask, server: str, scratch: Path) -> tuple[int, 
         problems = task.check(url, shop, answer)
         if not body.get("success", body.get("exit_code") == 0):
             problems.insert(0, f"the script failed: {json.dumps(body)[:300]}")
-    return definitions, Run(talk, answer, problems, seconds, len(scripts), started, listed_s)
+    return definitions, Run(talk, answer, problems, seconds, len(scripts), started, listed_s, each)
 
 
 def _quantile(samples: list[float], q: float) -> float:
@@ -194,6 +202,7 @@ def side(runs: list[Run]) -> dict[str, Any]:
         "wall_ms_samples": [round(1000 * s, 2) for s in seconds],
         "start_ms_p50": 1000 * statistics.median(r.started for r in runs),
         "first_list_ms_p50": 1000 * statistics.median(r.listed for r in runs),
+        "call_ms_first_round": [round(1000 * s, 1) for s in runs[0].each],
     }
 
 

@@ -10,8 +10,8 @@ from typing import Any, Protocol
 
 import psycopg
 
-from pgtasks import world
-from pgtasks.world import Shop
+from sqltasks import world
+from sqltasks.world import Shop
 
 HERE = Path(__file__).resolve().parent
 DATABASE = (

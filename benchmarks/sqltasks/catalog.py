@@ -16,9 +16,9 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from pgtasks import checks
-from pgtasks.task import Caller, PgTask
-from pgtasks.world import Shop
+from sqltasks import checks
+from sqltasks.task import Caller, PgTask
+from sqltasks.world import Shop
 
 ITEMS_TOTAL = "(SELECT order_id, sum(quantity * unit_price) AS total FROM order_items GROUP BY order_id)"
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from pgtasks.world import CENT, Shop
+from sqltasks.world import CENT, Shop
 
 Row = tuple[Any, ...]
 JUNE = (datetime(2026, 6, 1), datetime(2026, 7, 1))
