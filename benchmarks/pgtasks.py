@@ -160,7 +160,9 @@ async def toolshell_run(task: PgTask, server: str, scratch: Path) -> tuple[int, 
             each = []
             for script in (*scripts, *task.scripts()):
                 began = time.perf_counter()
-                result = await client.call_tool("bash", {"script": script})
+                result = await (
+                    _discover(client) if script == DISCOVERY else client.call_tool("bash", {"script": script})
+                )
                 each.append(time.perf_counter() - began)
                 body = dict(result.structured_content or {})
                 talk.add({"name": "mcp__toolshell__bash", "input": {"script": script}}, render(result))
@@ -173,6 +175,19 @@ async def toolshell_run(task: PgTask, server: str, scratch: Path) -> tuple[int, 
         if not body.get("success", body.get("exit_code") == 0):
             problems.insert(0, f"the script failed: {json.dumps(body)[:300]}")
     return definitions, Run(talk, answer, problems, seconds, len(scripts), started, listed_s, each)
+
+
+async def _discover(client: Client) -> Any:
+    """`tools postgres --help` as the model reads it: once the server has connected. A scripted
+    agent asks the instant the client has listed, where a model takes seconds to write its first
+    turn; a build that answers before the server connects says `0 tools (connecting)`, and the call
+    is made again (the wait counted in the task's time) until it lists, for 30 s at most."""
+    deadline = time.perf_counter() + 30
+    while True:
+        result = await client.call_tool("bash", {"script": DISCOVERY})
+        if "(connecting)" not in render(result) or time.perf_counter() > deadline:
+            return result
+        await anyio.sleep(0.05)
 
 
 def _quantile(samples: list[float], q: float) -> float:
