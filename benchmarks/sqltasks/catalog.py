@@ -3,9 +3,9 @@ are the toolshell way; `checks.verify_<name>` is the verifier.
 
 The direct functions call the server's tools one per turn as a careful model would: the schema of
 each table the task touches (`pg_manage_schema get_info`), the data the task depends on, the change
-(one `pg_execute_sql` batch, the same SQL the script sends), then a query that checks it. They read
-each result as text. The scripts look at the same things, print only what the model needs (jq), and
-do the change and its check in one call.
+(one `pg_execute_sql` batch, the same SQL the script sends), then a query that checks it. An answer
+comes from the results they read, as text. The scripts look at the same things, print only what
+the model needs (jq), and do the change and its check in one call.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ITEMS_TOTAL = "(SELECT order_id, sum(quantity * unit_price) AS total FROM order_
 
 def rows(text: str) -> list[dict[str, Any]]:
     """The rows of a query result (`…\\n\\nResults:\\n[…]`); none for a statement."""
-    head, found, body = text.partition("Results:\n")
+    _, found, body = text.partition("Results:\n")
     return json.loads(body) if found else []
 
 

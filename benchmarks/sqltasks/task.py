@@ -33,8 +33,8 @@ Verifier = Callable[["psycopg.Connection[tuple[Any, ...]]", Shop, str], list[str
 class PgTask:
     """One task, solved both ways against the PostgreSQL server, checked in the database afterwards.
 
-    `direct` plays the model calling the server's tools one per turn: it reads each result as text
-    and picks the next call from it (it never looks at the database itself). The toolshell way runs
+    `direct` plays the model calling the server's tools one per turn, reading the results as text:
+    an answer is what it read (it never looks at the database itself). The toolshell way runs
     `<name>.look.sh` (the schema and data the task touches, as the direct way looks first), then
     `<name>.sh` (the work and its check), after one `tools postgres --help` turn unless the `bash`
     description already lists the tools with their arguments. `setup` changes the shop's rows before
