@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -29,6 +30,7 @@ from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 
+from toolshell import secrets_scan
 from toolshell.calls.approval import name_process_options
 from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
@@ -334,6 +336,7 @@ async def serve(
     # `keep_visible` tools must be listed before serving.
     config = config.model_copy(update={"startup_wait_seconds": 0.0})
     notifier = ListNotifier(config.serve.list_wait_seconds)  # the first `tools/list` waits for them a while
+    threading.Thread(target=secrets_scan.warm, name="toolshell-scan-warm", daemon=True).start()  # `[scan]`'s first use
     async with Host.open(config, state_dir=state_dir, on_wait=say_waiting, on_server_progress=notifier.progress) as h:
         visible = await h.visible_tools() if config.tools_in_shell.keep_visible else []
         server = build_server(h, visible, notifier=notifier)
