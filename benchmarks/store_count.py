@@ -70,6 +70,13 @@ class _CountedTx:
     def query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Row]:
         return self._store._query(self._tx.query, sql, params)
 
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        batch = [tuple(r) for r in rows]
+        self._tx.executemany(sql, batch)
+        if batch:
+            self._store._add(statements=1, written=sum(_size(r) for r in batch))
+            self._store._wrote()
+
 
 class CountingStore:
     """A `StateStore` that counts what goes through `inner` (see the module's docstring)."""

@@ -176,7 +176,8 @@ def _up(server: str) -> bool:
 
 
 def _kill_others(server: str, url: str) -> int:
-    """Cut every connection to the database of `url` but this one: as a restart leaves a pool."""
+    """Cut every connection to the database of `url` but this one, waiting until each is gone: as a
+    restart leaves a pool (the server is back only after its old backends ended)."""
     # lazy: psycopg is needed only where PostgreSQL runs
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
@@ -184,7 +185,7 @@ def _kill_others(server: str, url: str) -> int:
     name = conninfo_to_dict(url)["dbname"]
     with psycopg.connect(server, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
             (name,),
         ).fetchall()
     return len(rows)

@@ -27,24 +27,32 @@ from the store.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from toolshell.errors import ErrorCode, ToolshellError, error_line
 from toolshell.result import RunResult
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import files_bytes
 from toolshell.store.keys import for_purpose, key_ring
+from toolshell.timeline.held import Held, holding
+from toolshell.timeline.sinks import SqliteSink
 
 if TYPE_CHECKING:
     from toolshell.host import Host
     from toolshell.session import Session
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 MAX_LIVE = 64
 """Sessions this process keeps in memory; past it the least recently used is closed (its state
@@ -125,23 +133,23 @@ class Shells:
 
     async def run(self, caller: str | None, handle: str | None, script: str, **options: Any) -> RunResult:
         """Run `script` in the caller's shell `handle` (a new shell when None); `options` go to
-        `Session.run` (answerer, approver). The result names the shell's handle."""
+        `Session.run` (answerer, approver). The result names the shell's handle.
+
+        The store is asked off the event loop (a thread), once to find the shell (and, if this
+        worker holds an older version, once for the objects stored since), and once at the end:
+        the shell's commit and what the call recorded in the timeline, in one transaction."""
         try:
             if handle is None:
-                handle = self.handles.new(caller)
-            if self._find(handle, caller) is None:
-                return self._gone(handle, caller)
-        except Forged as err:
-            return self._unreadable(handle or "", caller, err)
+                handle = await _off_loop(self.handles.new, caller)
         except ToolshellError as err:
             return self._store_failed(handle, err)
         live = await self._locked(handle, caller)
         try:
             try:
-                kept = self._find(handle, caller)  # another call may have saved it while this one waited
+                kept = await _off_loop(self._find, handle, caller)  # after the lock: what the last call saved
                 if kept is None:
                     return self._gone(handle, caller)
-                self._catch_up(live, kept)
+                await self._catch_up(live, kept)
             except (Forged, ToolshellError) as err:
                 self._forget(handle)
                 if isinstance(err, ToolshellError) and err.retryable:
@@ -150,19 +158,26 @@ class Shells:
             refused = self._admit(handle, caller, live)
             if refused is not None:
                 return refused
+            held, saved = Held(), False
             try:
-                result = await live.session.run(script, **options)
-            except ToolshellError as err:  # the script started: never "nothing ran"
-                self._forget(handle)
-                return _failed_after_start(handle, err)
-            try:
-                note = self._save(handle, caller, live)
-            except ToolshellError as err:  # it ran; the store failed after
-                self._forget(handle)
-                note = (
-                    f"the script ran, but its shell's state could not be saved ({err.message}); the next call "
-                    "with this shell starts from the state saved before this one"
-                )
+                try:
+                    with holding(held):
+                        result = await live.session.run(script, **options)
+                except ToolshellError as err:  # the script started: never "nothing ran"
+                    self._forget(handle)
+                    return _failed_after_start(handle, err)
+                try:
+                    note = await self._save(handle, caller, live, held)
+                    saved = True
+                except ToolshellError as err:  # it ran; the store failed after
+                    self._forget(handle)
+                    note = (
+                        f"the script ran, but its shell's state could not be saved ({err.message}); the next call "
+                        "with this shell starts from the state saved before this one"
+                    )
+            finally:
+                if not saved:  # what the call recorded is kept even when its shell's state is not
+                    await self._record(held)
             live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
             if live.size > self.live_bytes and note is None:
                 note = (
@@ -178,23 +193,36 @@ class Shells:
     def _find(self, handle: str, caller: str | None) -> Kept | None:
         return self.handles.find(handle, caller, self.keys)
 
-    def _catch_up(self, live: _Live, kept: Kept) -> None:
-        """Bring the live session to the stored version (a call on another worker saved it)."""
+    async def _catch_up(self, live: _Live, kept: Kept) -> None:
+        """Bring the live session to the stored version (a call on another worker saved it): read
+        only the objects stored after the version it holds, unless a full commit replaced them
+        since (or they do not make the stored state: then all of them)."""
         if kept.version == live.version:
             return
+        if live.version >= 0 and kept.tip is not None and kept.base <= live.version:
+            newer = await _off_loop(self.handles.objects, kept.handle, self.keys, live.version)
+            if live.stored + sum(len(d) for d in newer.values()) == kept.stored:
+                with contextlib.suppress(ToolshellError):  # not whole after all: read them all
+                    _, held = live.session.commit()  # what it holds, as objects (the same ids)
+                    live.session.checkout(kept.tip, held | newer)
+                    live.have |= set(newer)
+                    live.stored, live.version = kept.stored, kept.version
+                    live.size = files_bytes(live.session.bash, self._mounted)
+                    return
         if live.version >= 0 or kept.tip is None:  # start over from the stored state (or empty)
             live.session.close()
             live.session = self.host.session(source="agent", caller=live.session.caller)
             live.have, live.stored, live.full = set(), 0, 0
         if kept.tip is not None:
-            objects = self.handles.objects(kept.handle, self.keys)
+            objects = await _off_loop(self.handles.objects, kept.handle, self.keys)
             live.session.checkout(kept.tip, objects)
             live.have, live.stored, live.full = set(objects), kept.stored, kept.stored
         live.version = kept.version
         live.size = files_bytes(live.session.bash, self._mounted)
 
-    def _save(self, handle: str, caller: str | None, live: _Live) -> str | None:
-        """Save the shell after a call; a note for the result when its state was not kept."""
+    async def _save(self, handle: str, caller: str | None, live: _Live, held: Held) -> str | None:
+        """Save the shell after a call, with the timeline rows it `held`, in one transaction; a
+        note for the result when its state was not kept."""
         tip, objects = live.session.commit(live.have)
         added = sum(len(d) for d in objects.values())
         replace = (
@@ -206,9 +234,28 @@ class Shells:
         limit = self.handles.max_bytes
         too_big = added > limit if replace else False
         kept_tip = None if too_big else tip
-        saved = self.handles.save(
-            handle, caller, live.version, kept_tip, {} if too_big else objects, self.keys[0], replace=replace
-        )
+        sink = self._sink
+        if sink is not None:
+            sink.release(held)
+
+        def save() -> int | None:
+            if sink is None:
+                return self.handles.save(
+                    handle, caller, live.version, kept_tip, {} if too_big else objects, self.keys[0], replace=replace
+                )
+            with sink.committing(held) as write:
+                return self.handles.save(
+                    handle,
+                    caller,
+                    live.version,
+                    kept_tip,
+                    {} if too_big else objects,
+                    self.keys[0],
+                    replace=replace,
+                    also=write,
+                )
+
+        saved = await _off_loop(save)
         if saved is None:
             self._forget(handle)
             return "another call changed this shell at the same time; its state is the one kept, not this call's"
@@ -224,6 +271,23 @@ class Shells:
         if replace:
             live.full = added
         return None
+
+    async def _record(self, held: Held) -> None:
+        """Write the timeline rows a call held when its shell's save did not take them (logged, not
+        raised: the call's own result says what failed)."""
+        sink = self._sink
+        if sink is None:
+            return
+        sink.release(held)
+        try:
+            await _off_loop(sink.write_held, held)
+        except ToolshellError:
+            logger.warning("the timeline of a call could not be written", exc_info=True)
+
+    @property
+    def _sink(self) -> SqliteSink | None:
+        """The host's store sink, which can hold a call's rows for its commit (another sink: none)."""
+        return self.host.sink if isinstance(self.host.sink, SqliteSink) else None
 
     async def _locked(self, handle: str, caller: str | None) -> _Live:
         """The live session of `handle`, its lock taken. A session closed while this call waited
@@ -387,6 +451,12 @@ def _failed_after_start(handle: str, cause: ToolshellError) -> RunResult:
         retryable=cause.retryable,
     )
     return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+
+
+async def _off_loop(call: Callable[..., _T], *args: Any) -> _T:
+    """`call(*args)` in a worker thread: a store's round trips never hold the event loop. Not
+    abandoned when cancelled: a write in flight finishes (or fails) before the call returns."""
+    return await anyio.to_thread.run_sync(call, *args)
 
 
 def state_ring(host: Host) -> list[bytes]:

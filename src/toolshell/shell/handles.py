@@ -72,6 +72,12 @@ MIGRATIONS = [
     DELETE FROM shell_objects;
     DELETE FROM shell_handles;
     """,
+    # Incremental restore: the version that first stored each object, and the version of the last
+    # full commit (before it, the objects were replaced). Rows from before read as version 0.
+    """
+    ALTER TABLE shell_objects ADD COLUMN since BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE shell_handles ADD COLUMN base BIGINT NOT NULL DEFAULT 0;
+    """,
 ]
 
 PREFIX = "sh_"
@@ -110,6 +116,8 @@ class Kept:
     """How many times it was saved: a process holding an older copy checks this one out."""
     stored: int
     """Bytes of objects kept for it."""
+    base: int = 0
+    """The version of its last full commit: the objects kept before it were replaced then."""
 
 
 class ShellHandles:
@@ -191,7 +199,7 @@ class ShellHandles:
         if not handle.startswith(PREFIX) or len(handle) > 100:
             return None
         rows = self.store.query(
-            "SELECT tip, tip_mac, version, stored, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
+            "SELECT tip, tip_mac, version, stored, base, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
             (handle, caller or ANONYMOUS),
         )
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
@@ -209,16 +217,20 @@ class ShellHandles:
                 "(an older state was written back into the store)",
             )
         self._saw(handle, version)
-        return Kept(handle, tip, version, int(row["stored"]))
+        return Kept(handle, tip, version, int(row["stored"]), int(row["base"]))
 
-    def objects(self, handle: str, keys: list[bytes]) -> dict[str, bytes]:
-        """Every object kept for the shell, each checked against its seal.
+    def objects(self, handle: str, keys: list[bytes], after: int = -1) -> dict[str, bytes]:
+        """The objects kept for the shell (only those stored by a version after `after`: what a
+        worker holding version `after` lacks), each checked against its seal.
 
         Raises:
             Forged: an object's seal matches no key.
         """
         found: dict[str, bytes] = {}
-        for row in self.store.query("SELECT id, data, mac FROM shell_objects WHERE handle = ?", (handle,)):
+        rows = self.store.query(
+            "SELECT id, data, mac FROM shell_objects WHERE handle = ? AND since > ?", (handle, after)
+        )
+        for row in rows:
             data = bytes(row["data"])
             if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
                 raise Forged(handle, "the seal of one of its objects does not match the state keys")
@@ -235,15 +247,21 @@ class ShellHandles:
         key: bytes,
         *,
         replace: bool = False,
+        also: Callable[[Transaction], None] | None = None,
     ) -> int | None:
         """Keep the shell as commit `tip` after a call that started from `version`, adding `objects`
         (or, with `replace`, keeping only them). The new version, or None when another call saved
-        this shell meanwhile (its state wins) or the handle is gone. `tip` None keeps nothing."""
+        this shell meanwhile (its state wins) or the handle is gone. `tip` None keeps nothing.
+        `also` writes what else the call recorded (its timeline rows) in the same transaction,
+        whether or not the shell's state is kept."""
         added = sum(len(d) for d in objects.values())
+        full = replace or tip is None
         with self.store.transaction() as tx:
+            if also is not None:
+                also(tx)
             done = tx.execute(
                 "UPDATE shell_handles SET tip = ?, tip_mac = ?, stored = "
-                + ("?" if replace or tip is None else "stored + ?")
+                + ("?, base = version + 1" if full else "stored + ?")
                 + ", used_at = ?, version = version + 1 WHERE handle = ? AND caller = ? AND version = ?",
                 (
                     tip,
@@ -257,14 +275,16 @@ class ShellHandles:
             )
             if done.rowcount != 1:
                 return None
-            if replace or tip is None:
+            if full:
                 tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
-            for oid, data in objects.items():
-                tx.execute(
-                    "INSERT INTO shell_objects (handle, id, data, mac) VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (handle, id) DO NOTHING",
-                    (handle, oid, data, _seal(key, _object_text(handle, oid, data))),
-                )
+            tx.executemany(
+                "INSERT INTO shell_objects (handle, id, data, mac, since) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (handle, id) DO NOTHING",
+                [
+                    (handle, oid, data, _seal(key, _object_text(handle, oid, data)), version + 1)
+                    for oid, data in objects.items()
+                ],
+            )
         self._saw(handle, version + 1)
         return version + 1
 

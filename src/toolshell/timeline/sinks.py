@@ -10,14 +10,16 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, tzinfo
 from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
 from toolshell.safe_text import escape
-from toolshell.store.protocol import StateStore
+from toolshell.store.protocol import StateStore, Transaction
 from toolshell.timeline.events import Event, NestedCall, ShellCall
+from toolshell.timeline.held import Held, current
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS shell_calls (
@@ -132,6 +134,10 @@ class SqliteSink:
     when their shell call starts or ends, every `batch` events, and on `flush()`. A call that stopped for approval is
     written at once (the request on the page must have its row). A shell call's own row is written
     at once, so a run that dies still shows up.
+
+    Inside a call that holds its rows (`timeline.held`: a `bash` call through `serve`) they wait
+    for that call's commit instead, written with its shell's state; a timer writes what waited
+    `flush_seconds` (off the event loop), and approval stops and `flush()` write at once.
     """
 
     def __init__(self, store: StateStore, batch: int = 64, flush_seconds: float = FLUSH_SECONDS) -> None:
@@ -145,6 +151,10 @@ class SqliteSink:
         """Told how long each batch's write took (seconds, "timeline.write"): the host's metrics."""
 
     def emit(self, event: Event) -> None:
+        held = current()
+        if held is not None:
+            self._hold(held, event)
+            return
         if isinstance(event, ShellCall):
             self.flush()
             self._store.executemany(_SHELL_UPSERT, [_shell_values(event)])
@@ -171,8 +181,84 @@ class SqliteSink:
             self._pending = rows + self._pending
             logger.warning("the timeline could not be written yet; it is tried again", exc_info=True)
 
+    def _hold(self, held: Held, event: Event) -> None:
+        if isinstance(event, ShellCall):
+            held.add_shell(event.id, _shell_values(event))
+        else:
+            held.add_nested(_nested_values(event))
+            if event.outcome == "stopped_for_approval":  # the request on the page must have its row
+                self._write_soon(held)
+                return
+        if held.timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # outside a loop: written with the call's commit
+                return
+            held.timer = loop.call_later(self._flush_seconds, self._write_soon, held)
+
+    def _write_soon(self, held: Held) -> None:
+        """Write what `held` holds now, in a thread (the event loop never waits on the store)."""
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_logged(held)
+            return
+        loop.run_in_executor(None, self._write_logged, held)
+
+    def _write_logged(self, held: Held) -> None:
+        try:
+            self.write_held(held)
+        except Exception:  # no caller to tell: the rows stay held for the call's commit
+            logger.warning("the timeline could not be written yet; it is tried again", exc_info=True)
+
+    @contextmanager
+    def committing(self, held: Held) -> Iterator[Callable[[Transaction], None] | None]:
+        """The rows `held` holds, as a writer for a transaction (None when there are none). If the
+        block fails they are held again, so the next write (or `write_held`) keeps them.
+        Blocking: call it off the event loop."""
+        with held.writing:
+            shells, nested = held.take()
+            if not shells and not nested:
+                yield None
+                return
+            started = time.perf_counter()
+
+            def write(tx: Transaction) -> None:
+                if shells:
+                    tx.executemany(_SHELL_UPSERT, shells)
+                if nested:
+                    tx.executemany(_NESTED_UPSERT, nested)
+
+            try:
+                yield write
+            except BaseException:
+                held.put_back(shells, nested)
+                raise
+            if self.timed is not None:
+                self.timed(time.perf_counter() - started, "timeline.write")
+
+    def release(self, held: Held) -> None:
+        """The call ends: no timed write of its rows any more (on the event loop)."""
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+
+    def write_held(self, held: Held) -> None:
+        """Write what `held` still holds in a transaction of its own (blocking: off the loop)."""
+        with self.committing(held) as write:
+            if write is not None:
+                with self._store.transaction() as tx:
+                    write(tx)
+
     def flush(self) -> None:
-        """Write the nested calls not written yet, in one transaction."""
+        """Write the nested calls not written yet, in one transaction (a call holding its rows:
+        those, at once, in a thread)."""
+        held = current()
+        if held is not None:
+            self._write_soon(held)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
