@@ -185,7 +185,8 @@ def _kill_others(server: str, url: str) -> int:
     name = conninfo_to_dict(url)["dbname"]
     with psycopg.connect(server, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
             (name,),
         ).fetchall()
     return len(rows)
