@@ -142,15 +142,16 @@ class Pg:
         assert row is not None
         return {"xacts": int(row[0]), "wal": int(row[1]), "at": time.monotonic()}
 
-    def statements_since_reset(self) -> list[tuple[str, int, int]]:
+    def statements_since_reset(self) -> list[tuple[str, int, int, int]]:
+        """Each statement's text, how many times it ran, its WAL bytes and full-page images."""
         if not self.statements:
             return []
         rows = self.conn.execute(
-            "SELECT query, calls, wal_bytes FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
+            "SELECT query, calls, wal_bytes, wal_fpi FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid "
             "WHERE d.datname = %s ORDER BY calls DESC",
             (self.db,),
         ).fetchall()
-        return [(str(q), int(c), int(w)) for q, c, w in rows if "pg_stat_statements" not in q]
+        return [(str(q), int(c), int(w), int(f)) for q, c, w, f in rows if "pg_stat_statements" not in q]
 
     def reset_statements(self) -> None:
         if self.statements:
@@ -375,8 +376,12 @@ def measure(engine: str, workers: int, calls: int, clients: int, pg: Pg | None) 
                     "xacts_per_call": (after["xacts"] - before["xacts"] - bg["xacts"]) / done,
                     "wal_kb_per_call": (after["wal"] - before["wal"] - bg["wal"]) / done / 1024,
                     "background_xacts_per_s": (before["xacts"] - idle0["xacts"]) / idle_span,
-                    "statements_per_call": {q[:110]: round(c / done, 2) for q, c, _ in statements if c >= done / 4},
-                    "statement_wal_kb_per_call": sum(wb for _, _, wb in statements) / done / 1024,
+                    "statements_per_call": {
+                        q[:90]: [round(c / done, 2), round(wb / done), round(f / done, 2)]
+                        for q, c, wb, f in statements
+                        if c >= done / 4
+                    },
+                    "statement_wal_kb_per_call": sum(s[2] for s in statements) / done / 1024,
                 }
             return figures
         finally:
@@ -398,8 +403,9 @@ def _print(f: dict[str, Any]) -> None:
             f"WAL {pg['wal_kb_per_call']:.2f} KB/call (statements' WAL {pg['statement_wal_kb_per_call']:.2f}); "
             f"background {pg['background_xacts_per_s']:.1f} xacts/s"
         )
-        for q, n in pg["statements_per_call"].items():
-            print(f"{'':>40}{n:6.2f}  {' '.join(q.split())}")
+        print(f"{'':>40}{'calls':>6} {'WAL B':>6} {'FPI':>5}  (per call)")
+        for q, (n, wb, fpi) in pg["statements_per_call"].items():
+            print(f"{'':>40}{n:6.2f} {wb:6.0f} {fpi:5.2f}  {' '.join(q.split())}")
 
 
 def main() -> None:

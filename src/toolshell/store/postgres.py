@@ -14,7 +14,8 @@ are; the waits across processes (`LISTEN`) use a connection of their own, in a t
 A server restart or a cut connection is ridden out: before handing out a connection the pool looks
 at its socket, without a round trip (`_alive`): one the server wrote to while it sat idle (a
 restart's goodbye, a closed socket) is asked with an empty query, and replaced if dead. What can
-run twice without harm — a read (`query` of a `SELECT`) and `executemany` (upserts and deletes by key, the protocol's idempotent writes) — is
+run twice without harm — a read (`query` of a `SELECT`) and `executemany` (upserts and deletes by
+key, the protocol's idempotent writes) — is
 run again through the reconnect for up to `RETRY_SECONDS`, outside a caller's `transaction()`. A
 statement that may have committed before the connection was lost is not run again: its caller
 gets `unavailable`, `retryable`.
