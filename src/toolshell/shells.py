@@ -39,8 +39,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import anyio
 import anyio.to_thread
 
-from toolshell.errors import ErrorCode, ToolshellError, error_line
+from toolshell.errors import ToolshellError
 from toolshell.result import RunResult
+from toolshell.shell import refusals
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import files_bytes
 from toolshell.store.keys import for_purpose, key_ring
@@ -165,7 +166,7 @@ class Shells:
                         result = await live.session.run(script, **options)
                 except ToolshellError as err:  # the script started: never "nothing ran"
                     self._forget(handle)
-                    return _failed_after_start(handle, err)
+                    return refusals.failed_after_start(handle, err)
                 try:
                     note = await self._save(handle, caller, live, held)
                     saved = True
@@ -379,24 +380,11 @@ class Shells:
 
     def _gone(self, asked: str, caller: str | None) -> RunResult:
         self._forget(asked)
-        new = self.handles.new(caller)
-        err = ToolshellError(
-            ErrorCode.INVALID_INPUT,
-            f"the shell {asked[:12]}… is gone (idle past [serve] shell_idle_seconds, dropped past "
-            "max_shells_per_caller, or not yours); nothing ran. Run the script again in the new shell "
-            f"{new}, setting up what it needs (files, cd) first",
-        )
-        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+        return refusals.gone(asked, self.handles.new(caller))
 
     def _unreadable(self, asked: str, caller: str | None, cause: Forged | ToolshellError) -> RunResult:
-        new = self.handles.new(caller)
         why = cause.message if isinstance(cause, ToolshellError) else cause.why
-        err = ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"the shell {asked[:12]}… could not be opened: {why}; nothing ran. Run the script again in the "
-            f"new shell {new}",
-        )
-        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+        return refusals.unreadable(asked, self.handles.new(caller), why)
 
     def _full(self, handle: str, caller: str | None, held: int) -> RunResult:
         """The idle shells that could go are gone and the rest hold the budget: nothing ran, the
@@ -409,48 +397,19 @@ class Shells:
             )
         else:
             whose = f"{held - own} bytes of it are held by other callers' shells that are running calls"
-        err = ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"this worker's live shells hold {held} bytes of files, past [serve] live_shell_bytes "
-            f"({self.live_bytes}); {whose}; nothing ran. The shell {handle} is "
-            "kept: call again with it once a call ends, or raise [serve] live_shell_bytes",
-            retryable=True,
-        )
-        return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+        return refusals.full(handle, held, self.live_bytes, whose)
 
     def _too_big(self, asked: str, caller: str | None, size: int) -> RunResult:
         """The shell alone holds more than the budget: nothing ran; it stays in the store."""
-        new = self.handles.new(caller)
-        err = ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"the shell {asked[:12]}… holds {size} bytes of files, more than [serve] live_shell_bytes "
-            f"({self.live_bytes}) lets a worker keep live; nothing ran. Raise [serve] live_shell_bytes to use "
-            f"it again (it is kept), or run the script in the new shell {new}",
-        )
-        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+        return refusals.too_big(asked, self.handles.new(caller), size, self.live_bytes)
 
     def _store_failed(self, handle: str | None, cause: ToolshellError) -> RunResult:
-        """Before the script started the store failed: nothing ran, and the shell is kept."""
-        if not cause.retryable:
-            raise cause
-        kept = f"; the shell {handle} is kept: call again with it" if handle else "; call again"
-        err = ToolshellError(ErrorCode.UNAVAILABLE, f"{cause.message}; nothing ran{kept}", retryable=True)
-        return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+        return refusals.store_failed(handle, cause)
 
     def close(self) -> None:
         for live in self._live.values():
             live.session.close()
         self._live.clear()
-
-
-def _failed_after_start(handle: str, cause: ToolshellError) -> RunResult:
-    err = ToolshellError(
-        cause.code,
-        f"the script started, but its run failed: {cause.message}; it may have run in part. The shell keeps "
-        "the state saved before this call",
-        retryable=cause.retryable,
-    )
-    return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
 
 
 async def _off_loop(call: Callable[..., _T], *args: Any) -> _T:
