@@ -289,6 +289,7 @@ def _alive(conn: Any) -> None:
 
 
 def _closed() -> BaseException:
+    # lazy: psycopg is an optional extra, installed when this engine runs
     import psycopg
 
     return psycopg.OperationalError("the connection is closed")
