@@ -81,6 +81,7 @@ async def test_a_call_with_a_nested_tool_call_writes_once_and_its_timeline_is_in
     assert (result.exit_code, result.stdout.split()[-1]) == (0, "2")
     assert counts.commits == 1, "the shell's commit and the timeline rows: one writing transaction"
     assert counts.transactions <= 2, "the shell found once, and the one write"
+    assert counts.statements <= 5, "find; the handle's update, its objects, the shell row, the nested rows"
     [row] = rows
     assert row["exit_code"] == 0 and [c["command"] for c in row["calls"]] == ["tools text-metrics text-length"]
     assert row["calls"][0]["outcome"] == "completed"
@@ -154,9 +155,15 @@ async def test_no_store_statement_of_a_call_runs_on_the_event_loop_thread(store_
 
 
 class _ObjectSpy(ShellHandles):
-    """The object reads of a real `ShellHandles`: (after, ids returned)."""
+    """The object reads of a real `ShellHandles` (with `find`, or alone): (after, ids returned)."""
 
     reads: list[tuple[int, set[str]]]
+
+    def find(self, handle: str, caller: str | None, keys: list[bytes], after: int | None = None) -> Any:
+        kept = super().find(handle, caller, keys, after)
+        if kept is not None and kept.newer:
+            self.reads.append((after, set(kept.newer)))
+        return kept
 
     def objects(self, handle: str, keys: list[bytes], after: int = -1) -> dict[str, bytes]:
         found = super().objects(handle, keys, after)
@@ -185,9 +192,12 @@ async def test_a_restore_reads_only_the_objects_stored_since_the_version_the_wor
             held = int(store.query("SELECT version FROM shell_handles WHERE handle = ?", (handle,))[0]["version"]) - 1
             new_since = _ids(store, handle, held)
             everything = _ids(store, handle)
+            store.reset()
             again = await one.run("alice", handle, "cat f3 f19; echo $X")
+            counts = store.reset()
             same = await one.run("alice", handle, "cat f3")  # it holds the current version: no read
     assert [after for after, _ in two.handles.reads] == [-1]  # type: ignore[attr-defined]
     [(after, ids)] = one.handles.reads  # type: ignore[attr-defined]
     assert after == held and ids == new_since and len(ids) < len(everything)
+    assert (counts.transactions, counts.commits) == (2, 1), "found with what it lacks in one read; one write"
     assert again.stdout == "file3\nmore\nfile19\n1\n" and same.stdout == "file3\nmore\n"

@@ -147,7 +147,8 @@ class Shells:
         live = await self._locked(handle, caller)
         try:
             try:
-                kept = await _off_loop(self._find, handle, caller)  # after the lock: what the last call saved
+                # After the lock: what the last call saved, and what this worker lacks of it.
+                kept = await _off_loop(self._find, handle, caller, live.version if live.version >= 0 else None)
                 if kept is None:
                     return self._gone(handle, caller)
                 await self._catch_up(live, kept)
@@ -191,8 +192,8 @@ class Shells:
         result.shell, result.shell_note = handle, note
         return result
 
-    def _find(self, handle: str, caller: str | None) -> Kept | None:
-        return self.handles.find(handle, caller, self.keys)
+    def _find(self, handle: str, caller: str | None, after: int | None = None) -> Kept | None:
+        return self.handles.find(handle, caller, self.keys, after)
 
     async def _catch_up(self, live: _Live, kept: Kept) -> None:
         """Bring the live session to the stored version (a call on another worker saved it): read
@@ -201,7 +202,9 @@ class Shells:
         if kept.version == live.version:
             return
         if live.version >= 0 and kept.tip is not None and kept.base <= live.version:
-            newer = await _off_loop(self.handles.objects, kept.handle, self.keys, live.version)
+            newer = kept.newer
+            if newer is None:
+                newer = await _off_loop(self.handles.objects, kept.handle, self.keys, live.version)
             if live.stored + sum(len(d) for d in newer.values()) == kept.stored:
                 with contextlib.suppress(ToolshellError):  # not whole after all: read them all
                     _, held = live.session.commit()  # what it holds, as objects (the same ids)

@@ -31,10 +31,11 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from toolshell.store.protocol import StateStore, Transaction
+from toolshell.store.protocol import Row, StateStore, Transaction
 
 MIGRATIONS = [
     """
@@ -118,6 +119,8 @@ class Kept:
     """Bytes of objects kept for it."""
     base: int = 0
     """The version of its last full commit: the objects kept before it were replaced then."""
+    newer: dict[str, bytes] | None = None
+    """The objects stored after the version `find` was given (checked against their seals)."""
 
 
 class ShellHandles:
@@ -189,19 +192,28 @@ class ShellHandles:
         )
         return bool(rows) and rows[0]["used_at"] >= time.time() - self.idle_seconds
 
-    def find(self, handle: str, caller: str | None, keys: list[bytes]) -> Kept | None:
+    def find(self, handle: str, caller: str | None, keys: list[bytes], after: int | None = None) -> Kept | None:
         """The caller's shell with this handle, or None: unknown, another caller's, or expired.
+        Given `after` (the version a worker holds), the objects stored since come with it
+        (`Kept.newer`), read in the same statement.
 
         Raises:
-            Forged: its commit's seal (handle, caller, version, commit) matches no key, or its version
-                is lower than one this process saw.
+            Forged: its commit's seal (handle, caller, version, commit) matches no key, or one of
+                the objects' does, or its version is lower than one this process saw.
         """
         if not handle.startswith(PREFIX) or len(handle) > 100:
             return None
-        rows = self.store.query(
-            "SELECT tip, tip_mac, version, stored, base, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
-            (handle, caller or ANONYMOUS),
-        )
+        columns = "h.tip, h.tip_mac, h.version, h.stored, h.base, h.used_at"
+        params: list[Any] = [handle, caller or ANONYMOUS]
+        if after is None:
+            sql = f"SELECT {columns} FROM shell_handles h"
+        else:  # one row per newer object, or one with no object when there is none
+            sql = (
+                f"SELECT {columns}, o.id, o.data, o.mac FROM shell_handles h "
+                "LEFT JOIN shell_objects o ON o.handle = h.handle AND o.since > ?"
+            )
+            params.insert(0, after)
+        rows = self.store.query(sql + " WHERE h.handle = ? AND h.caller = ?", params)
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
             return None
         row = rows[0]
@@ -216,8 +228,9 @@ class ShellHandles:
                 f"the store holds version {version} of it, older than version {seen} this worker saw "
                 "(an older state was written back into the store)",
             )
+        newer = None if after is None else self._opened(handle, keys, [r for r in rows if r["id"] is not None])
         self._saw(handle, version)
-        return Kept(handle, tip, version, int(row["stored"]), int(row["base"]))
+        return Kept(handle, tip, version, int(row["stored"]), int(row["base"]), newer)
 
     def objects(self, handle: str, keys: list[bytes], after: int = -1) -> dict[str, bytes]:
         """The objects kept for the shell (only those stored by a version after `after`: what a
@@ -226,10 +239,13 @@ class ShellHandles:
         Raises:
             Forged: an object's seal matches no key.
         """
-        found: dict[str, bytes] = {}
         rows = self.store.query(
             "SELECT id, data, mac FROM shell_objects WHERE handle = ? AND since > ?", (handle, after)
         )
+        return self._opened(handle, keys, rows)
+
+    def _opened(self, handle: str, keys: list[bytes], rows: Sequence[Row]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
         for row in rows:
             data = bytes(row["data"])
             if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
