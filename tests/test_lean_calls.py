@@ -171,9 +171,9 @@ class _ObjectSpy(ShellHandles):
         return found
 
 
-def _ids(store: StateStore, handle: str, after: int = -1) -> set[str]:
-    rows = store.query("SELECT id FROM shell_objects WHERE handle = ? AND since > ?", (handle, after))
-    return {r["id"] for r in rows}
+def _ids(shells: Shells, handle: str, after: int = -1) -> set[str]:
+    """The ids of the objects stored after version `after`, read from the store by a handles of its own."""
+    return set(_handles(shells.handles.store).objects(handle, shells.keys, after))
 
 
 @pytest.mark.parametrize("store_url", ENGINES, indirect=True)
@@ -190,8 +190,8 @@ async def test_a_restore_reads_only_the_objects_stored_since_the_version_the_wor
             assert handle is not None
             await two.run("alice", handle, "echo more >> f3")  # two reads everything: it held nothing
             held = int(store.query("SELECT version FROM shell_handles WHERE handle = ?", (handle,))[0]["version"]) - 1
-            new_since = _ids(store, handle, held)
-            everything = _ids(store, handle)
+            new_since = _ids(one, handle, held)
+            everything = _ids(one, handle)
             store.reset()
             again = await one.run("alice", handle, "cat f3 f19; echo $X")
             counts = store.reset()

@@ -20,6 +20,8 @@ processes and machines that share a store, with no affinity.
   stored version lower than it: an older row written back whole, seal and version together, is
   refused by every worker that saw a later one. (A worker that never saw the later one cannot tell;
   `docs/security.md` states what the seals do and do not protect.)
+- The objects one save adds are kept in one row (a pack), sealed once: a call's commit is one
+  row however many objects it made.
 - The objects a shell keeps are bounded by `max_bytes`; the objects no longer reachable are
   dropped when the kept bytes pass twice what the shell holds (a full commit replaces them).
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -84,6 +87,8 @@ MIGRATIONS = [
 PREFIX = "sh_"
 ANONYMOUS = ""
 """The caller key of calls with no identity (stdio, the CLI, the Python API): this machine's user."""
+PACK = "pack:"
+"""The id of a row holding the objects one save added (`pack:` + the version it made)."""
 SEEN_MAX = 100_000
 """Shells whose highest version a process remembers (about 100 bytes each); past it the one seen
 longest ago is forgotten."""
@@ -250,7 +255,10 @@ class ShellHandles:
             data = bytes(row["data"])
             if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
                 raise Forged(handle, "the seal of one of its objects does not match the state keys")
-            found[row["id"]] = data
+            if str(row["id"]).startswith(PACK):
+                found |= _unpacked(handle, data)
+            else:  # an object stored alone (by a version before packs)
+                found[row["id"]] = data
         return found
 
     def save(
@@ -293,14 +301,13 @@ class ShellHandles:
                 return None
             if full:
                 tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
-            tx.executemany(
-                "INSERT INTO shell_objects (handle, id, data, mac, since) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (handle, id) DO NOTHING",
-                [
-                    (handle, oid, data, _seal(key, _object_text(handle, oid, data)), version + 1)
-                    for oid, data in objects.items()
-                ],
-            )
+            if objects:  # one row, one seal, for the objects of one save
+                pack, data = f"{PACK}{version + 1}", _packed(objects)
+                tx.execute(
+                    "INSERT INTO shell_objects (handle, id, data, mac, since) VALUES (?, ?, ?, ?, ?) "
+                    "ON CONFLICT (handle, id) DO NOTHING",
+                    (handle, pack, data, _seal(key, _object_text(handle, pack, data)), version + 1),
+                )
         self._saw(handle, version + 1)
         return version + 1
 
@@ -337,6 +344,32 @@ def _tip_text(handle: str, caller: str | None, version: int, tip: str | None) ->
     Lengths first, so no two different tuples read as one text."""
     parts = [handle, caller or ANONYMOUS, str(version), "" if tip is None else tip]
     return ("tip:" + "".join(f"{len(p)}:{p}" for p in parts)).encode()
+
+
+def _packed(objects: Mapping[str, bytes]) -> bytes:
+    """The objects of one save as one blob: for each, its id's length, id, data's length, data."""
+    parts = []
+    for oid, data in objects.items():
+        name = oid.encode()
+        parts += [struct.pack(">HI", len(name), len(data)), name, data]
+    return b"".join(parts)
+
+
+def _unpacked(handle: str, blob: bytes) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    at = 0
+    try:
+        while at < len(blob):
+            n, size = struct.unpack_from(">HI", blob, at)
+            at += 6
+            name, data = blob[at : at + n].decode(), blob[at + n : at + n + size]
+            if len(data) != size:
+                raise ValueError("short")
+            found[name] = data
+            at += n + size
+    except (struct.error, ValueError):  # sealed by our key, yet not a pack: none of ours
+        raise Forged(handle, "one of its packs of objects is malformed") from None
+    return found
 
 
 def _object_text(handle: str, oid: str, data: bytes) -> bytes:
