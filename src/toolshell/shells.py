@@ -286,7 +286,8 @@ class Shells:
         try:
             await _off_loop(sink.write_held, held)
         except ToolshellError:
-            logger.warning("the timeline of a call could not be written", exc_info=True)
+            sink.keep(held)
+            logger.warning("the timeline of a call could not be written yet; it goes with the next", exc_info=True)
 
     @property
     def _sink(self) -> SqliteSink | None:

@@ -147,6 +147,8 @@ class SqliteSink:
         self._flush_seconds = flush_seconds
         self._pending: list[tuple[Any, ...]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._unwritten = Held()
+        """Rows of calls whose commit and own write both failed: tried again with the next."""
         self.timed: Callable[[float, str], None] | None = None
         """Told how long each batch's write took (seconds, "timeline.write"): the host's metrics."""
 
@@ -220,25 +222,33 @@ class SqliteSink:
         block fails they are held again, so the next write (or `write_held`) keeps them.
         Blocking: call it off the event loop."""
         with held.writing:
+            late_shells, late_nested = self._unwritten.take()  # a call's before it, if its write failed
             shells, nested = held.take()
-            if not shells and not nested:
+            if not (shells or nested or late_shells or late_nested):
                 yield None
                 return
             started = time.perf_counter()
 
             def write(tx: Transaction) -> None:
-                if shells:
-                    tx.executemany(_SHELL_UPSERT, shells)
-                if nested:
-                    tx.executemany(_NESTED_UPSERT, nested)
+                if shells or late_shells:
+                    tx.executemany(_SHELL_UPSERT, late_shells + shells)
+                if nested or late_nested:
+                    tx.executemany(_NESTED_UPSERT, late_nested + nested)
 
             try:
                 yield write
             except BaseException:
                 held.put_back(shells, nested)
+                self._unwritten.put_back(late_shells, late_nested)
                 raise
             if self.timed is not None:
                 self.timed(time.perf_counter() - started, "timeline.write")
+
+    def keep(self, held: Held) -> None:
+        """What a call held and could not write (the store is down): written with the next call's
+        commit, or the next `flush()`."""
+        shells, nested = held.take()
+        self._unwritten.put_back(shells, nested)
 
     def release(self, held: Held) -> None:
         """The call ends: no timed write of its rows any more (on the event loop)."""
@@ -259,6 +269,8 @@ class SqliteSink:
         held = current()
         if held is not None:
             self._write_soon(held)
+        if not self._unwritten.empty:
+            self.write_held(self._unwritten)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
