@@ -179,7 +179,8 @@ class Shells:
                     )
             finally:
                 if not saved:  # what the call recorded is kept even when its shell's state is not
-                    await self._record(held)
+                    with anyio.CancelScope(shield=True):  # a cancelled run's rows (interrupted) too
+                        await self._record(held)
             live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
             if live.size > self.live_bytes and note is None:
                 note = (
