@@ -33,6 +33,8 @@ class Held:
         """Held across each write of this call's rows, so they reach the store in the order recorded."""
         self.timer: Any = None
         """The pending timed write (`asyncio.TimerHandle`), if any."""
+        self.writer: Any = None
+        """Writes what is held now, blocking (`SqliteSink.write_held`), set by the sink holding it."""
 
     def add_shell(self, key: str, values: tuple[Any, ...]) -> None:
         with self._lock:
@@ -59,6 +61,15 @@ class Held:
     @property
     def empty(self) -> bool:
         return not self._shells and not self._nested
+
+
+def write_now() -> None:
+    """Write the rows the running call holds now, before it writes something that refers to its
+    shell call (an approval request a person answers from another process): blocking, one
+    transaction. Nothing when the call holds nothing."""
+    held = _CURRENT.get()
+    if held is not None and held.writer is not None and not held.empty:
+        held.writer(held)
 
 
 def current() -> Held | None:

@@ -184,6 +184,7 @@ class SqliteSink:
             logger.warning("the timeline could not be written yet; it is tried again", exc_info=True)
 
     def _hold(self, held: Held, event: Event) -> None:
+        held.writer = self.write_held
         if isinstance(event, ShellCall):
             held.add_shell(event.id, _shell_values(event))
         else:
