@@ -201,3 +201,26 @@ async def test_a_restore_reads_only_the_objects_stored_since_the_version_the_wor
     assert after == held and ids == new_since and len(ids) < len(everything)
     assert (counts.transactions, counts.commits) == (2, 1), "found with what it lacks in one read; one write"
     assert again.stdout == "file3\nmore\nfile19\n1\n" and same.stdout == "file3\nmore\n"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_worker_behind_a_full_commit_reads_the_whole_shell_and_every_worker_keeps_its_files(
+    store_url: str, tmp_path: Path
+) -> None:
+    """A full commit replaced the objects the worker's version was made of: it reads them all (not
+    only the newer ones), and what it saves next opens on a third worker."""
+    with _opened(store_url) as store:
+        async with _workers(store, tmp_path, 3) as [one, two, three]:
+            one.handles = _ObjectSpy(store, idle_seconds=3600, max_per_caller=8, max_bytes=1 << 24)
+            one.handles.reads = []
+            handle = (await one.run("alice", None, "echo a > small")).shell
+            assert handle is not None
+            # Past 64 KB (twice the shell, at least that): this save is a full commit.
+            big = 'for i in $(seq 1 10000); do echo "$RANDOM$RANDOM$RANDOM$RANDOM"; done > big; echo b >> small'
+            await two.run("alice", handle, big)
+            base = int(store.query("SELECT base FROM shell_handles WHERE handle = ?", (handle,))[0]["base"])
+            moved = await one.run("alice", handle, "cat small; echo c >> small")
+            last = await three.run("alice", handle, "cat small")
+    assert base > 1, "the second call made a full commit"
+    assert one.handles.reads[-1][0] == -1, "everything read: the objects it held were replaced"  # type: ignore[attr-defined]
+    assert (moved.stdout, last.stdout) == ("a\nb\n", "a\nb\nc\n")
