@@ -6,7 +6,10 @@ new session that checks the stored commit out (so any worker can take any call),
 handle that is gone, nothing runs: the result says so and carries a new shell's handle. Refusing
 is the safer choice: a script written for files and a working directory that are gone could do
 the wrong thing in an empty shell. After the call the shell's state is saved as an incremental
-commit: only the objects the store does not hold yet are written.
+commit: only the objects the store does not hold yet are written, in one transaction with the
+timeline rows the call recorded (DESIGN §11, "a call has a budget"). A live session a call on
+another worker moved past reads only the objects stored since its version. Every store call runs
+in a worker thread: the event loop never waits on a round trip.
 
 The store failing is not the shell being gone: a transient store error (`retryable`) before the
 script starts keeps the caller's handle (call again with it); once the script has started, the
