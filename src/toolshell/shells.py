@@ -163,7 +163,7 @@ class Shells:
             refused = self._admit(handle, caller, live)
             if refused is not None:
                 return refused
-            held, saved = Held(), False
+            held = Held()
             try:
                 try:
                     with holding(held):
@@ -173,7 +173,6 @@ class Shells:
                     return refusals.failed_after_start(handle, err)
                 try:
                     note = await self._save(handle, caller, live, held)
-                    saved = True
                 except ToolshellError as err:  # it ran; the store failed after
                     self._forget(handle)
                     note = (
@@ -181,7 +180,7 @@ class Shells:
                         "with this shell starts from the state saved before this one"
                     )
             finally:
-                if not saved:  # what the call recorded is kept even when its shell's state is not
+                if not held.empty:  # what the call recorded is kept even when its shell's state is not
                     with anyio.CancelScope(shield=True):  # a cancelled run's rows (interrupted) too
                         await self._record(held)
             live.size, live.used = files_bytes(live.session.bash, self._mounted), time.monotonic()
@@ -245,6 +244,8 @@ class Shells:
         sink = self._sink
         if sink is not None:
             sink.release(held)
+        if sink is not None and sink.store is not self.handles.store:  # rows elsewhere: written on their own
+            sink = None
 
         def save() -> int | None:
             if sink is None:

@@ -219,9 +219,8 @@ class SqliteSink:
 
     @contextmanager
     def committing(self, held: Held) -> Iterator[Callable[[Transaction], None] | None]:
-        """The rows `held` holds, as a writer for a transaction (None when there are none). If the
-        block fails they are held again, so the next write (or `write_held`) keeps them.
-        Blocking: call it off the event loop."""
+        """The rows `held` holds as a writer for a transaction (None: none); held again if the block
+        fails. Blocking: call it off the event loop."""
         with held.writing:
             late_shells, late_nested = self._unwritten.take()  # a call's before it, if its write failed
             shells, nested = held.take()
@@ -245,9 +244,12 @@ class SqliteSink:
             if self.timed is not None:
                 self.timed(time.perf_counter() - started, "timeline.write")
 
+    @property
+    def store(self) -> StateStore:  # a call's commit takes its rows only on this store
+        return self._store
+
     def keep(self, held: Held) -> None:
-        """What a call held and could not write (the store is down): written with the next call's
-        commit, or the next `flush()`."""
+        """Rows a call could not write (the store is down): they go with the next commit or `flush()`."""
         shells, nested = held.take()
         self._unwritten.put_back(shells, nested)
 
@@ -265,8 +267,7 @@ class SqliteSink:
                     write(tx)
 
     def flush(self) -> None:
-        """Write the nested calls not written yet, in one transaction (a call holding its rows:
-        those, at once, in a thread)."""
+        """Write the nested calls not written yet in one transaction (a call's held rows: in a thread)."""
         held = current()
         if held is not None:
             self._write_soon(held)
