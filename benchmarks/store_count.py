@@ -7,6 +7,8 @@ boundary (whichever engine is under it):
   `lock_row`'s `SELECT … FOR UPDATE`, a `notify`;
 - commits: the transactions that wrote something: a write outside `transaction()`, a
   `transaction()` or `lock_row` block in which a write ran (a read alone commits nothing);
+- transactions: what runs on its own (a statement outside `transaction()`, a `transaction()` or
+  `lock_row` block), reads included; `commits` are the writing ones among them;
 - round trips: statements plus commits (the engine's own extra ones, PostgreSQL's `BEGIN` and its
   pool's liveness check, are not counted);
 - bytes written and read: the `str` and `bytes` values of the parameters sent and of the rows
@@ -31,6 +33,7 @@ from toolshell.store.protocol import Executed, Row, StateStore, Transaction
 class Counts:
     statements: int = 0
     commits: int = 0
+    transactions: int = 0
     written: int = 0
     read: int = 0
 
@@ -67,6 +70,13 @@ class _CountedTx:
     def query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Row]:
         return self._store._query(self._tx.query, sql, params)
 
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        batch = [tuple(r) for r in rows]
+        self._tx.executemany(sql, batch)
+        if batch:
+            self._store._add(statements=1, written=sum(_size(r) for r in batch))
+            self._store._wrote()
+
 
 class CountingStore:
     """A `StateStore` that counts what goes through `inner` (see the module's docstring)."""
@@ -86,8 +96,10 @@ class CountingStore:
         return counts
 
     def _add(self, *, statements: int = 0, commits: int = 0, written: int = 0, read: int = 0) -> None:
+        alone = statements and self._open.get() is None  # a statement outside a block is a transaction
         with self._lock:
             c = self.counts
+            c.transactions += 1 if alone else 0
             c.statements += statements
             c.commits += commits
             c.written += written
@@ -141,6 +153,9 @@ class CountingStore:
     def _block(self, inner: Any) -> Iterator[Transaction]:
         outer = self._open.get()
         block = outer or _Open()
+        if outer is None:
+            with self._lock:
+                self.counts.transactions += 1
         token = self._open.set(block)
         try:
             with inner as tx:
@@ -155,8 +170,8 @@ class CountingStore:
 
     @contextmanager
     def lock_row(self, table: str, key_column: str, key: str) -> Iterator[Transaction]:
-        self._add(statements=1)
         with self._block(self.inner.lock_row(table, key_column, key)) as tx:
+            self._add(statements=1)
             yield tx
 
     def notify(self, channel: str, payload: str = "") -> None:

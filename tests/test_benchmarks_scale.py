@@ -39,14 +39,16 @@ def test_statements_commits_and_bytes_are_counted_at_the_store_protocol(tmp_path
         with store.transaction() as tx:  # two writes, one commit
             tx.execute("INSERT INTO t (k, v) VALUES (?, ?)", ("a", b"12345"))
             store.execute("INSERT INTO t (k, v) VALUES (?, ?)", ("b", b"678"))
-        assert store.reset() == Counts(statements=2, commits=1, written=1 + 5 + 1 + 3)
+        assert store.reset() == Counts(statements=2, commits=1, transactions=1, written=1 + 5 + 1 + 3)
         rows = store.query("SELECT k, v FROM t ORDER BY k")  # a read commits nothing
         assert [r["k"] for r in rows] == ["a", "b"]
         with store.transaction() as tx:
             tx.query("SELECT v FROM t WHERE k = ?", ("a",))
         store.executemany("UPDATE t SET v = ? WHERE k = ?", [(b"x", "a"), (b"yy", "b")])
         counts = store.reset()
-        assert counts == Counts(statements=3, commits=1, written=1 + (1 + 1) + (2 + 1), read=(1 + 5) + (1 + 3) + 5)
+        assert counts == Counts(
+            statements=3, commits=1, transactions=3, written=1 + (1 + 1) + (2 + 1), read=(1 + 5) + (1 + 3) + 5
+        )  # a read alone, a read-only block, an executemany: three transactions, one writing
         assert counts.round_trips == 4
         store.close()  # the wrapper leaves its inner store open
         assert inner.query("SELECT COUNT(*) AS n FROM t")[0]["n"] == 2

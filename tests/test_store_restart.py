@@ -130,21 +130,26 @@ async def test_a_store_down_past_the_retries_keeps_the_shell_and_says_nothing_ra
             down = await two.run(ALICE, handle, "echo never >> f")  # before it starts: nothing runs, the shell stays
             pg_ctl(server, "start")
             again = await two.run(ALICE, handle, "cat f")
+            await one.run(ALICE, handle, "true")  # one's next commit takes the rows it could not write
+            row = _shell_call(one.handles.store, "echo started")  # type: ignore[arg-type]
     finally:
         if not _up(server):  # a failed assertion above must not leave the run's cluster down
             pg_ctl(server, "start")
-    error = json.loads(ran.stderr)["error"]
-    assert ran.exit_code == 1 and ran.shell == handle
-    assert "nothing ran" not in ran.stderr and "started" in error["message"] and error["retryable"] is True
+    # The script ran to its end; its commit (state and timeline rows together) could not be written.
+    note = ran.shell_note or ""
+    assert (ran.exit_code, ran.stdout, ran.shell) == (0, "released\n", handle)
+    assert "nothing ran" not in note and "could not be saved" in note and "cannot reach" in note
     assert (again.exit_code, again.stdout, again.shell) == (0, "before\n", handle), "the state saved before"
+    assert row["exit_code"] == 0, "the rows held while the store was down are written with the next commit"
     refused = json.loads(down.stderr)["error"]
     assert (down.exit_code, down.shell, refused["retryable"]) == (1, handle, True)
     assert f"nothing ran; the shell {handle} is kept: call again with it" in refused["message"]
 
 
 async def test_a_run_whose_last_write_is_cut_past_the_retries_still_ends_its_row(server: str, tmp_path: Path) -> None:
-    """The connection of the write that ends the shell call's row is cut (as by a restart), once,
-    with no retries left: the run fails, and its row is ended, not left `running` for good."""
+    """The connection of the write that ends the shell call's row (the call's commit, with its
+    shell's state) is cut (as by a restart), once, with no retries left: the state is not kept and
+    the result says so, and its row is ended, not left `running` for good."""
     url, gate = fresh_database(server), Gate()
     gate.release.set()
     async with _workers(url, tmp_path, gate, retry_seconds=0.0) as (one, _two):
@@ -159,9 +164,10 @@ async def test_a_run_whose_last_write_is_cut_past_the_retries_still_ends_its_row
         store.execute("CREATE TRIGGER cut BEFORE INSERT ON shell_calls FOR EACH ROW EXECUTE FUNCTION cut_once()")
         ran = await one.run(ALICE, handle, "echo cut-run >> f; tools gate wait")
         row = _shell_call(store, "echo cut-run")  # type: ignore[arg-type]
-    assert ran.exit_code == 1 and ran.shell == handle and "nothing ran" not in ran.stderr
-    assert "the script started, but its run failed" in json.loads(ran.stderr)["error"]["message"]
-    assert row["exit_code"] == 1, "the failed run's row ended"
+        after = await one.run(ALICE, handle, "cat f")
+    assert (ran.exit_code, ran.shell) == (0, handle) and "could not be saved" in (ran.shell_note or "")
+    assert row["exit_code"] == 0, "the run's row ended, with its exit code"
+    assert after.stdout == "before\n", "the state saved before the call"
 
 
 def _up(server: str) -> bool:
@@ -176,7 +182,8 @@ def _up(server: str) -> bool:
 
 
 def _kill_others(server: str, url: str) -> int:
-    """Cut every connection to the database of `url` but this one: as a restart leaves a pool."""
+    """Cut every connection to the database of `url` but this one, waiting until each is gone: as a
+    restart leaves a pool (the server is back only after its old backends ended)."""
     # lazy: psycopg is needed only where PostgreSQL runs
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
@@ -184,7 +191,8 @@ def _kill_others(server: str, url: str) -> int:
     name = conninfo_to_dict(url)["dbname"]
     with psycopg.connect(server, autocommit=True) as conn:
         rows = conn.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity"
+            " WHERE datname = %s AND pid <> pg_backend_pid()",
             (name,),
         ).fetchall()
     return len(rows)

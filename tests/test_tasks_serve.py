@@ -108,16 +108,31 @@ async def test_an_approval_is_an_input_request_answered_once_through_tasks_updat
     assert _body(types.CallToolResult.model_validate(done.result))["stdout"] == "start\ndeleted x\nafter\n"
 
 
+async def _recorded(host: Host, preview: str, ready: Any) -> dict[str, Any]:
+    """The shell call's timeline row once `ready(row)`: the run writes it in its own time (a call's
+    rows go with its commit, or within the sink's flush interval while it runs)."""
+
+    def found() -> dict[str, Any] | None:
+        rows = [r for r in query(host.store) if r["script_preview"].startswith(preview)]
+        return rows[0] if rows and ready(rows[0]) else None
+
+    with anyio.fail_after(15):
+        while (row := found()) is None:  # noqa: ASYNC110  (a store row)
+            await anyio.sleep(0.1)
+    return row
+
+
 async def test_tasks_cancel_stops_the_script_where_it_is() -> None:
     async with Host.open(EVERY_CALL) as host:
         async with Client(build_server(host, []), extensions=[TasksClient()]) as client:
             created = await _created(client, "echo before; sleep 20; echo after")
             await until_status(client.session, created.task_id, "working")
+            await _recorded(host, "echo before", lambda row: True)  # the script started (its row is written)
             ack = await cancel_task(client.session, created.task_id)
             cancelled = await until_status(client.session, created.task_id, "cancelled", seconds=15)
             await cancel_task(client.session, created.task_id)  # a finished task: acknowledged, unchanged
             still = await get_task(client.session, created.task_id)
-        [row] = [r for r in query(host.store) if r["script_preview"].startswith("echo before")]
+        row = await _recorded(host, "echo before", lambda row: row["exit_code"] is not None)
     assert ack.result_type == "complete"
     assert cancelled.status_message and "tasks/cancel" in cancelled.status_message
     assert cancelled.result is None and still.status == "cancelled"

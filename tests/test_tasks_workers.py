@@ -76,18 +76,30 @@ async def test_a_task_made_on_one_worker_is_polled_on_another_and_approved_throu
     assert result.structured_content["stdout"] == "start\ndeleted x\nafter\n"
 
 
+async def _row(look: Any, ready: Any) -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        rows = [r for r in query(look) if r["script_preview"].startswith("echo cancel-me")]
+        return rows[0] if rows and ready(rows[0]) else None
+
+    with anyio.fail_after(20):
+        while (row := found()) is None:  # noqa: ASYNC110  (a row another process writes)
+            await anyio.sleep(0.1)
+    return row
+
+
 async def test_a_task_cancelled_from_another_worker_stops_where_it_is(workers: tuple[str, list[Served]]) -> None:
     store, (a, b, c) = workers
     created = await _create(a, "echo cancel-me; sleep 30; echo never")
-    async with (
-        client(b.url, TOKEN, extensions=[TasksClient()]) as on_b,
-        client(c.url, TOKEN, extensions=[TasksClient()]) as on_c,
-    ):
-        await cancel_task(on_b.session, created.task_id)
-        cancelled = await until_status(on_c.session, created.task_id, "cancelled", seconds=20)
     look = open_store(store)
     try:
-        [row] = [r for r in query(look) if r["script_preview"].startswith("echo cancel-me")]
+        await _row(look, lambda row: True)  # the script started: its row is in the store
+        async with (
+            client(b.url, TOKEN, extensions=[TasksClient()]) as on_b,
+            client(c.url, TOKEN, extensions=[TasksClient()]) as on_c,
+        ):
+            await cancel_task(on_b.session, created.task_id)
+            cancelled = await until_status(on_c.session, created.task_id, "cancelled", seconds=20)
+        row = await _row(look, lambda row: row["exit_code"] is not None)  # worker a ends it in its own time
     finally:
         look.close()
     assert cancelled.status_message and "tasks/cancel" in cancelled.status_message

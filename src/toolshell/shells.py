@@ -6,7 +6,10 @@ new session that checks the stored commit out (so any worker can take any call),
 handle that is gone, nothing runs: the result says so and carries a new shell's handle. Refusing
 is the safer choice: a script written for files and a working directory that are gone could do
 the wrong thing in an empty shell. After the call the shell's state is saved as an incremental
-commit: only the objects the store does not hold yet are written.
+commit: only the objects the store does not hold yet are written, in one transaction with the
+timeline rows the call recorded (DESIGN §11, "a call has a budget"). A live session a call on
+another worker moved past reads only the objects stored since its version. Every store call runs
+in a worker thread: the event loop never waits on a round trip.
 
 The store failing is not the shell being gone: a transient store error (`retryable`) before the
 script starts keeps the caller's handle (call again with it); once the script has started, the
@@ -27,24 +30,33 @@ from the store.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
+import anyio.to_thread
 
-from toolshell.errors import ErrorCode, ToolshellError, error_line
+from toolshell.errors import ToolshellError
 from toolshell.result import RunResult
+from toolshell.shell import refusals
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import LiveBytes
 from toolshell.store.keys import for_purpose, key_ring
+from toolshell.timeline.held import Held, holding
+from toolshell.timeline.sinks import SqliteSink
 
 if TYPE_CHECKING:
     from toolshell.host import Host
     from toolshell.session import Session
+
+logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 MAX_LIVE = 64
 """Sessions this process keeps in memory; past it the least recently used is closed (its state
@@ -129,23 +141,24 @@ class Shells:
 
     async def run(self, caller: str | None, handle: str | None, script: str, **options: Any) -> RunResult:
         """Run `script` in the caller's shell `handle` (a new shell when None); `options` go to
-        `Session.run` (answerer, approver). The result names the shell's handle."""
+        `Session.run` (answerer, approver). The result names the shell's handle.
+
+        The store is asked off the event loop (a thread), once to find the shell (and, if this
+        worker holds an older version, once for the objects stored since), and once at the end:
+        the shell's commit and what the call recorded in the timeline, in one transaction."""
         try:
             if handle is None:
-                handle = self.handles.new(caller)
-            if self._find(handle, caller) is None:
-                return self._gone(handle, caller)
-        except Forged as err:
-            return self._unreadable(handle or "", caller, err)
+                handle = await _off_loop(self.handles.new, caller)
         except ToolshellError as err:
             return self._store_failed(handle, err)
         live = await self._locked(handle, caller)
         try:
             try:
-                kept = self._find(handle, caller)  # another call may have saved it while this one waited
+                # After the lock: what the last call saved, and what this worker lacks of it.
+                kept = await _off_loop(self._find, handle, caller, live.version if live.version >= 0 else None)
                 if kept is None:
                     return self._gone(handle, caller)
-                self._catch_up(live, kept)
+                await self._catch_up(live, kept)
             except (Forged, ToolshellError) as err:
                 self._forget(handle)
                 if isinstance(err, ToolshellError) and err.retryable:
@@ -154,19 +167,26 @@ class Shells:
             refused = self._admit(handle, caller, live)
             if refused is not None:
                 return refused
+            held = Held()
             try:
-                result = await live.session.run(script, **options)
-            except ToolshellError as err:  # the script started: never "nothing ran"
-                self._forget(handle)
-                return _failed_after_start(handle, err)
-            try:
-                note = self._save(handle, caller, live)
-            except ToolshellError as err:  # it ran; the store failed after
-                self._forget(handle)
-                note = (
-                    f"the script ran, but its shell's state could not be saved ({err.message}); the next call "
-                    "with this shell starts from the state saved before this one"
-                )
+                try:
+                    with holding(held):
+                        result = await live.session.run(script, **options)
+                except ToolshellError as err:  # the script started: never "nothing ran"
+                    self._forget(handle)
+                    return refusals.failed_after_start(handle, err)
+                try:
+                    note = await self._save(handle, caller, live, held)
+                except ToolshellError as err:  # it ran; the store failed after
+                    self._forget(handle)
+                    note = (
+                        f"the script ran, but its shell's state could not be saved ({err.message}); the next call "
+                        "with this shell starts from the state saved before this one"
+                    )
+            finally:
+                if not held.empty:  # what the call recorded is kept even when its shell's state is not
+                    with anyio.CancelScope(shield=True):  # a cancelled run's rows (interrupted) too
+                        await self._record(held)
             (tip, added), live.committed = live.committed, (None, {})
             live.size, live.used = live.files.measure(live.session.bash, tip, added), time.monotonic()
             if live.size > self.live_bytes and note is None:
@@ -180,26 +200,41 @@ class Shells:
         result.shell, result.shell_note = handle, note
         return result
 
-    def _find(self, handle: str, caller: str | None) -> Kept | None:
-        return self.handles.find(handle, caller, self.keys)
+    def _find(self, handle: str, caller: str | None, after: int | None = None) -> Kept | None:
+        return self.handles.find(handle, caller, self.keys, after)
 
-    def _catch_up(self, live: _Live, kept: Kept) -> None:
-        """Bring the live session to the stored version (a call on another worker saved it)."""
+    async def _catch_up(self, live: _Live, kept: Kept) -> None:
+        """Bring the live session to the stored version (a call on another worker saved it): read
+        only the objects stored after the version it holds, unless a full commit replaced them
+        since (or they do not make the stored state: then all of them)."""
         if kept.version == live.version:
             return
+        if live.version >= 0 and kept.tip is not None and kept.base <= live.version:
+            newer = kept.newer
+            if newer is None:
+                newer = await _off_loop(self.handles.objects, kept.handle, self.keys, live.version)
+            if live.stored + sum(len(d) for d in newer.values()) == kept.stored:
+                with contextlib.suppress(ToolshellError):  # not whole after all: read them all
+                    _, held = live.session.commit()  # what it holds, as objects (the same ids)
+                    live.session.checkout(kept.tip, held | newer)
+                    live.have |= set(newer)
+                    live.stored, live.version = kept.stored, kept.version
+                    live.size = live.files.measure(live.session.bash, kept.tip, newer)
+                    return
         if live.version >= 0 or kept.tip is None:  # start over from the stored state (or empty)
             live.session.close()
             live.session = self.host.session(source="agent", caller=live.session.caller)
             live.have, live.stored, live.full = set(), 0, 0
         if kept.tip is not None:
-            objects = self.handles.objects(kept.handle, self.keys)
+            objects = await _off_loop(self.handles.objects, kept.handle, self.keys)
             live.session.checkout(kept.tip, objects)
             live.have, live.stored, live.full = set(objects), kept.stored, kept.stored
         live.version = kept.version
         live.size = live.files.measure(live.session.bash, kept.tip, objects if kept.tip is not None else None)
 
-    def _save(self, handle: str, caller: str | None, live: _Live) -> str | None:
-        """Save the shell after a call; a note for the result when its state was not kept."""
+    async def _save(self, handle: str, caller: str | None, live: _Live, held: Held) -> str | None:
+        """Save the shell after a call, with the timeline rows it `held`, in one transaction; a
+        note for the result when its state was not kept."""
         tip, objects = live.session.commit(live.have)
         added = sum(len(d) for d in objects.values())
         replace = (
@@ -212,9 +247,30 @@ class Shells:
         limit = self.handles.max_bytes
         too_big = added > limit if replace else False
         kept_tip = None if too_big else tip
-        saved = self.handles.save(
-            handle, caller, live.version, kept_tip, {} if too_big else objects, self.keys[0], replace=replace
-        )
+        sink = self._sink
+        if sink is not None:
+            sink.release(held)
+        if sink is not None and sink.store is not self.handles.store:  # rows elsewhere: written on their own
+            sink = None
+
+        def save() -> int | None:
+            if sink is None:
+                return self.handles.save(
+                    handle, caller, live.version, kept_tip, {} if too_big else objects, self.keys[0], replace=replace
+                )
+            with sink.committing(held) as write:
+                return self.handles.save(
+                    handle,
+                    caller,
+                    live.version,
+                    kept_tip,
+                    {} if too_big else objects,
+                    self.keys[0],
+                    replace=replace,
+                    also=write,
+                )
+
+        saved = await _off_loop(save)
         if saved is None:
             self._forget(handle)
             return "another call changed this shell at the same time; its state is the one kept, not this call's"
@@ -230,6 +286,24 @@ class Shells:
         if replace:
             live.full = added
         return None
+
+    async def _record(self, held: Held) -> None:
+        """Write the timeline rows a call held when its shell's save did not take them (logged, not
+        raised: the call's own result says what failed)."""
+        sink = self._sink
+        if sink is None:
+            return
+        sink.release(held)
+        try:
+            await _off_loop(sink.write_held, held)
+        except ToolshellError:
+            sink.keep(held)
+            logger.warning("the timeline of a call could not be written yet; it goes with the next", exc_info=True)
+
+    @property
+    def _sink(self) -> SqliteSink | None:
+        """The host's store sink, which can hold a call's rows for its commit (another sink: none)."""
+        return self.host.sink if isinstance(self.host.sink, SqliteSink) else None
 
     async def _locked(self, handle: str, caller: str | None) -> _Live:
         """The live session of `handle`, its lock taken. A session closed while this call waited
@@ -322,24 +396,11 @@ class Shells:
 
     def _gone(self, asked: str, caller: str | None) -> RunResult:
         self._forget(asked)
-        new = self.handles.new(caller)
-        err = ToolshellError(
-            ErrorCode.INVALID_INPUT,
-            f"the shell {asked[:12]}… is gone (idle past [serve] shell_idle_seconds, dropped past "
-            "max_shells_per_caller, or not yours); nothing ran. Run the script again in the new shell "
-            f"{new}, setting up what it needs (files, cd) first",
-        )
-        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+        return refusals.gone(asked, self.handles.new(caller))
 
     def _unreadable(self, asked: str, caller: str | None, cause: Forged | ToolshellError) -> RunResult:
-        new = self.handles.new(caller)
         why = cause.message if isinstance(cause, ToolshellError) else cause.why
-        err = ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"the shell {asked[:12]}… could not be opened: {why}; nothing ran. Run the script again in the "
-            f"new shell {new}",
-        )
-        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+        return refusals.unreadable(asked, self.handles.new(caller), why)
 
     def _full(self, handle: str, caller: str | None, held: int) -> RunResult:
         """The idle shells that could go are gone and the rest hold the budget: nothing ran, the
@@ -352,33 +413,14 @@ class Shells:
             )
         else:
             whose = f"{held - own} bytes of it are held by other callers' shells that are running calls"
-        err = ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"this worker's live shells hold {held} bytes of files, past [serve] live_shell_bytes "
-            f"({self.live_bytes}); {whose}; nothing ran. The shell {handle} is "
-            "kept: call again with it once a call ends, or raise [serve] live_shell_bytes",
-            retryable=True,
-        )
-        return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+        return refusals.full(handle, held, self.live_bytes, whose)
 
     def _too_big(self, asked: str, caller: str | None, size: int) -> RunResult:
         """The shell alone holds more than the budget: nothing ran; it stays in the store."""
-        new = self.handles.new(caller)
-        err = ToolshellError(
-            ErrorCode.UNAVAILABLE,
-            f"the shell {asked[:12]}… holds {size} bytes of files, more than [serve] live_shell_bytes "
-            f"({self.live_bytes}) lets a worker keep live; nothing ran. Raise [serve] live_shell_bytes to use "
-            f"it again (it is kept), or run the script in the new shell {new}",
-        )
-        return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
+        return refusals.too_big(asked, self.handles.new(caller), size, self.live_bytes)
 
     def _store_failed(self, handle: str | None, cause: ToolshellError) -> RunResult:
-        """Before the script started the store failed: nothing ran, and the shell is kept."""
-        if not cause.retryable:
-            raise cause
-        kept = f"; the shell {handle} is kept: call again with it" if handle else "; call again"
-        err = ToolshellError(ErrorCode.UNAVAILABLE, f"{cause.message}; nothing ran{kept}", retryable=True)
-        return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+        return refusals.store_failed(handle, cause)
 
     def close(self) -> None:
         for live in self._live.values():
@@ -386,14 +428,10 @@ class Shells:
         self._live.clear()
 
 
-def _failed_after_start(handle: str, cause: ToolshellError) -> RunResult:
-    err = ToolshellError(
-        cause.code,
-        f"the script started, but its run failed: {cause.message}; it may have run in part. The shell keeps "
-        "the state saved before this call",
-        retryable=cause.retryable,
-    )
-    return RunResult(1, "", error_line(err), shell=handle, shell_note=err.message)
+async def _off_loop(call: Callable[..., _T], *args: Any) -> _T:
+    """`call(*args)` in a worker thread: a store's round trips never hold the event loop. Not
+    abandoned when cancelled: a write in flight finishes (or fails) before the call returns."""
+    return await anyio.to_thread.run_sync(call, *args)
 
 
 def state_ring(host: Host) -> list[bytes]:

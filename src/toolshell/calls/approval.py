@@ -44,6 +44,7 @@ from toolshell.policy.approvals import (
 from toolshell.policy.risk import Risk
 from toolshell.registry.entry import ToolEntry
 from toolshell.telemetry.context import child_span
+from toolshell.timeline import held
 
 if TYPE_CHECKING:  # metrics: the OpenTelemetry SDK loads only when metrics are on
     from toolshell.telemetry.metrics import Metrics
@@ -231,6 +232,7 @@ def store_waiter(
         return None
 
     async def wait(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
+        held.write_now()  # the call's timeline row is in the store before the request that names it
         request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message, caller=caller)
         with anyio.move_on_after(config.wait_seconds):
             await approvals.wait_answered(request.id)

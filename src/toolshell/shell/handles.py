@@ -20,6 +20,8 @@ processes and machines that share a store, with no affinity.
   stored version lower than it: an older row written back whole, seal and version together, is
   refused by every worker that saw a later one. (A worker that never saw the later one cannot tell;
   `docs/security.md` states what the seals do and do not protect.)
+- The objects one save adds are kept in one row (a pack), sealed once: a call's commit is one
+  row however many objects it made.
 - The objects a shell keeps are bounded by `max_bytes`; the objects no longer reachable are
   dropped when the kept bytes pass twice what the shell holds (a full commit replaces them).
 """
@@ -29,12 +31,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import struct
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from toolshell.store.protocol import StateStore, Transaction
+from toolshell.store.protocol import Row, StateStore, Transaction
 
 MIGRATIONS = [
     """
@@ -72,11 +76,25 @@ MIGRATIONS = [
     DELETE FROM shell_objects;
     DELETE FROM shell_handles;
     """,
+    # Incremental restore: the version that first stored each object, and the version of the last
+    # full commit (before it, the objects were replaced). Rows from before read as version 0.
+    """
+    ALTER TABLE shell_objects ADD COLUMN since BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE shell_handles ADD COLUMN base BIGINT NOT NULL DEFAULT 0;
+    """,
+    # A save changes `used_at`: out of the index, PostgreSQL updates the row in place (HOT), with
+    # no new index entries. A caller has a few shells: they are sorted by `used_at` as they are read.
+    """
+    DROP INDEX shell_handles_caller;
+    CREATE INDEX shell_handles_caller ON shell_handles (caller);
+    """,
 ]
 
 PREFIX = "sh_"
 ANONYMOUS = ""
 """The caller key of calls with no identity (stdio, the CLI, the Python API): this machine's user."""
+PACK = "pack:"
+"""The id of a row holding the objects one save added (`pack:` + the version it made)."""
 SEEN_MAX = 100_000
 """Shells whose highest version a process remembers (about 100 bytes each); past it the one seen
 longest ago is forgotten."""
@@ -110,6 +128,10 @@ class Kept:
     """How many times it was saved: a process holding an older copy checks this one out."""
     stored: int
     """Bytes of objects kept for it."""
+    base: int = 0
+    """The version of its last full commit: the objects kept before it were replaced then."""
+    newer: dict[str, bytes] | None = None
+    """The objects stored after the version `find` was given (checked against their seals)."""
 
 
 class ShellHandles:
@@ -181,19 +203,28 @@ class ShellHandles:
         )
         return bool(rows) and rows[0]["used_at"] >= time.time() - self.idle_seconds
 
-    def find(self, handle: str, caller: str | None, keys: list[bytes]) -> Kept | None:
+    def find(self, handle: str, caller: str | None, keys: list[bytes], after: int | None = None) -> Kept | None:
         """The caller's shell with this handle, or None: unknown, another caller's, or expired.
+        Given `after` (the version a worker holds), the objects stored since come with it
+        (`Kept.newer`), read in the same statement.
 
         Raises:
-            Forged: its commit's seal (handle, caller, version, commit) matches no key, or its version
-                is lower than one this process saw.
+            Forged: its commit's seal (handle, caller, version, commit) matches no key, or one of
+                the objects' does, or its version is lower than one this process saw.
         """
         if not handle.startswith(PREFIX) or len(handle) > 100:
             return None
-        rows = self.store.query(
-            "SELECT tip, tip_mac, version, stored, used_at FROM shell_handles WHERE handle = ? AND caller = ?",
-            (handle, caller or ANONYMOUS),
-        )
+        columns = "h.tip, h.tip_mac, h.version, h.stored, h.base, h.used_at"
+        params: list[Any] = [handle, caller or ANONYMOUS]
+        if after is None:
+            sql = f"SELECT {columns} FROM shell_handles h"
+        else:  # one row per newer object, or one with no object when there is none
+            sql = (
+                f"SELECT {columns}, o.id, o.data, o.mac FROM shell_handles h "
+                "LEFT JOIN shell_objects o ON o.handle = h.handle AND o.since > ?"
+            )
+            params.insert(0, after)
+        rows = self.store.query(sql + " WHERE h.handle = ? AND h.caller = ?", params)
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
             return None
         row = rows[0]
@@ -208,21 +239,32 @@ class ShellHandles:
                 f"the store holds version {version} of it, older than version {seen} this worker saw "
                 "(an older state was written back into the store)",
             )
+        newer = None if after is None else self._opened(handle, keys, [r for r in rows if r["id"] is not None])
         self._saw(handle, version)
-        return Kept(handle, tip, version, int(row["stored"]))
+        return Kept(handle, tip, version, int(row["stored"]), int(row["base"]), newer)
 
-    def objects(self, handle: str, keys: list[bytes]) -> dict[str, bytes]:
-        """Every object kept for the shell, each checked against its seal.
+    def objects(self, handle: str, keys: list[bytes], after: int = -1) -> dict[str, bytes]:
+        """The objects kept for the shell (only those stored by a version after `after`: what a
+        worker holding version `after` lacks), each checked against its seal.
 
         Raises:
             Forged: an object's seal matches no key.
         """
+        rows = self.store.query(
+            "SELECT id, data, mac FROM shell_objects WHERE handle = ? AND since > ?", (handle, after)
+        )
+        return self._opened(handle, keys, rows)
+
+    def _opened(self, handle: str, keys: list[bytes], rows: Sequence[Row]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
-        for row in self.store.query("SELECT id, data, mac FROM shell_objects WHERE handle = ?", (handle,)):
+        for row in rows:
             data = bytes(row["data"])
             if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
                 raise Forged(handle, "the seal of one of its objects does not match the state keys")
-            found[row["id"]] = data
+            if str(row["id"]).startswith(PACK):
+                found |= _unpacked(handle, data)
+            else:  # an object stored alone (by a version before packs)
+                found[row["id"]] = data
         return found
 
     def save(
@@ -235,15 +277,21 @@ class ShellHandles:
         key: bytes,
         *,
         replace: bool = False,
+        also: Callable[[Transaction], None] | None = None,
     ) -> int | None:
         """Keep the shell as commit `tip` after a call that started from `version`, adding `objects`
         (or, with `replace`, keeping only them). The new version, or None when another call saved
-        this shell meanwhile (its state wins) or the handle is gone. `tip` None keeps nothing."""
+        this shell meanwhile (its state wins) or the handle is gone. `tip` None keeps nothing.
+        `also` writes what else the call recorded (its timeline rows) in the same transaction,
+        whether or not the shell's state is kept."""
         added = sum(len(d) for d in objects.values())
+        full = replace or tip is None
         with self.store.transaction() as tx:
+            if also is not None:
+                also(tx)
             done = tx.execute(
                 "UPDATE shell_handles SET tip = ?, tip_mac = ?, stored = "
-                + ("?" if replace or tip is None else "stored + ?")
+                + ("?, base = version + 1" if full else "stored + ?")
                 + ", used_at = ?, version = version + 1 WHERE handle = ? AND caller = ? AND version = ?",
                 (
                     tip,
@@ -257,13 +305,14 @@ class ShellHandles:
             )
             if done.rowcount != 1:
                 return None
-            if replace or tip is None:
+            if full:
                 tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
-            for oid, data in objects.items():
+            if objects:  # one row, one seal, for the objects of one save
+                pack, data = f"{PACK}{version + 1}", _packed(objects)
                 tx.execute(
-                    "INSERT INTO shell_objects (handle, id, data, mac) VALUES (?, ?, ?, ?) "
+                    "INSERT INTO shell_objects (handle, id, data, mac, since) VALUES (?, ?, ?, ?, ?) "
                     "ON CONFLICT (handle, id) DO NOTHING",
-                    (handle, oid, data, _seal(key, _object_text(handle, oid, data))),
+                    (handle, pack, data, _seal(key, _object_text(handle, pack, data)), version + 1),
                 )
         self._saw(handle, version + 1)
         return version + 1
@@ -301,6 +350,32 @@ def _tip_text(handle: str, caller: str | None, version: int, tip: str | None) ->
     Lengths first, so no two different tuples read as one text."""
     parts = [handle, caller or ANONYMOUS, str(version), "" if tip is None else tip]
     return ("tip:" + "".join(f"{len(p)}:{p}" for p in parts)).encode()
+
+
+def _packed(objects: Mapping[str, bytes]) -> bytes:
+    """The objects of one save as one blob: for each, its id's length, id, data's length, data."""
+    parts = []
+    for oid, data in objects.items():
+        name = oid.encode()
+        parts += [struct.pack(">HI", len(name), len(data)), name, data]
+    return b"".join(parts)
+
+
+def _unpacked(handle: str, blob: bytes) -> dict[str, bytes]:
+    found: dict[str, bytes] = {}
+    at = 0
+    try:
+        while at < len(blob):
+            n, size = struct.unpack_from(">HI", blob, at)
+            at += 6
+            name, data = blob[at : at + n].decode(), blob[at + n : at + n + size]
+            if len(data) != size:
+                raise ValueError("short")
+            found[name] = data
+            at += n + size
+    except (struct.error, ValueError):  # sealed by our key, yet not a pack: none of ours
+        raise Forged(handle, "one of its packs of objects is malformed") from None
+    return found
 
 
 def _object_text(handle: str, oid: str, data: bytes) -> bytes:

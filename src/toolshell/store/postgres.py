@@ -3,15 +3,19 @@
 Many processes, on one host or many, point at the same database and act as one: a migration step
 runs once, under an advisory lock; a conditional update decides a race for all of them. Statements
 go through a small `psycopg_pool` pool; each runs in its own transaction unless it is inside
-`transaction()`. Connections are made with autocommit off and `dict_row` rows.
+`transaction()`. Connections are in autocommit mode with `dict_row` rows: a single statement is
+its own transaction in one round trip (no `BEGIN`/`COMMIT` around a read), a `transaction()` is
+`BEGIN` … `COMMIT`, and `executemany` is one transaction.
 
 Calls are synchronous and short (a Unix socket or a LAN round trip), the way the SQLite engine's
 are; the waits across processes (`LISTEN`) use a connection of their own, in a thread of its own
 (`store.pg_listen`), opened on the first subscription.
 
-A server restart or a cut connection is ridden out: the pool checks a connection before handing
-it out (a dead one is replaced), and what can run twice without harm — a read (`query` of a
-`SELECT`) and `executemany` (upserts and deletes by key, the protocol's idempotent writes) — is
+A server restart or a cut connection is ridden out: before handing out a connection the pool looks
+at its socket, without a round trip (`_alive`): one the server wrote to while it sat idle (a
+restart's goodbye, a closed socket) is asked with an empty query, and replaced if dead. What can
+run twice without harm — a read (`query` of a `SELECT`) and `executemany` (upserts and deletes by
+key, the protocol's idempotent writes) — is
 run again through the reconnect for up to `RETRY_SECONDS`, outside a caller's `transaction()`. A
 statement that may have committed before the connection was lost is not run again: its caller
 gets `unavailable`, `retryable`.
@@ -19,6 +23,7 @@ gets `unavailable`, `retryable`.
 
 from __future__ import annotations
 
+import select
 import threading
 import time
 import zlib
@@ -73,6 +78,12 @@ class _Tx:
             cur.execute(_sql(sql, params), tuple(params))
             return list(cur.fetchall())
 
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        batch = [tuple(r) for r in rows]
+        if batch:
+            with self._conn.cursor() as cur:
+                cur.executemany(numbered_placeholders(sql), batch)
+
 
 class PostgresStore:
     """`PostgresStore("postgresql://user@host/db")`: the store on a PostgreSQL server.
@@ -115,8 +126,8 @@ class PostgresStore:
             min_size=min_size,
             max_size=max_size,
             timeout=timeout,
-            kwargs={"row_factory": dict_row, "autocommit": False},
-            check=ConnectionPool.check_connection,  # a connection a restart cut is replaced, not handed out
+            kwargs={"row_factory": dict_row, "autocommit": True},
+            check=_alive,  # a connection a restart cut is replaced, not handed out
             open=False,
         )
         try:
@@ -150,8 +161,11 @@ class PostgresStore:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {declaration}")
 
     def execute(self, sql: str, params: Iterable[Any] = ()) -> Done:
-        with self.transaction() as tx:
-            return tx.execute(sql, params)
+        if self._current.get() is not None:  # inside `transaction()`: a savepoint of it
+            with self.transaction() as tx:
+                return tx.execute(sql, params)
+        with self._connection() as conn:  # one statement, its own transaction: one round trip
+            return _Tx(conn).execute(sql, params)
 
     def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
         batch = [tuple(r) for r in rows]
@@ -166,8 +180,11 @@ class PostgresStore:
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[dict[str, Any]]:
         def run() -> list[dict[str, Any]]:
-            with self.transaction() as tx:
-                return tx.query(sql, params)
+            if self._current.get() is not None:
+                with self.transaction() as tx:
+                    return tx.query(sql, params)
+            with self._connection() as conn:  # a read alone: no BEGIN/COMMIT around it
+                return _Tx(conn).query(sql, params)
 
         return self._again(run) if sql.lstrip()[:6].upper() == "SELECT" else run()
 
@@ -215,6 +232,17 @@ class PostgresStore:
             raise
 
     @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A connection of the pool for one statement outside any transaction (autocommit)."""
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except self._errors as exc:
+            if isinstance(exc, self._lost):
+                raise _unreachable(self.url, exc) from None
+            raise
+
+    @contextmanager
     def lock_row(self, table: str, key_column: str, key: str) -> Iterator[_Tx]:
         """`SELECT … FOR UPDATE` in a transaction on a connection of its own (not the caller's
         `transaction()`, which is bound to one task): a holder on another host waits until the block
@@ -247,6 +275,24 @@ class PostgresStore:
     def close(self) -> None:
         self._listener.close()
         self._pool.close()
+
+
+def _alive(conn: Any) -> None:
+    """The pool's check before handing `conn` out, with no round trip while it is quiet: an idle
+    connection's socket has nothing to read unless the server wrote (a shutdown's error, the end of
+    the stream); then an empty query tells whether it still works (it raises if not)."""
+    if conn.closed:
+        raise _closed()
+    readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    if readable:
+        conn.execute("")
+
+
+def _closed() -> BaseException:
+    # lazy: psycopg is an optional extra, installed when this engine runs
+    import psycopg
+
+    return psycopg.OperationalError("the connection is closed")
 
 
 def _sql(sql: str, params: Iterable[Any]) -> str:

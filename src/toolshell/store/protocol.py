@@ -40,6 +40,10 @@ class Transaction(Protocol):
 
     def query(self, sql: str, params: Iterable[Any] = ()) -> Sequence[Row]: ...
 
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        """One statement for many rows, in this transaction (PostgreSQL pipelines them: one round trip)."""
+        ...
+
 
 class StateStore(Protocol):
     """Where toolshell keeps what outlives a process."""

@@ -77,6 +77,9 @@ class _Tx:
     def query(self, sql: str, params: Iterable[Any] = ()) -> list[sqlite3.Row]:
         return self._db.execute(sql, tuple(params)).fetchall()
 
+    def executemany(self, sql: str, rows: Iterable[Iterable[Any]]) -> None:
+        self._db.executemany(sql, [tuple(r) for r in rows])
+
 
 class Store:
     """`Store(path)` for a file, `Store(":memory:")` for tests."""

@@ -10,14 +10,16 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, tzinfo
 from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
 from toolshell.safe_text import escape
-from toolshell.store.protocol import StateStore
+from toolshell.store.protocol import StateStore, Transaction
 from toolshell.timeline.events import Event, NestedCall, ShellCall
+from toolshell.timeline.held import Held, current
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS shell_calls (
@@ -132,6 +134,10 @@ class SqliteSink:
     when their shell call starts or ends, every `batch` events, and on `flush()`. A call that stopped for approval is
     written at once (the request on the page must have its row). A shell call's own row is written
     at once, so a run that dies still shows up.
+
+    Inside a call that holds its rows (`timeline.held`: a `bash` call through `serve`) they wait
+    for that call's commit instead, written with its shell's state; a timer writes what waited
+    `flush_seconds` (off the event loop), and approval stops and `flush()` write at once.
     """
 
     def __init__(self, store: StateStore, batch: int = 64, flush_seconds: float = FLUSH_SECONDS) -> None:
@@ -141,10 +147,16 @@ class SqliteSink:
         self._flush_seconds = flush_seconds
         self._pending: list[tuple[Any, ...]] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._unwritten = Held()
+        """Rows of calls whose commit and own write both failed: tried again with the next."""
         self.timed: Callable[[float, str], None] | None = None
         """Told how long each batch's write took (seconds, "timeline.write"): the host's metrics."""
 
     def emit(self, event: Event) -> None:
+        held = current()
+        if held is not None:
+            self._hold(held, event)
+            return
         if isinstance(event, ShellCall):
             self.flush()
             self._store.executemany(_SHELL_UPSERT, [_shell_values(event)])
@@ -171,8 +183,96 @@ class SqliteSink:
             self._pending = rows + self._pending
             logger.warning("the timeline could not be written yet; it is tried again", exc_info=True)
 
+    def _hold(self, held: Held, event: Event) -> None:
+        held.writer = self.write_held
+        if isinstance(event, ShellCall):
+            held.add_shell(event.id, _shell_values(event))
+        else:
+            held.add_nested(_nested_values(event))
+            if event.outcome == "stopped_for_approval":  # the request on the page must have its row
+                self._write_soon(held)
+                return
+        if held.timer is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # outside a loop: written with the call's commit
+                return
+            held.timer = loop.call_later(self._flush_seconds, self._write_soon, held)
+
+    def _write_soon(self, held: Held) -> None:
+        """Write what `held` holds now, in a thread (the event loop never waits on the store)."""
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write_logged(held)
+            return
+        loop.run_in_executor(None, self._write_logged, held)
+
+    def _write_logged(self, held: Held) -> None:
+        try:
+            self.write_held(held)
+        except Exception:  # no caller to tell: the rows stay held for the call's commit
+            logger.warning("the timeline could not be written yet; it is tried again", exc_info=True)
+
+    @contextmanager
+    def committing(self, held: Held) -> Iterator[Callable[[Transaction], None] | None]:
+        """The rows `held` holds as a writer for a transaction (None: none); held again if the block
+        fails. Blocking: call it off the event loop."""
+        with held.writing:
+            late_shells, late_nested = self._unwritten.take()  # a call's before it, if its write failed
+            shells, nested = held.take()
+            if not (shells or nested or late_shells or late_nested):
+                yield None
+                return
+            started = time.perf_counter()
+
+            def write(tx: Transaction) -> None:
+                if shells or late_shells:
+                    tx.executemany(_SHELL_UPSERT, late_shells + shells)
+                if nested or late_nested:
+                    tx.executemany(_NESTED_UPSERT, late_nested + nested)
+
+            try:
+                yield write
+            except BaseException:
+                held.put_back(shells, nested)
+                self._unwritten.put_back(late_shells, late_nested)
+                raise
+            if self.timed is not None:
+                self.timed(time.perf_counter() - started, "timeline.write")
+
+    @property
+    def store(self) -> StateStore:  # a call's commit takes its rows only on this store
+        return self._store
+
+    def keep(self, held: Held) -> None:
+        """Rows a call could not write (the store is down): they go with the next commit or `flush()`."""
+        shells, nested = held.take()
+        self._unwritten.put_back(shells, nested)
+
+    def release(self, held: Held) -> None:
+        """The call ends: no timed write of its rows any more (on the event loop)."""
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+
+    def write_held(self, held: Held) -> None:
+        """Write what `held` still holds in a transaction of its own (blocking: off the loop)."""
+        with self.committing(held) as write:
+            if write is not None:
+                with self._store.transaction() as tx:
+                    write(tx)
+
     def flush(self) -> None:
-        """Write the nested calls not written yet, in one transaction."""
+        """Write the nested calls not written yet in one transaction (a call's held rows: in a thread)."""
+        held = current()
+        if held is not None:
+            self._write_soon(held)
+        if not self._unwritten.empty:
+            self.write_held(self._unwritten)
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
