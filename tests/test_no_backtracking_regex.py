@@ -27,7 +27,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolshell"
 ALLOWED: dict[tuple[str, str], str] = {
     ("config/names.py", "SERVER_NAME_RE"): "server names as written in the user's config",
     ("config/names.py", "SCRIPT_NAME_RE"): "saved-script names the user or the script chose",
-    ("config/models.py", "OAuthConfig._names_a_variable"): "an environment variable name in the config",
+    ("config/oauth.py", "OAuthConfig._names_a_variable"): "an environment variable name in the config",
+    ("frontends/serve/tasks/keeper.py", "_PLACE"): "a parked question's key, which toolshell writes (`r1.c3.q7`)",
     ("config/serve.py", "ServeOAuthConfig._an_http_url"): "the issuer URL as written in the user's config",
     ("config/serve.py", "ServeOAuthConfig._names_a_variable"): "an environment variable name in the config",
     ("config/models.py", "GuardConfig._regex_compiles"): "checks that the user's own guardrail pattern compiles",

@@ -30,6 +30,8 @@ _JWT_TAIL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 _JWT = "JSON Web Token"
 """detect-secrets' `JwtTokenDetector.secret_type` (its module loads only when a text is scanned)."""
 _PRIVATE_KEY = "Private Key"
+_NO_SURROGATES = dict.fromkeys(range(55296, 57344), 65533)
+"""RE2 reads UTF-8, which has no lone surrogates: each is scanned as one replacement character."""
 _MIN_GROUP = 4  # a shorter group is a prefix the pattern names (`(ghp|gho)_…`), not the value
 
 
@@ -46,7 +48,12 @@ class Credential:
 def find_credentials(text: str) -> list[Credential]:
     """Every credential shape in `text`, in order of position; overlapping finds are merged into
     the first (a URL's password that is also a token is one credential)."""
-    if _any().search(text) is None:  # one linear pass decides the common case: nothing to find
+    try:
+        hit = _any().search(text)
+    except UnicodeEncodeError:  # a lone surrogate (a server's broken text): scan it as U+FFFD, spans unchanged
+        text = text.translate(_NO_SURROGATES)
+        hit = _any().search(text)
+    if hit is None:  # one linear pass decides the common case: nothing to find
         return []
     found = sorted(
         (c for kind, pattern, groups in _patterns() for c in _matches(text, kind, pattern, groups)),

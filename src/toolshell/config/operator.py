@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -120,7 +119,7 @@ def caller_matches(pattern: str, caller: str | None) -> bool:
         return False
     if pattern.endswith("*"):
         return caller.startswith(pattern[:-1])
-    return re.fullmatch(re.escape(pattern), caller) is not None
+    return pattern == caller
 
 
 __all__ = ["AuditConfig", "LimitRule", "QuotaRule", "ScanConfig", "caller_matches"]
