@@ -68,6 +68,10 @@ class Tally:
             self.error_examples.append(f"{kind}: {text[:300]}")
 
 
+class ClosedIdle(ConnectionError):
+    """The connection closed before a byte of the answer: the request was not read."""
+
+
 class Connection:
     """One keep-alive HTTP/1.1 connection to one worker's `/mcp`."""
 
@@ -80,6 +84,18 @@ class Connection:
         self.session_id: str | None = None
 
     async def post(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        reused = self.writer is not None and not self.writer.is_closing()
+        try:
+            return await self._post(body, headers)
+        except ClosedIdle:
+            if not reused:
+                raise ConnectionError("the worker closed the connection") from None
+            # The worker closed a keep-alive connection that sat idle past its timeout before it read
+            # the request (no byte of an answer came back): send it again on a new connection, as
+            # HTTP clients do. Were it run twice after all, the session's line count would say so.
+            return await self._post(body, headers)
+
+    async def _post(self, body: dict[str, Any], headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
         if self.writer is None or self.writer.is_closing():
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         assert self.reader is not None
@@ -111,7 +127,7 @@ class Connection:
 async def _read_response(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bytes]:
     status_line = await reader.readline()
     if not status_line:
-        raise ConnectionError("the worker closed the connection")
+        raise ClosedIdle("the worker closed the connection before answering")
     status = int(status_line.split()[1])
     headers: dict[str, str] = {}
     while (line := await reader.readline()) not in (b"\r\n", b"\n", b""):
