@@ -27,9 +27,10 @@ case "${1:-}" in
     [ "$(id -u)" -eq 0 ] && chown postgres "$DIR"
     "${RUN[@]}" "$BIN/initdb" -D "$DIR/data" -A trust -U postgres -E UTF8 --no-sync >"$DIR/initdb.log" 2>&1 \
       || { cat "$DIR/initdb.log" >&2; exit 1; }
-    # fsync off: a test cluster is thrown away; max_connections covers three workers' pools and the tests.
+    # fsync off: a test cluster is thrown away; max_connections covers the fleet tests' workers (their
+    # pools, LISTEN connections and `--processes` children) and the suite's own stores, with room.
     "${RUN[@]}" "$BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w \
-      -o "-k $DIR -c listen_addresses='' -c fsync=off -c max_connections=200" start >/dev/null \
+      -o "-k $DIR -c listen_addresses='' -c fsync=off -c max_connections=1000" start >/dev/null \
       || { cat "$DIR/server.log" >&2; exit 1; }
     echo "export TOOLSHELL_TEST_POSTGRES_URL='postgresql://postgres@/postgres?host=$DIR'"
     echo "export TOOLSHELL_TEST_POSTGRES_DIR='$DIR'"

@@ -116,7 +116,10 @@ async def test_sigterm_to_the_parent_drains_every_worker_and_it_exits_0(tmp_path
         assert ready.text == "not ready: draining: this worker is shutting down\n"
         assert served.proc.wait(60) == 0
         assert not any("did not finish its drain" in line for line in served.stderr), served.stderr
-        assert slow["result"]["stdout"] == "finished\n", "the call in flight finished during the drain"
+        answered = slow["result"]  # whole, or at once with its shell (a yield at SIGTERM: docs/tasks.md)
+        assert answered["stdout"] == "finished\n" or (answered.get("running") is True and answered.get("shell")), (
+            answered
+        )
         assert not any(_alive(pid) for pid in workers), "the parent exits after its workers"
 
 
