@@ -283,8 +283,10 @@ def _alive(conn: Any) -> None:
     the stream); then an empty query tells whether it still works (it raises if not)."""
     if conn.closed:
         raise _closed()
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    # poll, not select: select() refuses a descriptor past 1023, which a busy process reaches
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    if poller.poll(0):
         conn.execute("")
 
 
