@@ -40,8 +40,8 @@ run() {  # fleet.py from a venv, as fleet_offline.sh runs it
 }
 run "$VENV" rate --workers "$MANY" --rate "$RATE" --seconds "$SECONDS_EACH"
 PROCS=$(( $(nproc) > 5 ? $(nproc) - 4 : 1 ))
-run "$VENV" processes --workers 1 --processes "$PROCS" --seconds "$SECONDS_EACH"
-run "$VENV" rate-processes --workers 1 --processes "$PROCS" --rate "$RATE" --seconds "$SECONDS_EACH"
+run "$VENV" processes --workers 1 --processes "$PROCS" --sessions-per-worker $((PROCS * 8)) --seconds "$SECONDS_EACH"
+run "$VENV" rate-processes --workers 1 --processes "$PROCS" --sessions-per-worker $((PROCS * 16)) --rate "$RATE" --seconds "$SECONDS_EACH"
 
 echo "== serve_path"
 spy=()
