@@ -41,7 +41,7 @@ from mcp.client.stdio import stdio_client
 from sqltasks import world
 from sqltasks.catalog import TASKS
 from sqltasks.task import PgTask
-from tokens import NODE_BIN, SYSTEM, Conversation, direct_definitions, render, tokens
+from tokens import NODE_BIN, SYSTEM, Conversation, direct_definitions, render, rounds_summary, tokens
 
 HERE = Path(__file__).resolve().parent
 SERVER = NODE_BIN / "postgres-mcp"
@@ -190,33 +190,10 @@ async def _discover(client: Client) -> Any:
         await anyio.sleep(0.05)
 
 
-def _quantile(samples: list[float], q: float) -> float:
-    if len(samples) == 1:
-        return samples[0]
-    return statistics.quantiles(samples, n=100, method="inclusive")[round(q * 100) - 1]
-
-
 def side(runs: list[Run]) -> dict[str, Any]:
     """One way of one task over the rounds: the first round's tokens (checked equal in the others)."""
-    first = runs[0].talk
-    seconds = [r.seconds for r in runs]
-    return {
-        "success": all(not r.problems for r in runs),
-        "problems": next((r.problems for r in runs if r.problems), []),
-        "answer": runs[0].answer,
-        "turns": first.turns,
-        "discovery_turns": runs[0].discovery,
-        "tool_calls": len(first.calls),
-        "definitions": first.definitions,
-        "result_tokens": sum(first.results),
-        "cumulative": first.cumulative(),
-        "results": first.results,
-        "calls": first.calls,
-        "tokens_equal_in_every_round": all(r.talk.results == first.results for r in runs),
-        "wall_ms": {"p50": 1000 * statistics.median(seconds), "p95": 1000 * _quantile(seconds, 0.95)},
-        "wall_ms_samples": [round(1000 * s, 2) for s in seconds],
+    return rounds_summary(runs) | {
         "start_ms_p50": 1000 * statistics.median(r.started for r in runs),
-        "first_list_ms_p50": 1000 * statistics.median(r.listed for r in runs),
         "call_ms_first_round": [round(1000 * s, 1) for s in runs[0].each],
     }
 

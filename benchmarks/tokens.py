@@ -19,8 +19,9 @@ import json
 import os
 import platform
 import shutil
+import statistics
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -68,6 +69,36 @@ def servers(world: World) -> dict[str, dict[str, Any]]:
 def toolshell_config(entries: dict[str, dict[str, Any]], load: str = "startup") -> Config:
     listed = [{"name": name, "load": load, **entry} for name, entry in entries.items()]
     return Config.model_validate({"mcp": {"servers": listed}, "approval": {"mode": "off"}})
+
+
+def _quantile(samples: list[float], q: float) -> float:
+    if len(samples) == 1:
+        return samples[0]
+    return statistics.quantiles(samples, n=100, method="inclusive")[round(q * 100) - 1]
+
+
+def rounds_summary(runs: Sequence[Any]) -> dict[str, Any]:
+    """One way of one task over its rounds (runs with `talk`, `problems`, `answer`, `seconds`,
+    `discovery`, `listed`): the first round's tokens, checked equal in the others, and the wall times."""
+    first = runs[0].talk
+    seconds = [r.seconds for r in runs]
+    return {
+        "success": all(not r.problems for r in runs),
+        "problems": next((r.problems for r in runs if r.problems), []),
+        "answer": runs[0].answer,
+        "turns": first.turns,
+        "discovery_turns": runs[0].discovery,
+        "tool_calls": len(first.calls),
+        "definitions": first.definitions,
+        "result_tokens": sum(first.results),
+        "cumulative": first.cumulative(),
+        "results": first.results,
+        "calls": first.calls,
+        "tokens_equal_in_every_round": all(r.talk.results == first.results for r in runs),
+        "wall_ms": {"p50": 1000 * statistics.median(seconds), "p95": 1000 * _quantile(seconds, 0.95)},
+        "wall_ms_samples": [round(1000 * s, 2) for s in seconds],
+        "first_list_ms_p50": 1000 * statistics.median(r.listed for r in runs),
+    }
 
 
 @dataclass
