@@ -52,6 +52,16 @@ CREATE TABLE IF NOT EXISTS nested_calls (
 );
 CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, started_at);
 """
+STEPS = [
+    SCHEMA,
+    # No query reads by `seq` (it breaks ties in the order): the id is the key, and each row
+    # writes one index entry fewer (PostgreSQL; SQLite's `seq` is its rowid, which costs none).
+    """
+    {key_on shell_calls id};
+    {key_on nested_calls id};
+    """,
+]
+"""The timeline's migration steps (`StateStore.migrate("timeline", STEPS)`)."""
 
 _SHELL_COLUMNS = (
     "id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller", "address",
@@ -296,7 +306,7 @@ class SqliteSink:
 
 
 def _ensure(store: StateStore) -> None:
-    store.migrate("timeline", [SCHEMA])
+    store.migrate("timeline", STEPS)
     for column in ("caller", "address", "worker", "ended_by"):  # a state made before these were recorded
         store.ensure_column("shell_calls", column, "TEXT")
 
