@@ -132,3 +132,17 @@ async def test_state_sealed_with_the_old_key_opens_while_the_old_key_is_in_the_r
     assert handles.objects(handle, [KEY, OLD]) == {"o1": b"data"}
     with pytest.raises(Forged):
         handles.find(handle, None, [KEY])
+
+
+async def test_a_commit_id_of_any_shape_reads_back_as_it_was_saved(store: StateStore) -> None:
+    """A bashkit id (64 hex digits) and its seal are kept short (`~` and base64); any other text,
+    one that looks like a short form included, is kept so that it reads back the same."""
+    handles = _handles(store)
+    handle = handles.new(None)
+    tips = ["ab" * 32, "AB" * 32, "c1", "~" + "a" * 43, "~~", "~"]
+    for version, tip in enumerate(tips):
+        assert handles.save(handle, None, version, tip, {}, KEY) == version + 1
+        kept = handles.find(handle, None, [KEY])
+        assert kept is not None and kept.tip == tip
+    stored = store.query("SELECT tip, tip_mac FROM shell_handles WHERE handle = ?", (handle,))[0]
+    assert len(stored["tip_mac"]) == 44, "the seal in base64, not hex"
