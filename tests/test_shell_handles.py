@@ -11,6 +11,7 @@ import bashkit
 import pytest
 
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
+from toolshell.shell import packs
 from toolshell.shell.handles import Forged, ShellHandles
 from toolshell.store.engines import open_store
 from toolshell.store.protocol import StateStore
@@ -88,7 +89,7 @@ async def test_a_handle_idle_past_its_time_is_gone(store: StateStore) -> None:
     handles.save(handle, "token:alice", 0, "c1", {"o1": b"data"}, KEY)
     assert handles.find(handle, "token:alice", [KEY]) is None
     assert handles.drop_expired() >= 1
-    assert store.query("SELECT COUNT(*) AS n FROM shell_objects")[0]["n"] == 0
+    assert store.query("SELECT COUNT(*) AS n FROM shell_packs")[0]["n"] == 0
 
 
 async def test_the_cap_per_caller_drops_that_callers_oldest_shell_never_anothers(store: StateStore) -> None:
@@ -115,7 +116,7 @@ async def test_a_commit_or_object_changed_in_the_store_is_refused(store: StateSt
     handles = _handles(store)
     handle = handles.new("token:alice")
     handles.save(handle, "token:alice", 0, "c1", {"o1": b"plan"}, KEY)
-    store.execute("UPDATE shell_objects SET data = ? WHERE handle = ?", (b"evil", handle))
+    store.execute("UPDATE shell_packs SET data = ? WHERE handle = ?", (packs.packed({"o1": b"evil"}), handle))
     with pytest.raises(Forged):
         handles.objects(handle, [KEY])
     store.execute("UPDATE shell_handles SET tip = ? WHERE handle = ?", ("c2", handle))
@@ -131,3 +132,17 @@ async def test_state_sealed_with_the_old_key_opens_while_the_old_key_is_in_the_r
     assert handles.objects(handle, [KEY, OLD]) == {"o1": b"data"}
     with pytest.raises(Forged):
         handles.find(handle, None, [KEY])
+
+
+async def test_a_commit_id_of_any_shape_reads_back_as_it_was_saved(store: StateStore) -> None:
+    """A bashkit id (64 hex digits) and its seal are kept short (`~` and base64); any other text,
+    one that looks like a short form included, is kept so that it reads back the same."""
+    handles = _handles(store)
+    handle = handles.new(None)
+    tips = ["ab" * 32, "AB" * 32, "c1", "~" + "a" * 43, "~~", "~"]
+    for version, tip in enumerate(tips):
+        assert handles.save(handle, None, version, tip, {}, KEY) == version + 1
+        kept = handles.find(handle, None, [KEY])
+        assert kept is not None and kept.tip == tip
+    stored = store.query("SELECT tip, tip_mac FROM shell_handles WHERE handle = ?", (handle,))[0]
+    assert len(stored["tip_mac"]) == 44, "the seal in base64, not hex"

@@ -12,6 +12,7 @@ import bashkit
 import pytest
 
 from toolshell.host import Host
+from toolshell.shell import packs
 from toolshell.shell.handles import ShellHandles
 from toolshell.shells import Shells
 from toolshell.store.keys import key_ring
@@ -79,12 +80,11 @@ async def test_a_well_formed_commit_written_into_the_store_is_refused_by_the_com
         tip, objects = await _planted_commit()
         store = one.handles.store
         store.execute("UPDATE shell_handles SET tip = ? WHERE handle = ?", (tip, handle))
-        for oid, data in objects.items():  # each object under a seal copied from a genuine one
-            store.execute(
-                "INSERT INTO shell_objects (handle, id, data, mac) SELECT handle, ?, ?, mac FROM shell_objects "
-                "WHERE handle = ? LIMIT 1 ON CONFLICT (handle, id) DO NOTHING",
-                (oid, data, handle),
-            )
+        store.execute(  # the objects under a seal copied from a genuine pack
+            "INSERT INTO shell_packs (handle, since, data, seal) SELECT handle, since + 1, ?, seal FROM shell_packs "
+            "WHERE handle = ?",
+            (packs.packed(objects), handle),
+        )
         forged = await two.run(None, handle, "cat ledger; echo ran")
     assert (forged.exit_code, forged.stdout) == (1, "")
     assert "could not be opened: its seal does not match the state keys" in (forged.shell_note or "")
@@ -98,9 +98,7 @@ async def test_well_formed_objects_written_under_a_genuine_commit_are_refused_by
         handle = (await one.run(None, None, "echo balance=100 > ledger")).shell
         _, planted = await _planted_commit()
         store = one.handles.store
-        genuine = [r["id"] for r in store.query("SELECT id FROM shell_objects WHERE handle = ?", (handle,))]
-        for oid, data in zip(genuine, planted.values(), strict=False):
-            store.execute("UPDATE shell_objects SET data = ? WHERE handle = ? AND id = ?", (data, handle, oid))
+        store.execute("UPDATE shell_packs SET data = ? WHERE handle = ?", (packs.packed(planted), handle))
         forged = await two.run(None, handle, "cat ledger; echo ran")
     assert (forged.exit_code, forged.stdout) == (1, "")
     assert "could not be opened: the seal of one of its objects does not match" in (forged.shell_note or "")

@@ -10,6 +10,7 @@ import pytest
 
 from toolshell.store.sqlite import Store
 from toolshell.timeline import MemorySink, NestedCall, ShellCall, SqliteSink, query, render_timeline, timeline_json
+from toolshell.timeline.held import Held, holding
 
 T0 = 1_735_787_045.0  # 2025-01-02 03:04:05 UTC
 
@@ -207,3 +208,20 @@ async def test_a_call_that_stopped_for_approval_is_written_at_once() -> None:
     sink.emit(NestedCall("n0", "s", "x", "tools github list-pulls", "{}", "completed", None, 1.0, T0))
     sink.emit(NestedCall("n1", "s", "x", "tools github wipe", "{}", "stopped_for_approval", "needs_approval", 0, T0))
     assert [c["outcome"] for c in query(store)[0]["calls"]] == ["completed", "stopped_for_approval"]
+
+
+def test_rows_a_failed_write_kept_are_written_over_what_reached_the_store() -> None:
+    """A call's rows whose write failed (perhaps after its commit: a connection lost) are kept for
+    the next write, which updates the rows that did reach the store instead of adding them again."""
+    store = Store(":memory:")
+    sink = SqliteSink(store)
+    held = Held()
+    with holding(held):
+        sink.emit(ShellCall("s", "x", "echo", None, T0, None, "agent"))
+        sink.write_held(held)  # it reached the store
+        sink.emit(ShellCall("s", "x", "echo", 0, T0, 5.0, "agent"))
+        sink.emit(NestedCall("s.1", "s", "x", "tools time now", "{}", "completed", None, 1.0, T0))
+    sink.keep(held)  # as if its commit failed
+    sink.flush()
+    [row] = query(store)
+    assert (row["exit_code"], [c["id"] for c in row["calls"]]) == (0, ["s.1"])

@@ -16,28 +16,34 @@ processes and machines that share a store, with no affinity.
   the caller and the version with it: a commit written back from an older version (a rollback), or
   a row given another `caller` (a shell moved to another client), does not open. The empty state a
   saved shell may have (not kept: past `max_bytes`) is sealed the same way.
+- The commit id and its seal are kept as `~` and their 32 bytes in base64 (44 characters, not 64
+  hex digits): a save updates its handle's row in place, and logs the fewer bytes. Rows written
+  in hex read as before.
 - A process remembers the highest version it saw of each shell (`SEEN_MAX` shells) and refuses a
   stored version lower than it: an older row written back whole, seal and version together, is
   refused by every worker that saw a later one. (A worker that never saw the later one cannot tell;
   `docs/security.md` states what the seals do and do not protect.)
-- The objects one save adds are kept in one row (a pack), sealed once: a call's commit is one
-  row however many objects it made.
+- The objects one save adds are kept in one row of `shell_packs` (`shell.packs`), sealed once and
+  keyed by the version that made it: a call's commit is one row however many objects it made.
+  The objects kept by versions before it (`shell_objects`: one row per object, or per pack) still
+  read; a full commit replaces them.
 - The objects a shell keeps are bounded by `max_bytes`; the objects no longer reachable are
   dropped when the kept bytes pass twice what the shell holds (a full commit replaces them).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import secrets
-import struct
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from toolshell.shell import packs
 from toolshell.store.protocol import Row, StateStore, Transaction
 
 MIGRATIONS = [
@@ -88,13 +94,29 @@ MIGRATIONS = [
     DROP INDEX shell_handles_caller;
     CREATE INDEX shell_handles_caller ON shell_handles (caller);
     """,
+    # A save's objects in one row keyed by its version, ids as bytes, the seal as bytes: about a
+    # third less WAL than a `shell_objects` row (text ids, a hex seal, a `pack:N` id).
+    """
+    CREATE TABLE shell_packs (
+        handle TEXT NOT NULL,
+        since BIGINT NOT NULL,
+        data {blob} NOT NULL,
+        seal {blob} NOT NULL,
+        PRIMARY KEY (handle, since)
+    );
+    """,
 ]
+_OBJECTS = (
+    "(SELECT handle, since, id, data, mac, NULL AS seal FROM shell_objects "
+    "UNION ALL SELECT handle, since, NULL, data, NULL, seal FROM shell_packs)"
+)
+"""Every kept object row: a pack (`seal` set) or one kept before packs had a table (`id`, `mac`)."""
 
 PREFIX = "sh_"
 ANONYMOUS = ""
 """The caller key of calls with no identity (stdio, the CLI, the Python API): this machine's user."""
 PACK = "pack:"
-"""The id of a row holding the objects one save added (`pack:` + the version it made)."""
+"""The id of a `shell_objects` row holding the objects one save added, before `shell_packs`."""
 SEEN_MAX = 100_000
 """Shells whose highest version a process remembers (about 100 bytes each); past it the one seen
 longest ago is forgotten."""
@@ -220,17 +242,17 @@ class ShellHandles:
             sql = f"SELECT {columns} FROM shell_handles h"
         else:  # one row per newer object, or one with no object when there is none
             sql = (
-                f"SELECT {columns}, o.id, o.data, o.mac FROM shell_handles h "
-                "LEFT JOIN shell_objects o ON o.handle = h.handle AND o.since > ?"
+                f"SELECT {columns}, o.since, o.id, o.data, o.mac, o.seal FROM shell_handles h "
+                f"LEFT JOIN {_OBJECTS} o ON o.handle = h.handle AND o.since > ?"
             )
             params.insert(0, after)
         rows = self.store.query(sql + " WHERE h.handle = ? AND h.caller = ?", params)
         if not rows or rows[0]["used_at"] < time.time() - self.idle_seconds:
             return None
         row = rows[0]
-        tip, version = row["tip"], int(row["version"])
-        fresh = version == 0 and tip is None and row["tip_mac"] is None  # made by `new`, never saved
-        if not fresh and not _opens(keys, _tip_text(handle, caller, version, tip), row["tip_mac"]):
+        tip, mac, version = _expanded(row["tip"]), _expanded(row["tip_mac"]), int(row["version"])
+        fresh = version == 0 and tip is None and mac is None  # made by `new`, never saved
+        if not fresh and not _opens(keys, _tip_text(handle, caller, version, tip), mac):
             raise Forged(handle, _NOT_SEALED)
         seen = self._seen.get(handle, 0)
         if version < seen:
@@ -239,7 +261,7 @@ class ShellHandles:
                 f"the store holds version {version} of it, older than version {seen} this worker saw "
                 "(an older state was written back into the store)",
             )
-        newer = None if after is None else self._opened(handle, keys, [r for r in rows if r["id"] is not None])
+        newer = None if after is None else self._opened(handle, keys, [r for r in rows if r["data"] is not None])
         self._saw(handle, version)
         return Kept(handle, tip, version, int(row["stored"]), int(row["base"]), newer)
 
@@ -251,20 +273,28 @@ class ShellHandles:
             Forged: an object's seal matches no key.
         """
         rows = self.store.query(
-            "SELECT id, data, mac FROM shell_objects WHERE handle = ? AND since > ?", (handle, after)
+            f"SELECT since, id, data, mac, seal FROM {_OBJECTS} o WHERE handle = ? AND since > ?", (handle, after)
         )
         return self._opened(handle, keys, rows)
 
     def _opened(self, handle: str, keys: list[bytes], rows: Sequence[Row]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
-        for row in rows:
+        for row in sorted(rows, key=lambda r: int(r["since"])):  # a later save's object wins
             data = bytes(row["data"])
-            if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
-                raise Forged(handle, "the seal of one of its objects does not match the state keys")
-            if str(row["id"]).startswith(PACK):
-                found |= _unpacked(handle, data)
-            else:  # an object stored alone (by a version before packs)
-                found[row["id"]] = data
+            try:
+                if row["seal"] is not None:
+                    if not _opens_raw(keys, _pack_text(handle, int(row["since"]), data), bytes(row["seal"])):
+                        raise Forged(handle, "the seal of one of its objects does not match the state keys")
+                    found |= packs.unpacked(data)
+                    continue
+                if not _opens(keys, _object_text(handle, row["id"], data), row["mac"]):
+                    raise Forged(handle, "the seal of one of its objects does not match the state keys")
+                if str(row["id"]).startswith(PACK):  # the objects of a save, before `shell_packs`
+                    found |= packs.legacy_unpacked(data)
+                else:  # an object stored alone (by a version before packs)
+                    found[row["id"]] = data
+            except packs.Malformed:  # sealed by our key, yet not a pack: none of ours
+                raise Forged(handle, "one of its packs of objects is malformed") from None
         return found
 
     def save(
@@ -294,8 +324,8 @@ class ShellHandles:
                 + ("?, base = version + 1" if full else "stored + ?")
                 + ", used_at = ?, version = version + 1 WHERE handle = ? AND caller = ? AND version = ?",
                 (
-                    tip,
-                    _seal(key, _tip_text(handle, caller, version + 1, tip)),
+                    _compact(tip),
+                    _compact(_seal(key, _tip_text(handle, caller, version + 1, tip))),
                     added if tip is not None else 0,
                     time.time(),
                     handle,
@@ -306,13 +336,15 @@ class ShellHandles:
             if done.rowcount != 1:
                 return None
             if full:
-                tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
+                _drop_objects(tx, handle)
             if objects:  # one row, one seal, for the objects of one save
-                pack, data = f"{PACK}{version + 1}", _packed(objects)
+                data, since = packs.packed(objects), version + 1
+                # A plain insert (an upsert's check costs WAL); one kept at this version already
+                # (a store rolled back under it) stays, as before.
                 tx.execute(
-                    "INSERT INTO shell_objects (handle, id, data, mac, since) VALUES (?, ?, ?, ?, ?) "
-                    "ON CONFLICT (handle, id) DO NOTHING",
-                    (handle, pack, data, _seal(key, _object_text(handle, pack, data)), version + 1),
+                    "INSERT INTO shell_packs (handle, since, data, seal) SELECT ?, ?, ?, ? "
+                    "WHERE NOT EXISTS (SELECT 1 FROM shell_packs WHERE handle = ? AND since = ?)",
+                    (handle, since, data, _seal_raw(key, _pack_text(handle, since, data)), handle, since),
                 )
         self._saw(handle, version + 1)
         return version + 1
@@ -341,8 +373,13 @@ def _nothing(handle: str) -> None:
 
 def _drop(tx: Transaction, handle: str) -> None:
     tx.execute("DELETE FROM shell_sessions WHERE handle = ?", (handle,))
-    tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
+    _drop_objects(tx, handle)
     tx.execute("DELETE FROM shell_handles WHERE handle = ?", (handle,))
+
+
+def _drop_objects(tx: Transaction, handle: str) -> None:
+    tx.execute("DELETE FROM shell_packs WHERE handle = ?", (handle,))
+    tx.execute("DELETE FROM shell_objects WHERE handle = ?", (handle,))
 
 
 def _tip_text(handle: str, caller: str | None, version: int, tip: str | None) -> bytes:
@@ -352,39 +389,56 @@ def _tip_text(handle: str, caller: str | None, version: int, tip: str | None) ->
     return ("tip:" + "".join(f"{len(p)}:{p}" for p in parts)).encode()
 
 
-def _packed(objects: Mapping[str, bytes]) -> bytes:
-    """The objects of one save as one blob: for each, its id's length, id, data's length, data."""
-    parts = []
-    for oid, data in objects.items():
-        name = oid.encode()
-        parts += [struct.pack(">HI", len(name), len(data)), name, data]
-    return b"".join(parts)
-
-
-def _unpacked(handle: str, blob: bytes) -> dict[str, bytes]:
-    found: dict[str, bytes] = {}
-    at = 0
-    try:
-        while at < len(blob):
-            n, size = struct.unpack_from(">HI", blob, at)
-            at += 6
-            name, data = blob[at : at + n].decode(), blob[at + n : at + n + size]
-            if len(data) != size:
-                raise ValueError("short")
-            found[name] = data
-            at += n + size
-    except (struct.error, ValueError):  # sealed by our key, yet not a pack: none of ours
-        raise Forged(handle, "one of its packs of objects is malformed") from None
-    return found
-
-
 def _object_text(handle: str, oid: str, data: bytes) -> bytes:
     return f"{handle}:object:{oid}:".encode() + data
+
+
+def _compact(hex_text: str | None) -> str | None:
+    """A 64-digit hex text (a bashkit commit id, a seal) as `~` and its 32 bytes in base64url: 44
+    characters, not 64, so a save's update of its handle's row logs 40 bytes fewer. Any other
+    text as it is (`_expanded` reads both)."""
+    if hex_text is None:
+        return None
+    raw = b""
+    if len(hex_text) == 64:
+        try:
+            raw = bytes.fromhex(hex_text)
+        except ValueError:
+            pass
+    if raw and raw.hex() == hex_text:  # lowercase hex: it reads back the same
+        return "~" + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return "~" + hex_text if hex_text.startswith("~") else hex_text  # `~~`: a text of its own
+
+
+def _expanded(text: str | None) -> str | None:
+    """The text `_compact` kept, as it was given."""
+    if text is None or not text.startswith("~"):
+        return text
+    if text.startswith("~~") or len(text) != 44:
+        return text[1:] if text.startswith("~~") else text
+    try:
+        raw = base64.urlsafe_b64decode(text[1:] + "=")
+    except ValueError:  # binascii.Error: not ours; its seal will not open
+        return text
+    return raw.hex() if len(raw) == 32 else text
+
+
+def _pack_text(handle: str, since: int, data: bytes) -> bytes:
+    """What a pack's seal covers: the shell, the version that stored it, its objects."""
+    return f"{handle}:pack:{since}:".encode() + data
 
 
 def _seal(key: bytes, text: bytes) -> str:
     return hmac.new(key, text, hashlib.sha256).hexdigest()
 
 
+def _seal_raw(key: bytes, text: bytes) -> bytes:
+    return hmac.new(key, text, hashlib.sha256).digest()
+
+
 def _opens(keys: list[bytes], text: bytes, mac: str | None) -> bool:
     return mac is not None and any(hmac.compare_digest(_seal(k, text), mac) for k in keys)
+
+
+def _opens_raw(keys: list[bytes], text: bytes, seal: bytes) -> bool:
+    return any(hmac.compare_digest(_seal_raw(k, text), seal) for k in keys)

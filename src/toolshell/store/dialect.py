@@ -8,6 +8,8 @@ turns that into its own spelling here, so no caller ever asks which engine it ru
 
 from __future__ import annotations
 
+import re
+
 SERIAL = "{serial}"
 """An auto-numbered integer primary key, in a `CREATE TABLE` of a migration."""
 BLOB = "{blob}"
@@ -43,11 +45,25 @@ def now_expression(engine: str) -> str:
     return _NOW_EXPRESSION[engine]
 
 
+_KEY_ON = re.compile(r"\{key_on (\w+) (\w+)\}")
+"""`{key_on TABLE COLUMN}`, a migration's statement: the unique `COLUMN` becomes the key of
+`TABLE`, made with a `{serial}` key that no query reads by. SQLite: nothing to do (the serial is
+its rowid, which costs no index). PostgreSQL: the serial's index goes (one index entry fewer, in
+the WAL too, for every row), the column's unique index becomes the primary key, the serial stays
+(an identity column, still numbering the rows)."""
+
+_KEY_ON_SPELLING = {
+    "sqlite": "",
+    "postgresql": r"ALTER TABLE \1 DROP CONSTRAINT IF EXISTS \1_pkey, DROP CONSTRAINT IF EXISTS \1_\2_key, "
+    r"ADD CONSTRAINT \1_pkey PRIMARY KEY (\2)",
+}
+
+
 def ddl(engine: str, statement: str) -> str:
     """A migration's statement in the engine's spelling."""
     for word, spelling in _SPELLINGS[engine].items():
         statement = statement.replace(word, spelling)
-    return statement
+    return _KEY_ON.sub(_KEY_ON_SPELLING[engine], statement)
 
 
 def numbered_placeholders(sql: str) -> str:

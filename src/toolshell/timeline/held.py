@@ -28,6 +28,9 @@ class Held:
     def __init__(self) -> None:
         self._shells: dict[str, tuple[Any, ...]] = {}
         self._nested: list[tuple[Any, ...]] = []
+        self.tried: set[str] = set()
+        """Ids of the rows a write has taken (committed, or perhaps: a lost connection cannot tell):
+        a row not among them is not in the store, so it is inserted without an upsert's check."""
         self._lock = threading.Lock()  # held for a swap, never across a write
         self.writing = threading.Lock()
         """Held across each write of this call's rows, so they reach the store in the order recorded."""

@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, tzinfo
@@ -51,6 +52,16 @@ CREATE TABLE IF NOT EXISTS nested_calls (
 );
 CREATE INDEX IF NOT EXISTS nested_calls_shell ON nested_calls (shell_call_id, started_at);
 """
+STEPS = [
+    SCHEMA,
+    # No query reads by `seq` (it breaks ties in the order): the id is the key, and each row
+    # writes one index entry fewer (PostgreSQL; SQLite's `seq` is its rowid, which costs none).
+    """
+    {key_on shell_calls id};
+    {key_on nested_calls id};
+    """,
+]
+"""The timeline's migration steps (`StateStore.migrate("timeline", STEPS)`)."""
 
 _SHELL_COLUMNS = (
     "id", "session_id", "script_preview", "exit_code", "started_at", "duration_ms", "source", "caller", "address",
@@ -228,12 +239,21 @@ class SqliteSink:
                 yield None
                 return
             started = time.perf_counter()
+            new_shells, again_shells = _split(shells, held.tried)
+            new_nested, again_nested = _split(nested, held.tried)
+            held.tried.update(row[0] for row in shells + nested)
 
             def write(tx: Transaction) -> None:
-                if shells or late_shells:
-                    tx.executemany(_SHELL_UPSERT, late_shells + shells)
-                if nested or late_nested:
-                    tx.executemany(_NESTED_UPSERT, late_nested + nested)
+                # A row no write has taken yet is not in the store: a plain insert, which writes
+                # less than an upsert (PostgreSQL's speculative insertion logs a confirmation too).
+                for sql, rows in (
+                    (_SHELL_INSERT, new_shells),
+                    (_SHELL_UPSERT, late_shells + again_shells),
+                    (_NESTED_INSERT, new_nested),
+                    (_NESTED_UPSERT, late_nested + again_nested),
+                ):
+                    if rows:
+                        tx.executemany(sql, rows)
 
             try:
                 yield write
@@ -286,17 +306,27 @@ class SqliteSink:
 
 
 def _ensure(store: StateStore) -> None:
-    store.migrate("timeline", [SCHEMA])
+    store.migrate("timeline", STEPS)
     for column in ("caller", "address", "worker", "ended_by"):  # a state made before these were recorded
         store.ensure_column("shell_calls", column, "TEXT")
 
 
+def _insert_sql(table: str, columns: Sequence[str]) -> str:
+    return f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})"
+
+
 def _upsert_sql(table: str, columns: Sequence[str]) -> str:
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
-    return (
-        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
-        f"ON CONFLICT (id) DO UPDATE SET {updates}"
-    )
+    return f"{_insert_sql(table, columns)} ON CONFLICT (id) DO UPDATE SET {updates}"
+
+
+def _split(rows: list[tuple[Any, ...]], tried: set[str]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The rows to insert (no write has taken their id: not in the store) and those to upsert."""
+    ids = Counter(row[0] for row in rows)
+    new = [row for row in rows if row[0] not in tried and ids[row[0]] == 1]
+    if len(new) == len(rows):
+        return new, []
+    return new, [row for row in rows if row[0] in tried or ids[row[0]] > 1]
 
 
 # A row per call, its columns read in one C call: no dict of the event on the way.
@@ -306,6 +336,8 @@ _nested_values: Callable[[Any], tuple[Any, ...]] = attrgetter(*_NESTED_COLUMNS)
 
 _SHELL_UPSERT = _upsert_sql("shell_calls", _SHELL_COLUMNS)
 _NESTED_UPSERT = _upsert_sql("nested_calls", _NESTED_COLUMNS)
+_SHELL_INSERT = _insert_sql("shell_calls", _SHELL_COLUMNS)
+_NESTED_INSERT = _insert_sql("nested_calls", _NESTED_COLUMNS)
 
 
 LOST_EXIT = 137

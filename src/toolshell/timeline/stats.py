@@ -14,7 +14,7 @@ import re2  # type: ignore[import-untyped]  # google-re2 ships no type informati
 from toolshell.errors import ErrorCode
 from toolshell.safe_text import escape
 from toolshell.store.protocol import Row, StateStore
-from toolshell.timeline.sinks import SCHEMA
+from toolshell.timeline.sinks import STEPS
 
 _RAN = ("completed", "failed")
 """Outcomes of calls that were made: only their durations say how long a tool takes."""
@@ -97,7 +97,7 @@ def tool_stats(store: StateStore, since: float | None = None, server: str | None
 
     The `approval_requests` table must exist (`policy.approvals.Approvals(store)` makes it).
     """
-    store.migrate("timeline", [SCHEMA])
+    store.migrate("timeline", STEPS)
     start = 0.0 if since is None else since
     calls = store.query(
         "SELECT command, outcome, error_code, duration_ms FROM nested_calls WHERE started_at >= ?", [start]
