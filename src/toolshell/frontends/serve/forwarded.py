@@ -53,7 +53,10 @@ class ForwardedHeaders:
         await self.app(scope, receive, send)
 
     def applied(self, scope: Scope) -> Scope:
-        if not any(k in _HEADERS for k, _ in scope.get("headers", ())):  # most requests: nothing to apply or drop
+        for key, _ in scope.get("headers", ()):
+            if key in _HEADERS:
+                break
+        else:  # most requests: nothing to apply or drop, so nothing copied
             return scope
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in _HEADERS]
         peer, peer_port = scope.get("client") or ("", 0)
