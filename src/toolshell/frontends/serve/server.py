@@ -177,16 +177,16 @@ def build_server(
             script, shell = args.get("script"), args.get("shell")
             if not isinstance(script, str) or not isinstance(shell, str | None):
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
+            asks = can_ask(ctx, "form") or can_ask(ctx, "url")  # the client can answer a question
             if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
-                asks = can_ask(ctx, "form") or can_ask(ctx, "url")
                 handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # a resumed run needs its shell
                 resume = resume_info(shells, _caller(ctx), handle, script, asks)
                 return await tasks.call(
                     ctx, _caller(ctx), lambda a, f: run_bash(ctx, script, handle, a, feed=f), asks, resume
                 )
-            if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
+            if asks and speaks_rounds(ctx):
                 return await park_bash(ctx, params, script, shell)
-            asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
+            asker = StreamAsker(ctx) if asks else None
             handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
             return await tasks.run_or_yield(
                 ctx,
