@@ -138,12 +138,16 @@ class StaticTokenVerifier(TokenVerifier):
     def __init__(self, token: str, ring: list[bytes]) -> None:
         self._expected = token.encode()
         self.identity = token_identity(token, ring)
+        # The principal the session manager compares is (client_id, issuer, subject); one token, one
+        # caller: made once, not validated anew on every request (nothing changes it after).
+        self._accepted = CallerToken(
+            token="", client_id=self.identity, subject=self.identity, scopes=[], caller=self.identity
+        )
 
     async def verify_token(self, token: str) -> AccessToken | None:
         if not hmac.compare_digest(token.encode(), self._expected):
             return None
-        # The principal the session manager compares is (client_id, issuer, subject).
-        return CallerToken(token="", client_id=self.identity, subject=self.identity, scopes=[], caller=self.identity)
+        return self._accepted
 
 
 # --- the gate in front of /mcp --------------------------------------------------------------------

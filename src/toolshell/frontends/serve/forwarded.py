@@ -53,6 +53,11 @@ class ForwardedHeaders:
         await self.app(scope, receive, send)
 
     def applied(self, scope: Scope) -> Scope:
+        for key, _ in scope.get("headers", ()):
+            if key in _HEADERS:
+                break
+        else:  # most requests: nothing to apply or drop, so nothing copied
+            return scope
         headers = [(k, v) for k, v in scope.get("headers", []) if k not in _HEADERS]
         peer, peer_port = scope.get("client") or ("", 0)
         if not self._trusts(peer):
@@ -75,6 +80,8 @@ class ForwardedHeaders:
         return out
 
     def _trusts(self, address: str) -> bool:
+        if not self.trusted:
+            return False
         try:
             ip = ipaddress.ip_address(address)
         except ValueError:

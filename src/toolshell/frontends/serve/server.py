@@ -34,26 +34,22 @@ from toolshell import secrets_scan
 from toolshell.calls.approval import name_process_options
 from toolshell.calls.replay import CallFeed
 from toolshell.config import Config
-from toolshell.config.serve import ServeConfig
 from toolshell.connections.sdk_spans import lean_spans
 from toolshell.errors import ErrorCode, ToolshellError, error_result
 from toolshell.frontends.console import say_waiting
 from toolshell.frontends.heartbeat import registered
+from toolshell.frontends.serve.app import http_app
 from toolshell.frontends.serve.auth import NO_AUTH, Gate, caller_of, serve_token, token_gate
 from toolshell.frontends.serve.bash_tool import bash_result as _bash_result
-from toolshell.frontends.serve.drain import CLOSE_SECONDS, Drain, DrainingServer
-from toolshell.frontends.serve.event_store import EventLog, MemoryEventStore, ResumableSessionManager, open_event_log
-from toolshell.frontends.serve.forwarded import ForwardedHeaders
-from toolshell.frontends.serve.health import Readiness, health_routes
-from toolshell.frontends.serve.hosts import host_checks
-from toolshell.frontends.serve.limited import limited
+from toolshell.frontends.serve.drain import CLOSE_SECONDS, DrainingServer
+from toolshell.frontends.serve.event_store import EventLog, open_event_log
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.processes import WorkerSlot
 from toolshell.frontends.serve.relay import relay_for, stop_relay
 from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
-from toolshell.frontends.serve.tasks.yielding import RunBash, drain_yields, running_yields, stop_yields
+from toolshell.frontends.serve.tasks.yielding import RunBash, stop_yields
 from toolshell.frontends.serve.tool_list import ToolList, reads_structure
 from toolshell.frontends.serve.upstream import (
     Asker,
@@ -62,7 +58,6 @@ from toolshell.frontends.serve.upstream import (
     StreamAsker,
     UpstreamAnswerer,
     can_ask,
-    live_runs,
     speaks_rounds,
     upstream_approver,
 )
@@ -182,16 +177,16 @@ def build_server(
             script, shell = args.get("script"), args.get("shell")
             if not isinstance(script, str) or not isinstance(shell, str | None):
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
+            asks = can_ask(ctx, "form") or can_ask(ctx, "url")  # the client can answer a question
             if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
-                asks = can_ask(ctx, "form") or can_ask(ctx, "url")
                 handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # a resumed run needs its shell
                 resume = resume_info(shells, _caller(ctx), handle, script, asks)
                 return await tasks.call(
                     ctx, _caller(ctx), lambda a, f: run_bash(ctx, script, handle, a, feed=f), asks, resume
                 )
-            if speaks_rounds(ctx) and (can_ask(ctx, "form") or can_ask(ctx, "url")):
+            if asks and speaks_rounds(ctx):
                 return await park_bash(ctx, params, script, shell)
-            asker = StreamAsker(ctx) if can_ask(ctx, "form") or can_ask(ctx, "url") else None
+            asker = StreamAsker(ctx) if asks else None
             handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
             return await tasks.run_or_yield(
                 ctx,
@@ -381,43 +376,12 @@ async def _serve_http(
     `/readyz` (`frontends.serve.health`), and a drain on SIGTERM (`frontends.serve.drain`). SSE
     events get ids kept in `events` (in memory by default), so a dropped stream can be resumed.
     With `ui` (the serving host: its settings, probes), the web page of that host is served under
-    `/ui/` too, with the fleet's page token (`frontends.web.serve.ui_mount`), unless `web` is off."""
-    # lazy: only the transport in use is imported
-    import uvicorn
-    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
-    from starlette.applications import Starlette
-    from starlette.routing import Route
+    `/ui/` too, with the fleet's page token (`frontends.web.serve.ui_mount`), unless `web` is off.
+    A request to `/mcp` takes a short path past Starlette's middleware and router (`frontends.serve.app`)."""
+    import uvicorn  # lazy: only the transport in use is imported
 
-    serve_config = ui.config.serve if ui is not None else ServeConfig()
-    drain = Drain(serve_config.drain_seconds)
-    # The drain waits for parked and yielded runs; at SIGTERM the calls waiting to yield yield at once.
-    server.lifespan = drain.watching(server.lifespan, lambda p: live_runs(p) + running_yields(p), drain_yields)
-    security = host_checks(host, port, serve_config.allowed_hosts)
-    manager = ResumableSessionManager(
-        server, MemoryEventStore() if events is None else events, security_settings=security
-    )
-    mcp: Any = StreamableHTTPASGIApp(manager)
-    if ui is not None:  # `[[limits]]` / `[[quotas]]`: 429 at the transport (the caller is known inside the gate)
-        mcp = limited(mcp, ui.policy.limits)
-    mcp_app = drain.guard(gate.wrap(mcp), mcp=True)
-    routes: list[Any] = [Route("/mcp", endpoint=mcp_app), *gate.public_routes]
-    page = ""
-    if ui is not None:
-        pod = worker.not_ready if worker is not None else None  # ready when every worker of the machine is
-        routes += health_routes(Readiness(ui.store, serve_config, ui.state_dir, drain, pod))
-    if ui is not None and web:  # `[serve] web = false`: no page
-        from toolshell.frontends.web.serve import ui_mount  # lazy: the page is needed only over HTTP
-
-        mount, url = ui_mount(ui, host, port, gate)
-        routes.append(mount)
-        page = f"; the web page is on {url}"
-    app: Any = ForwardedHeaders(
-        Starlette(routes=routes, lifespan=lambda _: manager.run()),
-        serve_config.trusted_proxies,
-        serve_config.forwarded_header,
-    )
-    if worker is not None:
-        app = worker.tagged(app)
+    built = http_app(server, host, port, gate, events, ui, web, worker)
+    app, drain, page = built.app, built.drain, built.page
     if gate is NO_AUTH:
         print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
     print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)

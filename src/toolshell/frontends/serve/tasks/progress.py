@@ -34,7 +34,9 @@ async def reporting(
 ) -> AsyncIterator[dict[str, Any]]:
     """The `Session.run` options that report this call's headway (the SDK sends nothing when the
     request carried no progress token); `also` sees the output too (yield-and-wait keeps it)."""
-    if declared(ctx):  # a Tasks client's long call is a task, and tasks have no progress
+    # A Tasks client's long call is a task, and tasks have no progress; a call without a progress
+    # token gets none either: no stream, no sending task (the common call pays for neither).
+    if declared(ctx) or not asked_progress(ctx):
         yield {} if also is None else {"on_output": also}
         return
     send, receive = anyio.create_memory_object_stream[str](BACKLOG)
@@ -67,6 +69,25 @@ async def reporting(
             send.close()
 
 
+def asked_progress(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether anyone hears this call's progress: the request carried a `progressToken` (every
+    wire era), or the in-process dispatcher holds the caller's progress callback (no token there)."""
+    meta = ctx.meta or {}
+    token = meta.get("progress_token", meta.get("progressToken"))
+    if isinstance(token, str | int) and not isinstance(token, bool):
+        return True
+    # In-process, the SDK's direct dispatch context (wrapped: `_inner`) calls the caller's callback
+    # `_on_progress` instead; a change there shows in `test_tasks_progress` (in-process progress).
+    outbound = getattr(ctx.session, "_request_outbound", None)
+    for _ in range(4):
+        if outbound is None:
+            return False
+        if getattr(outbound, "_on_progress", None) is not None:
+            return True
+        outbound = getattr(outbound, "_inner", None)
+    return False
+
+
 async def _send(ctx: ServerRequestContext[Any], receive: MemoryObjectReceiveStream[str]) -> None:
     """Send the notes in order, folding those that came meanwhile into one (the latest of each kind)."""
     count = 0
@@ -97,4 +118,4 @@ def _size(n: int) -> str:
     return f"{n} bytes" if n < 1000 else f"{n / 1000:.1f} kB"
 
 
-__all__ = ["reporting"]
+__all__ = ["asked_progress", "reporting"]
