@@ -5,6 +5,7 @@ made once. Progress still reaches a client that asked for it, over HTTP in both 
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +110,35 @@ async def test_the_serve_token_gives_one_caller_made_once_and_refuses_any_other_
     first, second = await verifier.verify_token("s3cret-token-value"), await verifier.verify_token("s3cret-token-value")
     assert first is second and first is not None and first.client_id == verifier.identity
     assert await verifier.verify_token("s3cret-token-valuf") is None
+
+
+async def test_a_calls_yielded_run_look_up_and_sweep_never_hold_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every `bash` call asks the store whether its shell has a yielded run, and now and then sweeps
+    old runs: both in a worker thread, so a slow store never stalls the worker's other sessions."""
+    from toolshell.store.tasks import TaskRows
+    from toolshell.store.yields import YieldRows
+
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    threads: dict[str, set[int]] = {"get": set(), "sweep": set()}
+    real_get, real_sweep = YieldRows.get, TaskRows.sweep
+
+    def get(self: YieldRows, handle: str) -> Any:
+        threads["get"].add(threading.get_ident())
+        return real_get(self, handle)
+
+    def sweep(self: TaskRows, *args: Any, **kwargs: Any) -> Any:
+        threads["sweep"].add(threading.get_ident())
+        return real_sweep(self, *args, **kwargs)
+
+    monkeypatch.setattr(YieldRows, "get", get)
+    monkeypatch.setattr(TaskRows, "sweep", sweep)
+    loop_thread = threading.get_ident()
+    async with Host.open(state_dir=tmp_path / "state") as host, Client(build_server(host, [])) as client:
+        first = await client.call_tool("bash", {"script": "echo one > f"})
+        shell = (first.structured_content or {})["shell"]
+        second = await client.call_tool("bash", {"script": "cat f", "shell": shell})
+    assert (second.structured_content or {})["stdout"] == "one\n"
+    assert threads["get"] and threads["sweep"], "the calls looked their yielded runs up and swept"
+    assert loop_thread not in threads["get"] | threads["sweep"], "a store call ran on the event loop's thread"

@@ -141,7 +141,7 @@ class Yielder:
         `resume` gives what running this call again takes, read once it yields (None: it cannot be
         resumed); `resumer`
         runs an earlier call taken over from a silent owner."""
-        self._sweep()
+        await self._sweep()
         earlier = await self._collect(caller, handle, resumer)
         if earlier is not None and earlier.get("running"):
             busy = {"stdout": "", "stderr": "", "shell": handle, "earlier": earlier}
@@ -236,13 +236,13 @@ class Yielder:
             finally:
                 self._waits.discard(wait)
 
-    def _sweep(self) -> None:
+    async def _sweep(self) -> None:
         now = time.monotonic()
         if self.sweep is None or now - self._swept < SWEEP_SECONDS:
             return
         self._swept = now
         try:
-            self.sweep()
+            await anyio.to_thread.run_sync(self.sweep)
         except ToolshellError:  # the store failed: the next call sweeps
             logger.warning("could not sweep yielded runs", exc_info=True)
 
@@ -294,7 +294,8 @@ class Yielder:
 
     async def _collect(self, caller: str | None, handle: str, resumer: Resumer | None) -> dict[str, Any] | None:
         """The earlier call's rest: all of it once it ended, else what came within `yield_seconds`."""
-        if self.rows.get(handle) is None:
+        # Read in a worker thread: the store's round trip never holds the event loop (every call makes it).
+        if await anyio.to_thread.run_sync(self.rows.get, handle) is None:
             return None
         with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, self._waiting():
             while (row := self.rows.get(handle)) is not None and row.caller == caller:
