@@ -68,9 +68,9 @@ class ToolsBuiltin:
                 words = None
                 return await self._verb(request, ctx)
             words = request.argv
-            await state.view.ensure_loaded(request.argv)
+            look = await state.view.ensure_loaded(request.argv)
             # `prepare` in its two steps, so the timeline row of a call with bad input names its tool.
-            entry, rest = resolve(state.view.catalog, request.argv)
+            entry, rest = resolve(state.view.catalog, request.argv, look)
             given = given_input(rest)
             read_file = shell_reader(ctx.fs, ctx.cwd, state.max_result_bytes)
             given = build_input(rest, ctx.stdin, entry.input_schema, read_file)
