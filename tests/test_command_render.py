@@ -218,3 +218,23 @@ def test_cap_does_not_add_a_blank_line_after_a_kept_newline() -> None:
 )
 def test_error_line_is_one_compact_json_line(err: ToolshellError, line: str) -> None:
     assert error_line(err) == line
+
+
+@pytest.mark.parametrize(
+    ("structured", "shown"),
+    [({"unit": "unicode_scalar", "count": 5}, "5\n"), ({"count": 5}, '{"count":5}\n')],
+)
+def test_one_text_block_beside_structured_content_is_rendered_without_making_its_blocks_json(
+    monkeypatch: pytest.MonkeyPatch, structured: dict[str, Any], shown: str
+) -> None:
+    import toolshell.command.render as render_module
+
+    made: list[Any] = []
+    real = render_module._blocks_with_files
+    monkeypatch.setattr(render_module, "_blocks_with_files", lambda *a: made.append(a) or real(*a))
+    text_block = '{"count": 5}' if shown.startswith("{") else "5"
+    result = t.CallToolResult(content=[text(text_block)], structured_content=structured)
+    assert render(result).stdout == shown
+    assert made == []
+    render(t.CallToolResult(content=[text("a"), text("b")]))
+    assert len(made) == 1  # two blocks: made as JSON, as before

@@ -168,6 +168,7 @@ def _any() -> Any:
     options = re2.Options()
     options.log_errors = False
     options.max_mem = 64 << 20  # the union of ~50 patterns needs more than RE2's default 8 MiB
+    options.never_capture = True  # it only tells whether any matches: no group spans to compute
     return re2.compile("|".join(f"(?:{p.pattern})" for _, p, _ in _patterns()), options)
 
 

@@ -92,7 +92,10 @@ def render_result(
     if single is not None:  # the common case, decided without converting any block
         text = _one_newline(single)
     else:
-        blocks, images = _blocks_with_files(result.content, tool, taken)
+        # One text block beside structured content: `_stdout_text` takes the one or the other, never
+        # the blocks as JSON, so they are not made (and one text block has no image to save).
+        lone = len(result.content) == 1 and _is(result.content[0], "text")
+        blocks, images = ([], []) if lone else _blocks_with_files(result.content, tool, taken)
         text = _one_newline(_stdout_text(result, blocks, output_schema))
     return Rendered(text if max_bytes is None else cap(text, max_bytes), images)
 
