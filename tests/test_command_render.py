@@ -238,3 +238,19 @@ def test_one_text_block_beside_structured_content_is_rendered_without_making_its
     assert made == []
     render(t.CallToolResult(content=[text("a"), text("b")]))
     assert len(made) == 1  # two blocks: made as JSON, as before
+
+
+def test_a_text_that_cannot_be_the_json_of_the_structured_content_is_not_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import toolshell.command.render as render_module
+
+    parsed: list[str] = []
+    real = render_module.json.loads
+    monkeypatch.setattr(render_module.json, "loads", lambda s, **kw: parsed.append(s) or real(s, **kw))
+    counted = t.CallToolResult(content=[text("5")], structured_content={"count": 5})
+    assert render(counted).stdout == "5\n"
+    assert parsed == []  # a number's text is no object's JSON
+    copy = t.CallToolResult(content=[text(' \n{"count": 5}')], structured_content={"count": 5})
+    assert render(copy).stdout == '{"count":5}\n'
+    assert parsed == [' \n{"count": 5}']  # JSON's leading blanks do not hide a copy
