@@ -218,3 +218,39 @@ def test_cap_does_not_add_a_blank_line_after_a_kept_newline() -> None:
 )
 def test_error_line_is_one_compact_json_line(err: ToolshellError, line: str) -> None:
     assert error_line(err) == line
+
+
+@pytest.mark.parametrize(
+    ("structured", "shown"),
+    [({"unit": "unicode_scalar", "count": 5}, "5\n"), ({"count": 5}, '{"count":5}\n')],
+)
+def test_one_text_block_beside_structured_content_is_rendered_without_making_its_blocks_json(
+    monkeypatch: pytest.MonkeyPatch, structured: dict[str, Any], shown: str
+) -> None:
+    import toolshell.command.render as render_module
+
+    made: list[Any] = []
+    real = render_module._blocks_with_files
+    monkeypatch.setattr(render_module, "_blocks_with_files", lambda *a: made.append(a) or real(*a))
+    text_block = '{"count": 5}' if shown.startswith("{") else "5"
+    result = t.CallToolResult(content=[text(text_block)], structured_content=structured)
+    assert render(result).stdout == shown
+    assert made == []
+    render(t.CallToolResult(content=[text("a"), text("b")]))
+    assert len(made) == 1  # two blocks: made as JSON, as before
+
+
+def test_a_text_that_cannot_be_the_json_of_the_structured_content_is_not_parsed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import toolshell.command.render as render_module
+
+    parsed: list[str] = []
+    real = render_module.json.loads
+    monkeypatch.setattr(render_module.json, "loads", lambda s, **kw: parsed.append(s) or real(s, **kw))
+    counted = t.CallToolResult(content=[text("5")], structured_content={"count": 5})
+    assert render(counted).stdout == "5\n"
+    assert parsed == []  # a number's text is no object's JSON
+    copy = t.CallToolResult(content=[text(' \n{"count": 5}')], structured_content={"count": 5})
+    assert render(copy).stdout == '{"count":5}\n'
+    assert parsed == [' \n{"count": 5}']  # JSON's leading blanks do not hide a copy

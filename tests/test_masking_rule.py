@@ -18,7 +18,7 @@ import pytest
 from _cli_support import toolshell
 from toolshell.config import load_text
 from toolshell.host import Host
-from toolshell.redact import secret_name
+from toolshell.redact import Redactor, secret_name
 
 TOKEN = "tok-0123456789-secret"
 GIT_SERVER = shutil.which("mcp-server-git") or str(Path(sys.executable).parent / "mcp-server-git")
@@ -192,3 +192,27 @@ def test_a_flag_that_names_a_secret_masks_its_value_and_a_url_built_in_args_or_e
     }
     config = load_text(text, env=env)
     assert config.secrets == {"value-one-111", "value-two-222", "value-three-333", "db-pass-444"}
+
+
+def test_a_short_text_masked_again_is_answered_without_another_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    redact = Redactor(["hunter2-secret"])
+    scans: list[bytes] = []
+    real = Redactor._spans
+    monkeypatch.setattr(Redactor, "_spans", lambda self, data: scans.append(data) or real(self, data))
+    first = redact("tools db query password=hunter2-secret")
+    again = redact("tools db query password=hunter2-secret")
+    assert first == again == "tools db query password=***"
+    assert len(scans) == 1
+    assert redact("tools db query") == "tools db query" and len(scans) == 2  # another text is scanned
+
+
+def test_the_memo_of_masked_texts_is_bounded_and_keeps_no_long_text() -> None:
+    from toolshell import redact as redact_module
+
+    redact = Redactor(["hunter2-secret"])
+    for i in range(redact_module.MEMO_SIZE * 2 + 3):
+        assert redact(f"call {i} hunter2-secret") == f"call {i} ***"
+    assert len(redact._memo) <= redact_module.MEMO_SIZE
+    long = "x" * redact_module.MEMO_TEXT + " hunter2-secret"
+    redact._memo.clear()
+    assert redact(long).endswith(" ***") and redact._memo == {}

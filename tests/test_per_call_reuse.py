@@ -223,3 +223,25 @@ async def test_a_result_is_checked_against_the_output_schema_of_the_latest_list(
 
 
 # --- the lookup, once per command -------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_tools_command_looks_its_words_up_once_in_its_catalog(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from toolshell.registry.catalog import Catalog
+
+    looked: list[tuple[str, ...]] = []
+    real = Catalog.lookup
+
+    def counted(self: Catalog, words: Any) -> Any:
+        looked.append(tuple(words))
+        return real(self, words)
+
+    async with Host.open(Config.model_validate({}), state_dir=tmp_path) as host:
+        await host.run("tools text-metrics text-length text=warm")
+        monkeypatch.setattr(Catalog, "lookup", counted)
+        result = await host.run("for i in 1 2 3; do tools text-metrics text-length text=x$i; done")
+    assert result.stdout == "2\n2\n2\n", result
+    calls = [words for words in looked if len(words) == 3]  # the script's before-start scan looks up two words
+    assert calls == [("text-metrics", "text-length", f"text=x{i}") for i in (1, 2, 3)], looked

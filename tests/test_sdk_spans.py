@@ -54,7 +54,7 @@ async def test_no_span_is_opened_while_nothing_records_spans() -> None:
 
 async def test_each_request_gets_its_span_once_an_sdk_provider_records(monkeypatch: pytest.MonkeyPatch) -> None:
     server, counting = _server()
-    monkeypatch.setattr(sdk_spans.trace, "get_tracer_provider", lambda: TracerProvider())
+    monkeypatch.setattr(sdk_spans.trace, "_TRACER_PROVIDER", TracerProvider())  # what `set_tracer_provider` sets
     async with Client(lean_spans(server)) as client:
         await client.call_tool("echo", {"text": "hi"})
     assert counting.spans >= 1

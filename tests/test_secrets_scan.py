@@ -3,9 +3,13 @@ in any text, each as the span of the credential alone and its kind."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from toolshell.secrets_scan import Credential, find_credentials, kinds
+from toolshell.policy import credentials
+from toolshell.policy.credentials import masker
+from toolshell.secrets_scan import Credential, _patterns, find_credentials, kinds
 
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
 AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY"
@@ -79,3 +83,57 @@ def test_the_kinds_include_the_shapes_setup_lifts_and_leave_out_public_ip_addres
         assert kind in known
     assert "Public IP (ipv4)" not in known
     assert spans("server 8.8.8.8 answered") == []
+
+
+ARTIFACTORY = "AKC" + "p8abcdefghijklmnop"
+"""Artifactory's shape is anchored: `(?:\\s|=|:|"|^)AKC…(?:\\s|"|$)`, so it is found as a whole text."""
+
+
+@pytest.mark.parametrize(
+    "secret", [AWS_KEY, GITHUB, SLACK, OPENAI, JWT, KEY, ARTIFACTORY, "postgres://admin:Pw-db-5ecret@db.example/app"]
+)
+def test_a_credential_that_is_a_whole_text_among_others_is_masked_as_alone(secret: str) -> None:
+    texts = ["text-length", '{"length": 6}AKC', secret, "=x", "ok"]
+    alone = [masker().pieces([t])[0] for t in texts]
+    found = masker()
+    assert found.pieces(texts) == alone
+    assert secret not in alone[2] and found.kinds
+
+
+def test_results_with_no_credential_are_told_in_one_pass_and_come_back_as_they_were(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    scanned: list[str] = []
+    monkeypatch.setattr(credentials, "find_credentials", lambda text: scanned.append(text) or find_credentials(text))
+    texts = ["text-length", '{"length": 6}', "x12345 has 6 characters"]
+    found = masker()
+    assert found.pieces(texts) is texts and found.kinds == []
+    assert scanned == []  # no text was scanned on its own
+    assert found.pieces([*texts, GITHUB]) != [*texts, GITHUB] and GITHUB in scanned
+
+
+def test_the_shapes_assert_nothing_about_their_context_but_what_a_newline_also_satisfies() -> None:
+    """The one-pass pre-filter (`may_hold_credentials`) scans the texts joined by newlines; a shape
+    anchored to a text's start or end, or to a non-word boundary, would be missed there."""
+    for kind, pattern, _ in _patterns():
+        assert _context_free_but_at_whitespace(pattern.pattern), (kind, pattern.pattern)
+
+
+def _context_free_but_at_whitespace(source: str) -> bool:
+    """No `\\A`, `\\z`, `\\B`; a `^` or `$` only as one choice of a group that also takes `\\s`."""
+    if re.search(r"\\[AzB]", source):
+        return False
+    rest = re.sub(r"\[(?:\\.|[^\]])*\]", "", source)  # character classes: their ^ is a negation
+    while (group := re.search(r"\(([^()]*)\)", rest)) is not None:
+        inner = group.group(1)
+        if re.search(r"[$^]", re.sub(r"\\.", "", inner)) and not ("|" in inner and r"\s" in inner):
+            return False
+        rest = rest[: group.start()] + rest[group.end() :]
+    return not re.search(r"[$^]", re.sub(r"\\.", "", rest))
+
+
+def test_the_context_check_refuses_an_anchor_a_newline_would_not_satisfy() -> None:
+    assert _context_free_but_at_whitespace(r'(?:\s|=|^)AKC[a-z]{10,}(?:\s|"|$)')
+    assert _context_free_but_at_whitespace(r"://[^:/\$]+:([^@]+)@")
+    for anchored in (r"^AKC[a-z]+", r"AKC[a-z]+$", r"(?:=|^)AKC", r"\AAKC", r"\BAKC"):
+        assert not _context_free_but_at_whitespace(anchored), anchored

@@ -50,6 +50,9 @@ _SECRET_WORDS = frozenset(
 _NOT_SECRET = frozenset({"PWD"})
 """Names that are a secret word alone yet hold no secret: the shell's working directory."""
 _WORD_BREAK = re.compile(r"[^A-Za-z]+|(?<=[a-z])(?=[A-Z])")
+MEMO_SIZE = 256
+MEMO_TEXT = 1024
+"""`Redactor.__call__` remembers up to `MEMO_SIZE` texts of at most `MEMO_TEXT` characters."""
 _OPTIONS = re2.Options()
 _OPTIONS.encoding = re2.Options.Encoding.LATIN1  # byte semantics: blobs need not be UTF-8
 _OPTIONS.never_capture = True
@@ -134,6 +137,8 @@ class Redactor:
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         forms = {f for s in secrets if s for f in forms_of(s)}
+        self._memo: dict[str, str] = {}
+        """Short texts masked before, and how (`__call__`); at most `MEMO_SIZE`."""
         self._pattern: Any = _alternation(forms)
         self._flat: Any = _alternation({g for f in forms if len(g := _flattened(f)[0]) >= MIN_LENGTH})
         """The forms with blank and invisible characters taken out, matched on text flattened the same way."""
@@ -142,7 +147,19 @@ class Redactor:
         return self._pattern is not None
 
     def __call__(self, text: str) -> str:
-        return self.pieces([text])[0] if text else text
+        if not text or self._pattern is None:
+            return text
+        if len(text) > MEMO_TEXT:
+            return self.pieces([text])[0]
+        # A short text is often asked again: a call's command on every call, an input's preview by
+        # the replay record and then the timeline row. The secrets never change, so neither does
+        # the answer.
+        masked = self._memo.get(text)
+        if masked is None:
+            if len(self._memo) >= MEMO_SIZE:
+                self._memo.clear()
+            masked = self._memo[text] = self.pieces([text])[0]
+        return masked
 
     def blob(self, data: bytes) -> bytes:
         """Binary data with each secret form overwritten by as many `*` (so offsets inside a file hold)."""

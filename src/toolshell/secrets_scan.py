@@ -69,6 +69,20 @@ def find_credentials(text: str) -> list[Credential]:
     return merged
 
 
+def may_hold_credentials(texts: list[str]) -> bool:
+    """False when no text of `texts` holds a credential shape, told in one pass over them all.
+
+    The texts are scanned joined by newlines. That is sound: a shape found in one text alone is
+    found in the joined text too, since RE2 has no lookaround and the patterns' only context
+    assertions (`^`, `$` beside `\\s` in Artifactory's, word boundaries) hold at a newline as they do
+    at a text's edge. True means "scan each text": the join can match across two of them."""
+    joined = "\n".join(texts)
+    try:
+        return _any().search(joined) is not None
+    except UnicodeEncodeError:  # a lone surrogate: scanned as U+FFFD, as `find_credentials` does
+        return _any().search(joined.translate(_NO_SURROGATES)) is not None
+
+
 def warm() -> None:
     """Load the detector and build its automaton now (0.2–0.4 s), so the first result scanned does
     not pay it: `serve` calls this in a thread as it starts."""
@@ -154,6 +168,7 @@ def _any() -> Any:
     options = re2.Options()
     options.log_errors = False
     options.max_mem = 64 << 20  # the union of ~50 patterns needs more than RE2's default 8 MiB
+    options.never_capture = True  # it only tells whether any matches: no group spans to compute
     return re2.compile("|".join(f"(?:{p.pattern})" for _, p, _ in _patterns()), options)
 
 
@@ -171,4 +186,4 @@ def _compile(pattern: re.Pattern[str]) -> Any:
     return None
 
 
-__all__ = ["Credential", "find_credentials", "kinds", "warm"]
+__all__ = ["Credential", "find_credentials", "kinds", "may_hold_credentials", "warm"]

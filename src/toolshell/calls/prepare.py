@@ -83,9 +83,10 @@ def _unnamed(entry: ToolEntry, key: str, names: list[str]) -> str:
     )
 
 
-def resolve(catalog: Catalog, words: Sequence[str]) -> tuple[ToolEntry, list[str]]:
-    """The tool the leading words name, and the words after it."""
-    look = lookup(catalog, words)
+def resolve(catalog: Catalog, words: Sequence[str], look: Lookup | None = None) -> tuple[ToolEntry, list[str]]:
+    """The tool the leading words name, and the words after it; `look` is their lookup in this
+    very catalog when the caller has it (`CatalogView.ensure_loaded`)."""
+    look = lookup(catalog, words) if look is None else look
     if look.kind == "tool" and look.entry is not None:
         return look.entry, look.rest
     name = look.server.name if look.server else words[0]

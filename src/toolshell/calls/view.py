@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 from toolshell.calls.prepare import lookup
 from toolshell.errors import ToolshellError
-from toolshell.registry.catalog import Catalog
+from toolshell.registry.catalog import Catalog, Lookup
 
 Loader = Callable[[str], Awaitable[None]]
 Rebuild = Callable[[], Awaitable[Catalog]]
@@ -45,22 +45,27 @@ class CatalogView:
             raise RuntimeError("the catalog is read before it was built; await CatalogView.current() first")
         return self._catalog
 
-    async def ensure_loaded(self, words: Sequence[str], *, retry_failed: bool = True) -> None:
+    async def ensure_loaded(self, words: Sequence[str], *, retry_failed: bool = True) -> Lookup | None:
         """Start the server `words` names when it is not ready, then rebuild the catalog.
 
         With `retry_failed=False` only a server never opened is started (help shows a failed
         server's state rather than retrying it). A failed start raises `ToolshellError`.
+
+        Returns what `words` name in `catalog` as it now is (`resolve` takes it, so a call looks its
+        words up once), or None when they name nothing or the catalog was rebuilt.
         """
         try:
             look = lookup(await self.current(), words)
         except ToolshellError:
-            return  # unknown names fail in `prepare`, with suggestions
+            return None  # unknown names fail in `prepare`, with suggestions
         server = look.server
         if server is None or look.kind == "tool" and server.state == "ready":
-            return
+            return look
         if look.kind == "unloaded_server" or (retry_failed and server.state != "ready"):
             await self._load(server.name)
             self._catalog = await self._rebuild()
+            return None
+        return look
 
     async def load_quietly(self, names: Iterable[str]) -> None:
         """Start several servers best effort (search, the static checks); rebuild once if any were named."""

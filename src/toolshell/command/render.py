@@ -92,7 +92,10 @@ def render_result(
     if single is not None:  # the common case, decided without converting any block
         text = _one_newline(single)
     else:
-        blocks, images = _blocks_with_files(result.content, tool, taken)
+        # One text block beside structured content: `_stdout_text` takes the one or the other, never
+        # the blocks as JSON, so they are not made (and one text block has no image to save).
+        lone = len(result.content) == 1 and _is(result.content[0], "text")
+        blocks, images = ([], []) if lone else _blocks_with_files(result.content, tool, taken)
         text = _one_newline(_stdout_text(result, blocks, output_schema))
     return Rendered(text if max_bytes is None else cap(text, max_bytes), images)
 
@@ -134,10 +137,17 @@ def _stdout_text(result: mcp_types.CallToolResult, blocks: list[dict[str, Any]],
 
 def _same_json(text: str, data: Any) -> bool:
     """Whether a text block is just the JSON of the structured content (the spec's fallback copy)."""
+    opening = _OPENING.get(type(data))
+    if opening is not None and text.lstrip(_JSON_BLANK)[:1] != opening:
+        return False  # an object's (an array's) JSON opens with `{` (`[`): a text that does not is not parsed
     try:
         return bool(json.loads(text) == data)
     except (ValueError, RecursionError):  # not JSON, or too deep to be anything but text
         return False
+
+
+_OPENING: dict[type, str] = {dict: "{", list: "["}
+_JSON_BLANK = " \t\n\r"  # what JSON allows before a value (and all `json.loads` skips)
 
 
 def _is(block: Any, kind: str) -> bool:

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -61,6 +59,23 @@ def _decline() -> types.ElicitResult:
     return types.ElicitResult(action="decline")
 
 
+class _Tracked:
+    """`ElicitationRouter.track`'s block (a class, not a generator: it is entered on every call)."""
+
+    __slots__ = ("call", "router", "token")
+
+    def __init__(self, router: ElicitationRouter, call: InFlightCall) -> None:
+        self.router, self.call = router, call
+
+    def __enter__(self) -> None:
+        self.router._calls[self.call.id] = self.call  # noqa: SLF001  (the router's own helper)
+        self.token = CURRENT_CALL.set(self.call)
+
+    def __exit__(self, *exc: object) -> None:
+        CURRENT_CALL.reset(self.token)
+        self.router._ended(self.call)  # noqa: SLF001
+
+
 class ElicitationRouter:
     """Per connection: the in-flight calls, the open questions, and the SDK elicitation callback."""
 
@@ -69,20 +84,16 @@ class ElicitationRouter:
         self._calls: dict[int, InFlightCall] = {}
         self._questions: list[_Question] = []
 
-    @contextmanager
-    def track(self, call: InFlightCall) -> Iterator[None]:
+    def track(self, call: InFlightCall) -> _Tracked:
         """Register `call` as in flight for the block, and make it the current call of this task."""
-        self._calls[call.id] = call
-        token = CURRENT_CALL.set(call)
-        try:
-            yield
-        finally:
-            CURRENT_CALL.reset(token)
-            del self._calls[call.id]
-            # A question outlives nothing: when its call ends, the question is withdrawn.
-            for q in self._questions:
-                if all(c.id not in self._calls for c in q.calls):
-                    q.scope.cancel()
+        return _Tracked(self, call)
+
+    def _ended(self, call: InFlightCall) -> None:
+        del self._calls[call.id]
+        # A question outlives nothing: when its call ends, the question is withdrawn.
+        for q in self._questions:
+            if all(c.id not in self._calls for c in q.calls):
+                q.scope.cancel()
 
     def in_flight(self) -> list[InFlightCall]:
         return list(self._calls.values())

@@ -11,16 +11,26 @@ before as soon as one does (an application that installs an SDK provider, even l
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from opentelemetry import trace
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
+
+_FROM_ENV = os.environ.get(OTEL_PYTHON_TRACER_PROVIDER) is not None
+"""A provider named by the environment is loaded by `get_tracer_provider` on first use."""
 
 
 def recording() -> bool:
     """Whether the global tracer provider records spans (an OpenTelemetry SDK is installed)."""
+    # Asked per request: while no provider was ever set (nor named by the environment), the
+    # module's global is None, which reads in one load where `get_tracer_provider` looks up the
+    # environment each time.
+    if getattr(trace, "_TRACER_PROVIDER", ...) is None and not _FROM_ENV:
+        return False
     provider = trace.get_tracer_provider()
     return not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider)
 

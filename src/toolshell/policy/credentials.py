@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from toolshell.config.models import Config
 from toolshell.config.patterns import ToolPattern, parse_pattern
 from toolshell.registry.entry import ToolEntry
-from toolshell.secrets_scan import find_credentials
+from toolshell.secrets_scan import find_credentials, may_hold_credentials
 
 R = TypeVar("R")
 
@@ -32,6 +32,8 @@ class _Masker:
         return True
 
     def pieces(self, texts: list[str]) -> list[str]:
+        if not may_hold_credentials(texts):  # the common case: one pass over them all
+            return texts
         out = [self._text(t) for t in texts]
         return texts if all(a is b for a, b in zip(out, texts, strict=True)) else out
 

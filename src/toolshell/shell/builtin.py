@@ -68,12 +68,15 @@ class ToolsBuiltin:
                 words = None
                 return await self._verb(request, ctx)
             words = request.argv
-            await state.view.ensure_loaded(request.argv)
+            look = await state.view.ensure_loaded(request.argv)
             # `prepare` in its two steps, so the timeline row of a call with bad input names its tool.
-            entry, rest = resolve(state.view.catalog, request.argv)
-            given = given_input(rest)
+            entry, rest = resolve(state.view.catalog, request.argv, look)
             read_file = shell_reader(ctx.fs, ctx.cwd, state.max_result_bytes)
-            given = build_input(rest, ctx.stdin, entry.input_schema, read_file)
+            try:
+                given = build_input(rest, ctx.stdin, entry.input_schema, read_file)
+            except BaseException:
+                given = given_input(rest)  # the row of a call whose input could not be built: what its words gave
+                raise
             prepared = prepare_input(entry, given)
             warned = "".join(f"{w}\n" for w in prepared.warnings)
             rendered: list[Rendered] = []  # rendered once: the size check before the record, then the output
