@@ -47,6 +47,7 @@ from toolshell.result import RunResult
 from toolshell.shell import refusals
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import LiveBytes
+from toolshell.shell.restore import objects_for
 from toolshell.store.keys import for_purpose, key_ring
 from toolshell.timeline.held import Held, holding
 from toolshell.timeline.sinks import SqliteSink
@@ -215,8 +216,7 @@ class Shells:
                 newer = await _off_loop(self.handles.objects, kept.handle, self.keys, live.version)
             if live.stored + sum(len(d) for d in newer.values()) == kept.stored:
                 with contextlib.suppress(ToolshellError):  # not whole after all: read them all
-                    _, held = live.session.commit()  # what it holds, as objects (the same ids)
-                    live.session.checkout(kept.tip, held | newer)
+                    live.session.checkout(kept.tip, objects_for(kept.tip, newer, live.session.commit, live.have))
                     live.have |= set(newer)
                     live.stored, live.version = kept.stored, kept.version
                     live.size = live.files.measure(live.session.bash, kept.tip, newer)
