@@ -25,7 +25,7 @@ from toolshell.registry import catalog_memo
 from toolshell.registry.entry import ToolEntry
 from toolshell.shell import precheck as precheck_mod
 from toolshell.shell.handles import ShellHandles
-from toolshell.shell.restore import objects_for
+from toolshell.shell.restore import RECENT_BYTES, Recent
 from toolshell.shells import Shells
 from toolshell.store.keys import key_ring
 
@@ -164,9 +164,9 @@ async def test_the_active_servers_are_worked_out_once_per_role_not_per_shell_cal
     assert worked == [None]
 
 
-async def test_a_worker_catching_up_takes_only_the_objects_the_newer_commit_lacks_from_its_shell(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def _catch_up_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: str) -> tuple[list[int], int]:
+    """The objects each `Session.commit` of worker one's call handed over, after worker two's call
+    changed a small file of a shell holding a file `big` writes; and a whole commit's count."""
     from toolshell.session import Session
 
     commits: list[int] = []
@@ -174,26 +174,43 @@ async def test_a_worker_catching_up_takes_only_the_objects_the_newer_commit_lack
 
     def counted(self: Session, have: Any = ()) -> Any:
         tip, objects = real(self, have)
-        commits.append(len(objects))
+        commits.append(len(objects) if have else -1)  # -1: a whole commit
         return tip, objects
 
     monkeypatch.setattr(Session, "commit", counted)
     keys = key_ring(None, tmp_path, shared=False)
     async with Host.open(state_dir=tmp_path) as one_host, Host.open(state_dir=tmp_path) as two_host:
         one, two = (
-            Shells(h, ShellHandles(h.store, idle_seconds=3600, max_per_caller=8, max_bytes=1 << 20), keys)
+            Shells(h, ShellHandles(h.store, idle_seconds=3600, max_per_caller=8, max_bytes=1 << 22), keys)
             for h in (one_host, two_host)
         )
-        handle = (await one.run(None, None, "seq 1 500 > big; echo a > f")).shell
+        first = await one.run(None, None, f"{big} > big; echo a > f; wc -c < big")
+        handle = first.shell
         await two.run(None, handle, "echo b >> f")
         commits.clear()
-        back = await one.run(None, handle, "cat f; wc -l < big")
+        back = await one.run(None, handle, "cat f; wc -c < big")
         whole = len(real(one._live[handle].session)[1])
         one.close()
         two.close()
-    assert back.stdout == "a\nb\n500\n"
-    lent, saved = commits
-    assert 0 < lent <= 4 < whole and saved < 4, (lent, saved, whole)
+    assert back.stdout == "a\nb\n" + first.stdout
+    return commits, whole
+
+
+async def test_a_worker_catching_up_takes_what_the_newer_commit_lacks_from_what_it_saw_of_the_shell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commits, whole = await _catch_up_commits(tmp_path, monkeypatch, "seq 1 500")
+    [saved] = commits  # no commit of the live shell to catch up: only the call's own save
+    assert saved < 4 < whole
+
+
+async def test_a_worker_catching_up_a_large_shell_takes_from_it_only_the_objects_the_newer_commit_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    noise = "for i in $(seq 1 12); do head -c 8000 /dev/urandom | base64; done"  # past `RECENT_BYTES`, compressed
+    commits, whole = await _catch_up_commits(tmp_path, monkeypatch, noise)
+    *lent, saved = commits
+    assert lent and all(0 < n < whole for n in lent) and saved < whole, (commits, whole)
 
 
 def test_a_shell_that_does_not_hold_a_wanted_object_says_so_and_the_store_is_read() -> None:
@@ -204,4 +221,14 @@ def test_a_shell_that_does_not_hold_a_wanted_object_says_so_and_the_store_is_rea
         return packed.id, {}
 
     with pytest.raises(ToolshellError):
-        objects_for(packed.id, {}, lends_nothing, list(packed.objects))
+        Recent().objects_for(packed.id, {}, lends_nothing, list(packed.objects))
+
+
+def test_the_objects_seen_lately_stay_within_their_bound() -> None:
+    recent = Recent()
+    recent.add({"a": b"x" * 40_000})
+    recent.add({"b": b"y" * 40_000})  # past the bound: only the newest are kept
+    recent.add({"c": b"z" * (RECENT_BYTES + 1)})  # alone past it: nothing is kept
+    assert recent._objects == {} and recent._bytes == 0
+    recent.reset({"d": b"w"})
+    assert recent._objects == {"d": b"w"}
