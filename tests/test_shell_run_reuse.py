@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (the engine fixtures are imported from _store_support and named as parameters)
 """A shell call's own run does only the work its answer needs (issue 31, round 2): the before-start
 check reads nothing when no call could be held, prepares only calls that may ask, a scan's calls
 alone skip bashkit's cross-check, the active servers are worked out once per role, and a worker
@@ -15,6 +16,7 @@ import bashkit
 import pytest
 
 from _github_server import make_github
+from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  # fixtures
 from toolshell.config import Config
 from toolshell.errors import ToolshellError
 from toolshell.host import Host
@@ -27,7 +29,8 @@ from toolshell.shell import precheck as precheck_mod
 from toolshell.shell.handles import ShellHandles
 from toolshell.shell.restore import RECENT_BYTES, Recent
 from toolshell.shells import Shells
-from toolshell.store.keys import key_ring
+from toolshell.store.engines import open_store
+from toolshell.store.keys import new_key
 
 pytestmark = pytest.mark.anyio
 
@@ -164,7 +167,9 @@ async def test_the_active_servers_are_worked_out_once_per_role_not_per_shell_cal
     assert worked == [None]
 
 
-async def _catch_up_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: str) -> tuple[list[int], int]:
+async def _catch_up_commits(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big: str
+) -> tuple[list[int], int]:
     """The objects each `Session.commit` of worker one's call handed over, after worker two's call
     changed a small file of a shell holding a file `big` writes; and a whole commit's count."""
     from toolshell.session import Session
@@ -178,10 +183,14 @@ async def _catch_up_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big
         return tip, objects
 
     monkeypatch.setattr(Session, "commit", counted)
-    keys = key_ring(None, tmp_path, shared=False)
-    async with Host.open(state_dir=tmp_path) as one_host, Host.open(state_dir=tmp_path) as two_host:
+    keys = [new_key().encode()]
+    store = open_store(store_url)
+    async with (
+        Host.open(state_dir=tmp_path / "one", store=store) as one_host,
+        Host.open(state_dir=tmp_path / "two", store=store) as two_host,
+    ):
         one, two = (
-            Shells(h, ShellHandles(h.store, idle_seconds=3600, max_per_caller=8, max_bytes=1 << 22), keys)
+            Shells(h, ShellHandles(store, idle_seconds=3600, max_per_caller=8, max_bytes=1 << 22), keys)
             for h in (one_host, two_host)
         )
         first = await one.run(None, None, f"{big} > big; echo a > f; wc -c < big")
@@ -192,23 +201,26 @@ async def _catch_up_commits(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, big
         whole = len(real(one._live[handle].session)[1])
         one.close()
         two.close()
+    store.close()
     assert back.stdout == "a\nb\n" + first.stdout
     return commits, whole
 
 
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
 async def test_a_worker_catching_up_takes_what_the_newer_commit_lacks_from_what_it_saw_of_the_shell(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    commits, whole = await _catch_up_commits(tmp_path, monkeypatch, "seq 1 500")
+    commits, whole = await _catch_up_commits(store_url, tmp_path, monkeypatch, "seq 1 500")
     [saved] = commits  # no commit of the live shell to catch up: only the call's own save
     assert saved < 4 < whole
 
 
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
 async def test_a_worker_catching_up_a_large_shell_takes_from_it_only_the_objects_the_newer_commit_lacks(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     noise = "for i in $(seq 1 12); do head -c 8000 /dev/urandom | base64; done"  # past `RECENT_BYTES`, compressed
-    commits, whole = await _catch_up_commits(tmp_path, monkeypatch, noise)
+    commits, whole = await _catch_up_commits(store_url, tmp_path, monkeypatch, noise)
     *lent, saved = commits
     assert lent and all(0 < n < whole for n in lent) and saved < whole, (commits, whole)
 
