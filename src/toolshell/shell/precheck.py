@@ -4,6 +4,10 @@ Two users, one judgement: the before-start check (a literal call that needs appr
 whole script, seed "Approvals") and `tools plan`. Both read the script with the tree-sitter scanner
 of `policy.plan`, load the lazy servers that literal calls name, resolve and validate each literal
 call with the pure `calls.prepare`, and ask `Policy.assess`.
+
+The before-start check does only what can change its answer: it validates and judges only calls to
+a tool that may ask (`Policy.may_ask`), and a shell call on a catalog where no call could be held
+(`may_hold`: every server ready, no tool that may ask) does not read its script at all.
 """
 
 from __future__ import annotations
