@@ -155,6 +155,7 @@ class Host:
             project_id=self.project_id,
             redact=self.redact,
             catalog=self.catalog,
+            kept_catalog=self.catalogs.kept,
             load_server=self.load_server,
             target=self.connections.target,
             end=self._end_session,

@@ -46,7 +46,7 @@ from toolshell.shell.builtin import ToolsBuiltin
 from toolshell.shell.outcome import OnOutput, outcome, shell_cut, streamed
 from toolshell.shell.output import Bounded, Collected, Collector, bound, where_saved
 from toolshell.shell.pool import Shell, ShellPool
-from toolshell.shell.precheck import Precheck
+from toolshell.shell.precheck import Precheck, may_hold
 from toolshell.shell.state import ShellCallState
 from toolshell.timeline.events import Event
 from toolshell.timeline.sinks import EventSink, ObservedSink
@@ -82,6 +82,9 @@ class SessionServices:
     """Forget what the host keeps for a session id (open questions, runtime switches)."""
     visible_tools: Callable[[Session], Awaitable[list[ToolEntry]]]
     """The `keep_visible` tools: `Host.visible_tools`."""
+    kept_catalog: Callable[[Session], Catalog | None] = lambda session: None
+    """The session's last catalog while a build now would give it again, building nothing
+    (`CatalogMemo.kept`); None otherwise."""
     worker: str = ""
     """The host's id among the workers on its store (`Host.worker_id`)."""
     telemetry: Telemetry | None = None  # telemetry: the host's tracer; None when tracing is off
@@ -140,6 +143,8 @@ class Session:
         """Asks a person on the spot (`[approval] inline`): returns "once", "always" or "deny"."""
         self._run_approver: Approver | None = None
         self._current: ToolsBuiltin | None = None
+        self._held_by: tuple[Catalog, bool] | None = None
+        """The last catalog `_may_hold` judged, and its answer."""
         self._lock = anyio.Lock()
         self.shell = services.shells.take(self._tools) if services.shells else Shell(config.shell, self._tools)
         """The session's sandboxed shell (handed on to a later session by `Host.run` when it ends)."""
@@ -337,14 +342,16 @@ class Session:
         self, script: str, ledger: Ledger, started: float, on_output: OnOutput | None, feed: CallFeed | None
     ) -> RunResult:
         services, config = self.services, self.services.config
-        view = CatalogView(None, services.load_server, lambda: services.catalog(self))  # built when first needed
+        kept = services.kept_catalog(self)  # the catalog as a build now would give it, when the session has one
+        view = CatalogView(kept, services.load_server, lambda: services.catalog(self))  # else built when first needed
         gate = ApprovalGate(
             services.policy.approvals, self.id, self._approver(), caller=self.caller, metrics=services.metrics
         )
         precheck = Precheck(view, services.policy, gate, ledger)
         # A run resumed by replay passed this check when it first started: its calls are not asked about again.
+        # Nor is a script none of whose calls could be held (`_may_hold`): then the check reads nothing.
         held = None
-        if feed is None or not feed.checked:
+        if (feed is None or not feed.checked) and (kept is None or self._may_hold(kept)):
             with asking_for(BEFORE_START):
                 held = await precheck.hold_before_start(script)
         if held is not None:
@@ -397,6 +404,13 @@ class Session:
         stderr = self._bounded(shell_cut(errs.with_end(end), result, "stderr"), err_cap, call_id, "stderr")
         ledger.shell_call(script, started, self.source, exit_code)
         return self._result(exit_code, stdout.text, stderr.text + stdout.note, ledger)
+
+    def _may_hold(self, catalog: Catalog) -> bool:
+        """`precheck.may_hold`, kept for the catalog it was worked out for (the same object while
+        nothing it is built from changed; the policy's rules are the host's for its life)."""
+        if self._held_by is None or self._held_by[0] is not catalog:
+            self._held_by = (catalog, may_hold(catalog, self.services.policy))
+        return self._held_by[1]
 
     def _bounded(self, stream: Collected, cap: int, shell_call_id: str, name: str) -> Bounded:
         """A stream within `cap` bytes; past it, the whole is saved as `tool-output/<id>.<name>`."""

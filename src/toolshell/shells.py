@@ -47,6 +47,7 @@ from toolshell.result import RunResult
 from toolshell.shell import refusals
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import LiveBytes
+from toolshell.shell.restore import Recent
 from toolshell.store.keys import for_purpose, key_ring
 from toolshell.timeline.held import Held, holding
 from toolshell.timeline.sinks import SqliteSink
@@ -82,6 +83,7 @@ class _Live:
     size: int = 0
     """The bytes of its files after its last call (what it holds in memory between calls)."""
     files: LiveBytes = field(default_factory=LiveBytes)
+    recent: Recent = field(default_factory=Recent)  # objects seen lately, for the next catch-up
     """Keeps `size` up to date from the shell's commits (`shell.live_bytes`)."""
     committed: tuple[str | None, dict[str, bytes]] = (None, {})
     """The commit of the last save and its new objects, for `files`."""
@@ -215,8 +217,9 @@ class Shells:
                 newer = await _off_loop(self.handles.objects, kept.handle, self.keys, live.version)
             if live.stored + sum(len(d) for d in newer.values()) == kept.stored:
                 with contextlib.suppress(ToolshellError):  # not whole after all: read them all
-                    _, held = live.session.commit()  # what it holds, as objects (the same ids)
-                    live.session.checkout(kept.tip, held | newer)
+                    whole = live.recent.objects_for(kept.tip, newer, live.session.commit, live.have)
+                    live.session.checkout(kept.tip, whole)
+                    live.recent.reset(whole)
                     live.have |= set(newer)
                     live.stored, live.version = kept.stored, kept.version
                     live.size = live.files.measure(live.session.bash, kept.tip, newer)
@@ -229,6 +232,7 @@ class Shells:
             objects = await _off_loop(self.handles.objects, kept.handle, self.keys)
             live.session.checkout(kept.tip, objects)
             live.have, live.stored, live.full = set(objects), kept.stored, kept.stored
+            live.recent.reset(objects)
         live.version = kept.version
         live.size = live.files.measure(live.session.bash, kept.tip, objects if kept.tip is not None else None)
 
@@ -282,6 +286,7 @@ class Shells:
                 "the next call with this handle starts in an empty shell. Keep fewer or smaller files"
             )
         live.have = set(objects) if replace else live.have | set(objects)
+        (live.recent.reset if replace else live.recent.add)(objects)
         live.stored = added if replace else live.stored + added
         if replace:
             live.full = added

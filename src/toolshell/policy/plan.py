@@ -103,6 +103,10 @@ class Scan:
     unseen: bool = field(default=False, repr=False, compare=False)
     """Incomplete for a reason other than a saved script's run (whose body can be read in turn)."""
 
+    cross_checked: bool = field(default=True, repr=False, compare=False)
+    """False in the kept scan of a script whose calls alone were asked for (`scanned_calls`):
+    bashkit's reading, which only ever adds reasons, is still to come."""
+
     def hide(self, reason: str, *, saved_run: bool = False) -> None:
         if reason not in self.reasons:
             self.reasons.append(reason)
@@ -135,20 +139,39 @@ def scan(script: str) -> Scan:
     Returns:
         A `Scan`; `complete` is False when some calls may be hidden from reading.
     """
+    kept = _kept(script, cross_check=True)
+    calls = _copies(kept.calls)
+    return dataclasses.replace(kept, calls=calls, reasons=list(kept.reasons))  # every field, `unseen` too
+
+
+def scanned_calls(script: str) -> list[ScannedCall]:
+    """`scan(script).calls` alone, for the before-start check, which reads nothing else: bashkit's
+    cross-check, which only adds reasons a scan is incomplete, is left for a `scan` that needs them."""
+    return _copies(_kept(script, cross_check=False).calls)
+
+
+def _copies(calls: list[ScannedCall]) -> list[ScannedCall]:
+    return [dataclasses.replace(c, argv=list(c.argv)) for c in calls]  # a caller cannot change the cache
+
+
+def _kept(script: str, *, cross_check: bool) -> Scan:
+    """The kept scan of `script` (made now if there is none), cross-checked when asked."""
     kept = _scans.get(script)
     if kept is None:
-        kept = _scan(script)
+        kept = _scan(script, cross_check=cross_check)
         if len(script) <= SCAN_CACHE_MAX_CHARS:
             _scans[script] = kept
             if len(_scans) > SCAN_CACHE_SIZE:
                 _scans.popitem(last=False)
-    else:
-        _scans.move_to_end(script)
-    calls = [dataclasses.replace(c, argv=list(c.argv)) for c in kept.calls]  # a caller cannot change the cache
-    return dataclasses.replace(kept, calls=calls, reasons=list(kept.reasons))  # every field, `unseen` too
+        return kept
+    _scans.move_to_end(script)
+    if cross_check and not kept.cross_checked:  # its calls were read before; the reasons come now
+        _cross_check(script, kept)
+        kept.cross_checked = True
+    return kept
 
 
-def _scan(script: str) -> Scan:
+def _scan(script: str, *, cross_check: bool = True) -> Scan:
     tree = Parser(_LANGUAGE).parse(script.encode())
     found = Scan()
     if tree.root_node.has_error:
@@ -159,7 +182,9 @@ def _scan(script: str) -> Scan:
         _walk(tree.root_node, _Ctx(), found)
     except RecursionError:  # a word nested past Python's stack (the walk itself has no limit)
         found.hide("the script nests too deeply to read; calls inside it may be missed")
-    _cross_check(script, found)
+    if cross_check:
+        _cross_check(script, found)
+    found.cross_checked = cross_check
     return found
 
 
@@ -183,13 +208,15 @@ def _visit(node: Node, ctx: _Ctx, found: Scan) -> list[tuple[Node, _Ctx]]:
         return _redirected(node, ctx)
     elif kind == "command":
         _command(node, ctx, found)
+    if kind != "pipeline":
+        return [(child, ctx) for child in node.children]
     children: list[tuple[Node, _Ctx]] = []
-    piped = False
+    after = ctx  # the commands after a `|` read the pipe
     for child in node.children:
-        if kind == "pipeline" and child.type in ("|", "|&"):
-            piped = True
+        if child.type in ("|", "|&"):
+            after = _Ctx(ctx.where, True)
             continue
-        children.append((child, _Ctx(ctx.where, True) if piped else ctx))
+        children.append((child, after))
     return children
 
 

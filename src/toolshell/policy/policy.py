@@ -27,6 +27,7 @@ from toolshell.policy.risk import (
     NEEDS_APPROVAL,
     READ_ONLY,
     Risk,
+    is_unlabeled,
     judge,
     rules_of,
 )
@@ -82,6 +83,17 @@ class Policy:
         if risk.level == NEEDS_APPROVAL and (self.approvals.is_always(entry) or self.approvals.has_once(entry, input)):
             return _granted(entry)
         return risk
+
+    def may_ask(self, entry: ToolEntry) -> bool:
+        """Whether any call to `entry` could be judged `needs_approval`, whatever its input, rating or
+        grants (grants only take a question away). False when approval is off, or the tool is
+        `read_only` or `blocked` by the config alone, or `changes` and labeled (a rating is read only
+        for unlabeled tools): the before-start check does not build or validate such a call's input,
+        since nothing about it could hold the script."""
+        if self.approval.mode == "off":
+            return False
+        level = judge(entry, self.approval, rating=None).level
+        return level == NEEDS_APPROVAL or (level == CHANGES and is_unlabeled(entry))
 
     async def check(self, entry: ToolEntry, input: dict[str, Any], session_id: str = "") -> Risk:
         """Judge a call about to be made. A valid "always" grant, or a one-off grant for this exact

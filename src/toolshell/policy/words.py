@@ -26,6 +26,7 @@ _ANSI_ESCAPES = {
     '"': '"',
     "?": "?",
 }
+_GLOB = re.compile(r"[*?\[]")
 _BRACE = re.compile(r"\{[^{}]*(,|\.\.)[^{}]*\}")
 _ASSIGN_TILDE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=~")  # bash expands `~` after an assignment-like `name=`
 
@@ -38,6 +39,8 @@ def _unquoted_word(raw: str) -> str | None:
     """Backslash removal for an unquoted word; None if it holds an unescaped glob or a leading `~`."""
     if raw.startswith("~") or _ASSIGN_TILDE.match(raw):
         return None
+    if "\\" not in raw:  # most words: nothing to remove, only globs to look for
+        return None if _GLOB.search(raw) else raw
     out: list[str] = []
     i = 0
     while i < len(raw):

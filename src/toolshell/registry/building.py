@@ -128,12 +128,21 @@ def read_server(source: ToolSource, server: ServerConfig, session: SessionLike) 
     return server.name, state, last_error, recalled
 
 
-def current_inputs(config: Config, source: ToolSource, overlays: Overlays, session: SessionLike) -> BuildInputs:
-    """The inputs a build for this session would read now (see `BuildInputs`), without building."""
+def current_inputs(
+    config: Config,
+    source: ToolSource,
+    overlays: Overlays,
+    session: SessionLike,
+    active: Sequence[ServerConfig] | None = None,
+) -> BuildInputs:
+    """The inputs a build for this session would read now (see `BuildInputs`), without building.
+
+    `active`: the role's active servers when the caller keeps them (`active_servers`, a function
+    of the config and the role alone)."""
     disabled = frozenset(overlays.disabled(session.id))
-    servers = tuple(
-        read_server(source, s, session) for s in active_servers(config, session.role) if s.name not in disabled
-    )
+    if active is None:
+        active = active_servers(config, session.role)
+    servers = tuple(read_server(source, s, session) for s in active if s.name not in disabled)
     return BuildInputs(session.role, disabled, frozenset(overlays.unlocked(session.id)), servers)
 
 

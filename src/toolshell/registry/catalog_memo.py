@@ -17,14 +17,17 @@ from __future__ import annotations
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 
-from toolshell.config import Config
+from toolshell.config import Config, ServerConfig
 from toolshell.errors import ToolshellError
 from toolshell.registry.building import BuildInputs, SessionLike, ToolSource, build_catalog, current_inputs
 from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
+from toolshell.registry.filters import active_servers
 from toolshell.registry.overlay import Overlays
 
 TopLevel = Callable[[], Awaitable[Sequence[ToolEntry]]]
+KEPT_ROLES = 64
+"""The roles whose active servers are kept (`CatalogMemo.active`)."""
 
 
 class CatalogMemo:
@@ -44,8 +47,20 @@ class CatalogMemo:
         self._top_level = top_level
         self._top: Sequence[ToolEntry] | None = None
         self._kept: weakref.WeakKeyDictionary[SessionLike, tuple[BuildInputs, Catalog]] = weakref.WeakKeyDictionary()
+        self._active: dict[str | None, tuple[ServerConfig, ...]] = {}
         self.builds = 0
         """Catalogs built (not reused) so far."""
+
+    def active(self, role: str | None) -> Sequence[ServerConfig]:
+        """The servers a session with `role` uses (`filters.active_servers`), made once per role: they
+        follow from the config alone, which is the host's for its whole life (the router keeps its
+        servers from it when the host opens; a changed config is a new host)."""
+        servers = self._active.get(role)
+        if servers is None:
+            servers = tuple(active_servers(self.config, role))
+            if len(self._active) < KEPT_ROLES:  # roles are few; a client naming endless tags keeps nothing more
+                self._active[role] = servers
+        return servers
 
     async def prime(self) -> None:
         """List the top-level tools now (while the servers start), so the first shell call need not."""
@@ -55,11 +70,21 @@ class CatalogMemo:
             except ToolshellError:
                 pass  # the first shell call tries again, and says why
 
+    def kept(self, session: SessionLike) -> Catalog | None:
+        """The session's last catalog when a build now would give it again; None (building nothing)
+        when it has none or its inputs changed."""
+        kept = self._kept.get(session)
+        if kept is not None and kept[0] == current_inputs(
+            self.config, self.source, self.overlays, session, self.active(session.role)
+        ):
+            return kept[1]
+        return None
+
     async def catalog(self, session: SessionLike) -> Catalog:
         """The session's catalog as a build now would give it."""
-        kept = self._kept.get(session)
-        if kept is not None and kept[0] == current_inputs(self.config, self.source, self.overlays, session):
-            return kept[1]
+        kept = self.kept(session)
+        if kept is not None:
+            return kept
         if self._top is None:
             self._top = tuple(await self._top_level())
         record: list[BuildInputs] = []

@@ -4,10 +4,15 @@ Two users, one judgement: the before-start check (a literal call that needs appr
 whole script, seed "Approvals") and `tools plan`. Both read the script with the tree-sitter scanner
 of `policy.plan`, load the lazy servers that literal calls name, resolve and validate each literal
 call with the pure `calls.prepare`, and ask `Policy.assess`.
+
+The before-start check does only what can change its answer: it validates and judges only calls to
+a tool that may ask (`Policy.may_ask`), and a shell call on a catalog where no call could be held
+(`may_hold`: every server ready, no tool that may ask) does not read its script at all.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -19,9 +24,10 @@ from toolshell.calls.view import CatalogView
 from toolshell.command.argv import Invoke, parse
 from toolshell.command.inputs import build_input
 from toolshell.errors import ErrorCode, ToolshellError
-from toolshell.policy.plan import ScannedCall, plan_json_async, scan
+from toolshell.policy.plan import ScannedCall, plan_json_async, scan, scanned_calls
 from toolshell.policy.policy import Policy
 from toolshell.policy.risk import CHECKED_AT_RUN_TIME, NEEDS_APPROVAL, Risk
+from toolshell.registry.catalog import Catalog
 from toolshell.registry.entry import ToolEntry
 
 T = TypeVar("T")
@@ -54,13 +60,14 @@ class Precheck:
 
     async def hold_before_start(self, script: str) -> HeldBeforeStart | None:
         """The hold when a call written out in full needs approval and nobody granted it; else None."""
-        calls = scan(script).calls
+        calls = scanned_calls(script)
         await self.load_named_servers(calls)
         granted_once: list[str] = []  # the requests answered "once" on the spot, before the script ran
         for scanned in calls:
-            prepared = self.prepare_literal(scanned)
+            # Only calls to a tool that may ask are prepared: no input makes the others hold the script.
+            prepared = self.prepare_literal(scanned, self.policy.may_ask)
             if prepared is None:
-                continue  # built at run time, or input that fails its schema (that fails when it runs)
+                continue  # built at run time, cannot ask, or input that fails its schema (that fails when it runs)
             risk = await self.policy.assess(prepared.entry, prepared.input)
             if risk.level != NEEDS_APPROVAL:
                 continue
@@ -108,9 +115,11 @@ class Precheck:
             return None
         return look.server.name
 
-    def literal_input(self, scanned: ScannedCall) -> tuple[ToolEntry, dict[str, Any]] | None:
+    def literal_input(
+        self, scanned: ScannedCall, wanted: Callable[[ToolEntry], bool] | None = None
+    ) -> tuple[ToolEntry, dict[str, Any]] | None:
         """Tool and input of a fully literal call whose input does not come from stdin (not yet
-        checked against the schema); else None."""
+        checked against the schema), to a tool `wanted` takes (default: any); else None."""
         if not scanned.literal or scanned.argv is None or scanned.input_from_stdin:
             return None
         request = _quiet(lambda: parse([w for w in scanned.argv or [] if w is not None]))
@@ -120,13 +129,17 @@ class Precheck:
         if resolved is None:
             return None
         entry, rest = resolved
+        if wanted is not None and not wanted(entry):
+            return None
         # With no input arguments a call reads stdin; a top-level script's stdin is empty, so: {}.
         arguments = _quiet(lambda: build_input(rest, None, entry.input_schema))
         return None if arguments is None else (entry, arguments)
 
-    def prepare_literal(self, scanned: ScannedCall) -> PreparedCall | None:
+    def prepare_literal(
+        self, scanned: ScannedCall, wanted: Callable[[ToolEntry], bool] | None = None
+    ) -> PreparedCall | None:
         """The prepared call of a literal call (see `literal_input`) whose input passes its schema."""
-        literal = self.literal_input(scanned)
+        literal = self.literal_input(scanned, wanted)
         return None if literal is None else _quiet(lambda: prepare_input(*literal))
 
     async def plan(self, script: str) -> dict[str, Any]:
@@ -150,6 +163,15 @@ class Precheck:
         text = "tools " + " ".join(words[:2]) if words else "tools …"
         unknown = _problem(lambda: lookup(self.view.catalog, words)) if scanned.literal and words else None
         return text, None, Risk(CHECKED_AT_RUN_TIME, message="the command is built while the script runs"), unknown
+
+
+def may_hold(catalog: Catalog, policy: Policy) -> bool:
+    """Whether the before-start check could hold a script on `catalog`: a tool in it may ask
+    (`Policy.may_ask`), or a server in it is not ready (a call naming it loads it, and its tools
+    are judged then). When not, no script can be held, whatever calls it makes."""
+    if any(server.state != "ready" for server in catalog.servers):
+        return True
+    return any(policy.may_ask(entry) for entry in itertools.chain(catalog.entries, catalog.top_level))
 
 
 def _problem(check: Callable[[], object]) -> str | None:
