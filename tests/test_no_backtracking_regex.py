@@ -26,6 +26,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "toolshell"
 
 ALLOWED: dict[tuple[str, str], str] = {
     ("config/names.py", "SERVER_NAME_RE"): "server names as written in the user's config",
+    ("store/dialect.py", "_KEY_ON"): "the store's own migration statements, never a server's answer",
     ("config/names.py", "SCRIPT_NAME_RE"): "saved-script names the user or the script chose",
     ("config/oauth.py", "OAuthConfig._names_a_variable"): "an environment variable name in the config",
     ("frontends/serve/tasks/keeper.py", "_PLACE"): "a parked question's key, which toolshell writes (`r1.c3.q7`)",
@@ -35,6 +36,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("config/expansion.py", "_VAR_RE"): "`${VAR}` expansion over the user's config text",
     ("config/loading.py", "_BARE_KEY"): "TOML keys of the user's own config, written back by `config import`",
     ("config/trust.py", "_REFERENCE"): "`${VAR}` references in the checkout config a person is about to trust",
+    ("policy/words.py", "_GLOB"): "the words of the script's own bash text, never a server's answer",
     ("policy/words.py", "_BRACE"): "the words of the script's own bash text, never a server's answer",
     ("policy/words.py", "_ASSIGN_TILDE"): "the words of the script's own bash text, never a server's answer",
     ("policy/words.py", "_double_quoted"): "the words of the script's own bash text, never a server's answer",
