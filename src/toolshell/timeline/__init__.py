@@ -18,7 +18,8 @@ from toolshell.timeline.events import (
     preview,
     script_preview,
 )
-from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink, query, render_timeline, timeline_json
+from toolshell.timeline.render import render_timeline, timeline_json
+from toolshell.timeline.sinks import EventSink, MemorySink, SqliteSink, query
 
 __all__ = [
     "OUTCOMES",

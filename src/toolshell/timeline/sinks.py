@@ -1,23 +1,20 @@
 """Where timeline events go: a list for tests and embedding, SQLite for `toolshell timeline`.
 
 Both sinks give the same grouped rows (a shell call with its nested calls in order), so
-`render_timeline` and `timeline_json` work on either.
+`timeline.render` shows either.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, tzinfo
 from operator import attrgetter
 from typing import Any, Protocol, TypeVar
 
-from toolshell.safe_text import escape
 from toolshell.store.protocol import StateStore, Transaction
 from toolshell.timeline.events import Event, NestedCall, ShellCall
 from toolshell.timeline.held import Held, current
@@ -74,8 +71,6 @@ _NESTED_COLUMNS = (
 
 logger = logging.getLogger(__name__)
 _E = TypeVar("_E", ShellCall, NestedCall)
-
-MARKS = {"completed": "✓", "failed": "✗", "refused": "⊘", "stopped_for_approval": "⏸"}
 
 
 class EventSink(Protocol):
@@ -440,45 +435,3 @@ def _filters(session_id: str | None, outcome: str | None, server: str | None) ->
 
 def _row(shell: dict[str, Any], calls: list[dict[str, Any]]) -> dict[str, Any]:
     return {**shell, "calls": calls}
-
-
-def _one_line(text: str) -> str:
-    """A multi-line script shown on its row: newlines as ` ⏎ `."""
-    return " ⏎ ".join(line.strip() for line in text.splitlines() if line.strip())
-
-
-def render_timeline(rows: Iterable[dict[str, Any]], tz: tzinfo | None = None) -> str:
-    """Plain text for `toolshell timeline`: one line per shell call, one indented line per nested call.
-
-    Args:
-        rows: From `query` or `MemorySink.timeline`.
-        tz: The time zone to show times in; the local zone when None.
-    """
-    lines: list[str] = []
-    for row in rows:
-        when = datetime.fromtimestamp(row["started_at"], tz or datetime.now().astimezone().tzinfo)
-        exit_text = "running" if row["exit_code"] is None else f"exit {row['exit_code']}"
-        if row.get("ended_by") == "worker_lost":
-            exit_text += " (its worker stopped mid-call)"
-        took = "" if row["duration_ms"] is None else f"  {_duration(row['duration_ms'])}"
-        source = f"{row['source']} from {row['address']}" if row.get("address") else row["source"]
-        lines.append(
-            f"{when:%Y-%m-%d %H:%M:%S}  {row['session_id']}  [{source}]  {_one_line(row['script_preview'])}  "
-            f"{exit_text}{took}"
-        )
-        for call in row["calls"]:
-            error = f"  {call['error_code']}" if call["error_code"] else ""
-            mark = MARKS.get(call["outcome"], "?")
-            lines.append(
-                f"  {mark} {call['command']}  {call['input_preview']}  {_duration(call['duration_ms'])}{error}"
-            )
-    return "\n".join(map(escape, lines)) + "\n" if lines else "no shell calls recorded yet\n"
-
-
-def timeline_json(rows: Iterable[dict[str, Any]]) -> str:
-    """The rows as JSON (`toolshell timeline --json`): a list of shell calls with their `calls`."""
-    return json.dumps(list(rows), indent=2, ensure_ascii=False) + "\n"
-
-
-def _duration(ms: float) -> str:
-    return f"{ms:.0f} ms" if round(ms) < 1000 else f"{ms / 1000:.1f} s"

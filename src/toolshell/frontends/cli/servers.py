@@ -44,7 +44,8 @@ def timeline(config_path: str | None, state_dir: str | None, session_id: str | N
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     from toolshell import config as cfg
     from toolshell.store.engines import open_store
-    from toolshell.timeline.sinks import query, render_timeline
+    from toolshell.timeline.render import render_timeline
+    from toolshell.timeline.sinks import query
 
     loaded = guard(lambda: load_config(config_path))
     store = guard(lambda: open_store(cfg.state_location(loaded, state_dir)))
