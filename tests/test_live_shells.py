@@ -216,3 +216,19 @@ async def test_a_call_that_waited_on_a_shell_closed_meanwhile_runs_in_one_from_t
     assert "was not kept" in (results["first"].shell_note or "")
     assert results["second"].stdout == "", "the file whose state was not kept is not in the shell it ran in"
     assert live, "the shell it ran in is the counted live one"
+
+
+async def test_live_shells_bounds_how_many_shells_a_worker_keeps_and_the_default_holds_a_fleets_sessions(
+    tmp_path: Path,
+) -> None:
+    """`[serve] live_shells` is the count bound (files are `live_shell_bytes`'): past it the least
+    recently used idle shell goes to the store and comes back whole. The default keeps the shells of
+    a fleet of 12 workers × 16 sessions live on each worker (a round-robin fleet sees every shell on
+    every worker; 64 made each call past 4 workers restore its shell whole)."""
+    async with _worker(tmp_path, live_shells=2) as shells:
+        a, b, c = [(await shells.run(None, None, f"echo {n} > {n}.txt")).shell for n in "abc"]
+        after_three = list(shells.held)
+        back = await shells.run(None, a, "cat a.txt")
+    assert (after_three, back.stdout, back.shell) == ([b, c], "a\n", a)
+    async with _worker(tmp_path / "default") as shells:
+        assert shells.max_live == Config().serve.live_shells >= 12 * 16

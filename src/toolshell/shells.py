@@ -59,9 +59,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
-MAX_LIVE = 64
-"""Sessions this process keeps in memory; past it the least recently used is closed (its state
-stays in the store, so the next call checks it out again)."""
+MAX_LIVE = 1024
+"""Sessions this process keeps in memory (`[serve] live_shells`); past it the least recently used
+is closed (its state stays in the store, so the next call checks it out again)."""
 LIVE_BYTES = 1 << 30
 """The bytes of files the live sessions of one process may hold between calls (`[serve] live_shell_bytes`)."""
 COMPACT_FLOOR = 64 * 1024
@@ -131,7 +131,7 @@ class Shells:
             max_bytes=serve.max_shell_bytes,
         )
         keys = for_purpose(state_ring(host), "shell-seal")
-        return cls(host, handles, keys, live_bytes=serve.live_shell_bytes)
+        return cls(host, handles, keys, max_live=serve.live_shells, live_bytes=serve.live_shell_bytes)
 
     def new(self, caller: str | None) -> str:
         """A new, empty shell's handle."""

@@ -122,6 +122,10 @@ class ServeConfig(_Model):
     live_shell_bytes: int = Field(default=1 << 30, ge=1 << 20, le=1 << 40)
     """The bytes of files the shells one serving process keeps live between calls may hold; past it
     the least recently used are closed (their state stays in the store, the next call checks it out)."""
+    live_shells: int = Field(default=1024, ge=1, le=1_000_000)
+    """The shells one serving process keeps live between calls; past it the least recently used idle
+    one is closed (its state stays in the store). Their memory is bounded by `live_shell_bytes`: a
+    shell's files and 256 bytes an entry count there."""
     tasks: ServeTasksConfig = Field(default_factory=ServeTasksConfig)
     yield_seconds: float = Field(default=25.0, ge=0, le=3600)
     """A `bash` call of a client without Tasks still running this long returns its output so far;
