@@ -38,6 +38,7 @@ pytestmark = pytest.mark.anyio
 def _counting_scans(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     scanned: list[str] = []
     real = plan_mod._scan
+    monkeypatch.setattr(plan_mod, "_scans", type(plan_mod._scans)())  # scans earlier tests kept don't count
 
     def counted(script: str, **kwargs: Any) -> Any:
         scanned.append(script)
