@@ -119,7 +119,15 @@ def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy:
                 for i in range(warmup):
                     call(http, base + "/mcp", SCRIPT.format(i=i), shell)
                 if spy:
-                    spy_argv = [str(Path(sys.executable).parent / "py-spy"), "record", "--nonblocking", "-o", spy, "-f", "speedscope"]
+                    spy_argv = [
+                        str(Path(sys.executable).parent / "py-spy"),
+                        "record",
+                        "--nonblocking",
+                        "-o",
+                        spy,
+                        "-f",
+                        "speedscope",
+                    ]
                     spying = subprocess.Popen([*spy_argv, "-p", str(proc.pid), "-r", "500"], stderr=subprocess.DEVNULL)
                     time.sleep(1)  # py-spy attaches
                 cpu, started, took, yielded = tree_cpu_s(proc.pid), time.perf_counter(), [], 0
