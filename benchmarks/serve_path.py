@@ -8,7 +8,9 @@ then sends N sequential 2026-07-28 `tools/call`s of `bash` with the shell's hand
 keep-alive connection (a raw JSON-RPC client: the SDK's client costs more than the server it
 measures). The script is issue 31's: `echo $i >> log; tools text-metrics text-length text=x$i;
 wc -l < log`. It reports the serving processes' CPU per call (user + system, from /proc, the
-whole process tree with `--processes`), p50 and p99 latency, and calls/s. `--py-spy FILE` records
+whole process tree with `--processes`; user and system apart, and the threads' context switches),
+p50 and p99 latency, and calls/s; `--script` runs another script (`true`: the path without the
+nested call or a file). `--py-spy FILE` records
 the worker with py-spy (on-CPU samples, a speedscope file) during the measured calls.
 """
 
@@ -53,20 +55,29 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def tree_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of `pid` and its live descendants."""
-    total, todo = 0.0, [pid]
+def tree_cpu(pid: int) -> tuple[float, float, int, dict[str, float]]:
+    """User and system CPU seconds of `pid` and its live descendants, their threads' context
+    switches (each hop of a call between the event loop and a thread, or a wait on a socket), and
+    CPU seconds by thread name (the event loop's `python`, the store's `AnyIO worker`, bashkit's
+    runtime threads)."""
+    user, system, switches, todo, named = 0.0, 0.0, 0, [pid], {}
     while todo:
         p = todo.pop()
         try:
             fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / TICKS
+            user, system = user + int(fields[11]) / TICKS, system + int(fields[12]) / TICKS
             for task in Path(f"/proc/{p}/task").iterdir():
                 children = (task / "children").read_text().split()
                 todo += [int(c) for c in children]
+                stat = (task / "stat").read_text()
+                name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+                named[name] = named.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / TICKS
+                for line in (task / "status").read_text().splitlines():
+                    if "ctxt_switches:" in line:
+                        switches += int(line.split()[1])
         except (FileNotFoundError, ProcessLookupError):
             continue
-    return total
+    return user, system, switches, named
 
 
 def call(http: httpx2.Client, url: str, script: str, shell: str | None) -> dict[str, Any]:
@@ -98,7 +109,9 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 60) ->
     raise SystemExit("serve did not get ready")
 
 
-def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy: str | None) -> dict[str, Any]:
+def measure(
+    calls: int, warmup: int, store_url: str | None, processes: int, spy: str | None, script: str = SCRIPT
+) -> dict[str, Any]:
     port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "TOOLSHELL_STATE_KEYS": new_key()}
@@ -117,7 +130,7 @@ def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy:
             with httpx2.Client(timeout=60) as http:
                 shell = call(http, base + "/mcp", "echo start > log", None)["shell"]
                 for i in range(warmup):
-                    call(http, base + "/mcp", SCRIPT.format(i=i), shell)
+                    call(http, base + "/mcp", script.format(i=i), shell)
                 if spy:
                     spy_argv = [
                         str(Path(sys.executable).parent / "py-spy"),
@@ -130,10 +143,10 @@ def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy:
                     ]
                     spying = subprocess.Popen([*spy_argv, "-p", str(proc.pid), "-r", "500"], stderr=subprocess.DEVNULL)
                     time.sleep(1)  # py-spy attaches
-                cpu, started, took, yielded = tree_cpu_s(proc.pid), time.perf_counter(), [], 0
+                cpu, started, took, yielded = tree_cpu(proc.pid), time.perf_counter(), [], 0
                 for i in range(calls):
                     t = time.perf_counter()
-                    result = call(http, base + "/mcp", SCRIPT.format(i=warmup + i), shell)
+                    result = call(http, base + "/mcp", script.format(i=warmup + i), shell)
                     stalled = False
                     while result.get("running") or (result.get("earlier") or {}).get("running"):
                         stalled = True  # it yielded (a stalled machine): collect the rest
@@ -142,7 +155,7 @@ def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy:
                     yielded += stalled
                     took.append(time.perf_counter() - t)
                     assert result["shell"] == shell and (stalled or result["exit_code"] == 0), result
-                wall, cpu = time.perf_counter() - started, tree_cpu_s(proc.pid) - cpu
+                wall, after = time.perf_counter() - started, tree_cpu(proc.pid)
         finally:
             if spying is not None:
                 spying.send_signal(2)
@@ -154,7 +167,15 @@ def measure(calls: int, warmup: int, store_url: str | None, processes: int, spy:
         "store": "postgresql" if store_url else "sqlite",
         "processes": processes,
         "calls": calls,
-        "worker_cpu_ms_per_call": round(1000 * cpu / calls, 2),
+        "worker_cpu_ms_per_call": round(1000 * (after[0] + after[1] - cpu[0] - cpu[1]) / calls, 2),
+        "user_ms": round(1000 * (after[0] - cpu[0]) / calls, 2),
+        "system_ms": round(1000 * (after[1] - cpu[1]) / calls, 2),
+        "switches_per_call": round((after[2] - cpu[2]) / calls, 1),
+        "threads_ms": {
+            name: round(1000 * (spent - cpu[3].get(name, 0.0)) / calls, 2)
+            for name, spent in sorted(after[3].items(), key=lambda kv: kv[1] - cpu[3].get(kv[0], 0.0), reverse=True)
+            if spent - cpu[3].get(name, 0.0) > 0
+        },
         "p50_ms": round(1000 * statistics.median(took), 2),
         "p99_ms": round(1000 * took[int(0.99 * (len(took) - 1))], 2),
         "calls_per_s": round(calls / wall, 1),
@@ -169,8 +190,9 @@ def cli() -> None:
     parser.add_argument("--store-url", default=None, help="a PostgreSQL URL (default: the SQLite store)")
     parser.add_argument("--processes", type=int, default=1)
     parser.add_argument("--py-spy", dest="spy", default=None, help="record the worker with py-spy into this file")
+    parser.add_argument("--script", default=SCRIPT, help="the script each call runs ({i}: the call's number)")
     args = parser.parse_args()
-    print(json.dumps(measure(args.calls, args.warmup, args.store_url, args.processes, args.spy)))
+    print(json.dumps(measure(args.calls, args.warmup, args.store_url, args.processes, args.spy, args.script)))
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ import anyio.to_thread
 from toolshell.errors import ToolshellError
 from toolshell.result import RunResult
 from toolshell.shell import refusals
+from toolshell.shell.first_read import Check, first_read
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import LiveBytes
 from toolshell.shell.restore import Recent
@@ -83,10 +84,9 @@ class _Live:
     size: int = 0
     """The bytes of its files after its last call (what it holds in memory between calls)."""
     files: LiveBytes = field(default_factory=LiveBytes)
-    recent: Recent = field(default_factory=Recent)  # objects seen lately, for the next catch-up
     """Keeps `size` up to date from the shell's commits (`shell.live_bytes`)."""
-    committed: tuple[str | None, dict[str, bytes]] = (None, {})
-    """The commit of the last save and its new objects, for `files`."""
+    recent: Recent = field(default_factory=Recent)
+    """Objects seen lately, for the next catch-up."""
     used: float = field(default_factory=time.monotonic)
 
 
@@ -157,7 +157,8 @@ class Shells:
         try:
             try:
                 # After the lock: what the last call saved, and what this worker lacks of it.
-                kept = await _off_loop(self._find, handle, caller, live.version if live.version >= 0 else None)
+                after, first = live.version if live.version >= 0 else None, first_read()
+                kept = await _off_loop(self._find, handle, caller, after, first)
                 if kept is None:
                     return self._gone(handle, caller)
                 await self._catch_up(live, kept)
@@ -189,8 +190,7 @@ class Shells:
                 if not held.empty:  # what the call recorded is kept even when its shell's state is not
                     with anyio.CancelScope(shield=True):  # a cancelled run's rows (interrupted) too
                         await self._record(held)
-            (tip, added), live.committed = live.committed, (None, {})
-            live.size, live.used = live.files.measure(live.session.bash, tip, added), time.monotonic()
+            live.used = time.monotonic()  # `live.size`: counted by the save
             if live.size > self.live_bytes and note is None:
                 note = (
                     f"this shell now holds {live.size} bytes of files, more than [serve] live_shell_bytes "
@@ -202,7 +202,9 @@ class Shells:
         result.shell, result.shell_note = handle, note
         return result
 
-    def _find(self, handle: str, caller: str | None, after: int | None = None) -> Kept | None:
+    def _find(self, handle: str, caller: str | None, after: int | None, first: Check | None) -> Kept | None:
+        if first is not None:  # the caller's own read, in this hop (`shell.first_read`)
+            first(handle)
         return self.handles.find(handle, caller, self.keys, after)
 
     async def _catch_up(self, live: _Live, kept: Kept) -> None:
@@ -238,48 +240,39 @@ class Shells:
 
     async def _save(self, handle: str, caller: str | None, live: _Live, held: Held) -> str | None:
         """Save the shell after a call, with the timeline rows it `held`, in one transaction; a
-        note for the result when its state was not kept."""
-        tip, objects = live.session.commit(live.have)
-        added = sum(len(d) for d in objects.values())
-        replace = (
-            live.stored + added > max(2 * live.full, COMPACT_FLOOR) or live.stored + added > self.handles.max_bytes
-        )
-        if replace:
-            tip, objects = live.session.commit()
-            added = sum(len(d) for d in objects.values())
-        live.committed = (tip, objects)
-        limit = self.handles.max_bytes
-        too_big = added > limit if replace else False
-        kept_tip = None if too_big else tip
-        sink = self._sink
+        note for the result when its state was not kept.
+
+        The commit, the count of the shell's bytes and the write run in one worker thread: bashkit
+        commits without the GIL, so the event loop serves other calls meanwhile."""
+        sink, limit = self._sink, self.handles.max_bytes
         if sink is not None:
             sink.release(held)
         if sink is not None and sink.store is not self.handles.store:  # rows elsewhere: written on their own
             sink = None
+        tip, objects, added, replace = "", dict[str, bytes](), 0, False
 
         def save() -> int | None:
+            nonlocal tip, objects, added, replace
+            tip, objects = live.session.commit(live.have)
+            added = sum(len(d) for d in objects.values())
+            replace = live.stored + added > max(2 * live.full, COMPACT_FLOOR) or live.stored + added > limit
+            if replace:
+                tip, objects = live.session.commit()
+                added = sum(len(d) for d in objects.values())
+            live.size = live.files.measure(live.session.bash, tip, objects)
+            kept, kept_objects = (None, {}) if replace and added > limit else (tip, objects)
+            version, key = live.version, self.keys[0]
             if sink is None:
-                return self.handles.save(
-                    handle, caller, live.version, kept_tip, {} if too_big else objects, self.keys[0], replace=replace
-                )
-            with sink.committing(held) as write:
-                return self.handles.save(
-                    handle,
-                    caller,
-                    live.version,
-                    kept_tip,
-                    {} if too_big else objects,
-                    self.keys[0],
-                    replace=replace,
-                    also=write,
-                )
+                return self.handles.save(handle, caller, version, kept, kept_objects, key, replace=replace)
+            with sink.committing(held) as also:
+                return self.handles.save(handle, caller, version, kept, kept_objects, key, replace=replace, also=also)
 
         saved = await _off_loop(save)
         if saved is None:
             self._forget(handle)
             return "another call changed this shell at the same time; its state is the one kept, not this call's"
         live.version = saved
-        if too_big:
+        if replace and added > limit:
             self._forget(handle)
             return (
                 f"this shell's state was not kept: its {added} bytes are past [serve] max_shell_bytes ({limit}); "

@@ -25,9 +25,11 @@ heartbeat is set stale), and the next call on its shell, on another worker, take
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -40,10 +42,11 @@ import anyio.abc
 import mcp_types as types
 
 from toolshell.calls.replay import CallFeed, discard
-from toolshell.errors import ErrorCode, ToolshellError, error_result
-from toolshell.frontends.serve.bash_tool import bash_text
+from toolshell.errors import ToolshellError
+from toolshell.frontends.serve.tasks.yield_results import busy_result, failed, rest_of, result_so_far, with_earlier
 from toolshell.frontends.serve.upstream import Asker, Parking
 from toolshell.redact import Redactor
+from toolshell.shell.first_read import read_first
 from toolshell.store.replay import RESUME, opened_json, sealed_json
 from toolshell.store.yields import YIELD_CHANNEL, YieldedRow, YieldRows
 
@@ -63,7 +66,6 @@ RUNNING = (
     "still running: this is its output so far. Call bash again with this `shell` (any script, e.g. `true`)"
     " to get the rest first, as `earlier`"
 )
-STOPPED = "the worker running the earlier call on this shell stopped before it ended; its output after this is lost"
 
 
 @dataclass(eq=False)
@@ -75,6 +77,15 @@ class _Run:
     yielded: bool = False
     handle: str = ""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    feed: CallFeed | None = None
+    key: str = field(default_factory=lambda: "yield:" + secrets.token_urlsafe(24))
+    """Its yielded row's run key, if it yields."""
+    earlier: bool = False
+    """It found another call's yielded run on its shell, and did not start."""
+    settled: bool = False
+    """Its caller stopped waiting for it to start (it ended, or yielded): it runs whatever it finds."""
+    gate: threading.Lock = field(default_factory=threading.Lock)
+    """`earlier` and `settled` are decided under it: one by the look in a thread, one by the loop."""
 
     def output(self, stdout: str, stderr: str) -> None:
         self.out.append(stdout)
@@ -142,24 +153,30 @@ class Yielder:
         resumed); `resumer`
         runs an earlier call taken over from a silent owner."""
         await self._sweep()
-        earlier = await self._collect(caller, handle, resumer)
-        if earlier is not None and earlier.get("running"):
-            busy = {"stdout": "", "stderr": "", "shell": handle, "earlier": earlier}
-            return _result(busy, note="your script did not run: the shell is still busy with the earlier call")
-        run = _Run()
-        gated = None if asker is None else _AfterYield(asker, run)
-        feed = CallFeed(redact=self.redact)
-        self.tg.start_soon(self._execute, run, run_bash, gated, feed)
-        try:
-            with self._waiting():
-                await run.done.wait()
-        except anyio.get_cancelled_exc_class():  # the client cancelled the call: the script stops
-            run.scope.cancel()
-            raise
+        earlier, look_first = None, handle not in self._owned  # else: an earlier call here yielded
+        while True:
+            if not look_first:  # the earlier call's rest first
+                earlier = await self._collect(caller, handle, resumer)
+                if earlier is not None and earlier.get("running"):
+                    return busy_result(handle, earlier)
+            run = self._start(run_bash, asker, look_first)
+            try:
+                with self._waiting():
+                    await run.done.wait()
+            except anyio.get_cancelled_exc_class():  # the client cancelled the call: the script stops
+                run.scope.cancel()
+                raise
+            with run.gate:
+                run.settled = not run.earlier
+            if run.settled:
+                break
+            look_first = False  # the run found an earlier yielded call on the shell, and did not start
+        feed = run.feed
+        assert feed is not None  # `_start` gave it one
         if run.result is not None:
-            return _with_earlier(run.result, earlier)
+            return with_earlier(run.result, earlier)
         stdout, stderr = "".join(run.out), "".join(run.err)
-        run_key = "yield:" + secrets.token_urlsafe(24)
+        run_key = run.key
         info = None if resume is None or feed.lost else resume()
         sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
         try:
@@ -171,12 +188,12 @@ class Yielder:
         except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
             await run.done.wait()
-            return _with_earlier(run.result or _failed("the call ended without a result"), earlier)
+            return with_earlier(run.result or failed("the call ended without a result"), earlier)
         run.yielded, run.handle = True, handle
         self._owned[handle] = run
         self.tg.start_soon(self._keep, run, handle)
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
-        return _result({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
+        return result_so_far({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
 
     def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool | str:
         """Run a call whose owner went silent again here, by replay; False when it cannot be resumed,
@@ -257,13 +274,27 @@ class Yielder:
 
         return forget
 
-    async def _execute(self, run: _Run, run_bash: RunBash, asker: Asker | None, feed: CallFeed) -> None:
+    def _start(self, run_bash: RunBash, asker: Asker | None, look_first: bool) -> _Run:
+        """Start the call's run. With `look_first` it looks for an earlier yielded call on the shell
+        in the hop that finds the shell (`shell.first_read`): if one is there, nothing runs and
+        `run.earlier` says so."""
+        run = _Run(feed=(feed := CallFeed(redact=self.redact)))
+        gated = None if asker is None else _AfterYield(asker, run)
+        self.tg.start_soon(self._execute, run, run_bash, gated, feed, look_first)
+        return run
+
+    async def _execute(
+        self, run: _Run, run_bash: RunBash, asker: Asker | None, feed: CallFeed, look_first: bool = False
+    ) -> None:
         with run.scope:
             try:
-                run.result = await run_bash(run.output, asker, feed)
+                with read_first(self._no_earlier(run)) if look_first else contextlib.nullcontext():
+                    run.result = await run_bash(run.output, asker, feed)
+            except _EarlierFirst:  # `run.earlier` says so
+                pass
             except Exception as exc:  # the boundary of a background run: its collector gets the error
                 logger.warning("a yielded bash call failed", exc_info=True)
-                run.result = _failed(f"bash failed: {exc}")
+                run.result = failed(f"bash failed: {exc}")
         run.done.set()
 
     async def _keep(self, run: _Run, handle: str) -> None:
@@ -288,6 +319,21 @@ class Yielder:
                 self._forget(run)
                 return
 
+    def _no_earlier(self, run: _Run) -> Callable[[str], None]:
+        """The look `run` makes with its shell's find: another call's yielded run stops it."""
+
+        def check(handle: str) -> None:
+            row = self.rows.get(handle)
+            if row is None or row.run_key == run.key:
+                return
+            with run.gate:
+                if run.settled:  # its caller has an answer already: it runs, as it would have
+                    return
+                run.earlier = True
+            raise _EarlierFirst
+
+        return check
+
     def _forget(self, run: _Run) -> None:
         if self._owned.get(run.handle) is run:
             del self._owned[run.handle]
@@ -307,7 +353,7 @@ class Yielder:
                     continue  # run again (here, or by the collector that claimed it first): wait for it
                 if row.result is not None or silent:
                     why = taken if isinstance(taken, str) else None
-                    return _rest(row, why) if self.rows.finish(row) else None
+                    return rest_of(row, why) if self.rows.finish(row) else None
                 with anyio.move_on_after(self.heartbeat_seconds):
                     await subscription.wait()
             return None
@@ -321,43 +367,8 @@ class Yielder:
         return {"running": True, **rest, "shell": handle}
 
 
-def _failed(message: str) -> types.CallToolResult:
-    return error_result(ToolshellError(ErrorCode.UNAVAILABLE, message))
-
-
-def _rest(row: YieldedRow, not_replayed: str | None = None) -> dict[str, Any]:
-    """What the ended call had not delivered: its last output, exit code and stop report (a call
-    whose worker stopped: why it was not run again, when that is known)."""
-    rest: dict[str, Any] = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
-    if row.result is None:
-        note = STOPPED if not_replayed is None else f"{STOPPED}; it is not run again by replay: {not_replayed}"
-        return {**rest, "exit_code": 137, "success": False, "note": note}
-    body = row.result.get("structuredContent") or {}
-    kept = {k: body[k] for k in ("exit_code", "success", "tools", "hints") if k in body}
-    return {**rest, **kept} if kept else {**rest, "exit_code": 1, "success": False, "result": row.result}
-
-
-def _with_earlier(result: types.CallToolResult, earlier: dict[str, Any] | None) -> types.CallToolResult:
-    """This call's result, with the earlier call's rest beside it."""
-    if earlier is None:
-        return result
-    text = types.TextContent(type="text", text="[earlier call]\n" + bash_text(earlier) + "\n[this call]")
-    update: dict[str, Any] = {"content": [text, *result.content]}
-    if isinstance(result.structured_content, dict):  # none for a client that shows its model the structure
-        update["structured_content"] = {**result.structured_content, "earlier": earlier}
-    return result.model_copy(update=update)
-
-
-def _result(
-    body: dict[str, Any], note: str | None = None, earlier: dict[str, Any] | None = None
-) -> types.CallToolResult:
-    """A result of this call without its own end: the earlier call still running, or this one."""
-    if earlier is not None:
-        body = {**body, "earlier": earlier}
-    if note is not None:
-        body = {"exit_code": -1, "success": False, **body, "note": note}
-    text = types.TextContent(type="text", text=bash_text(body, handle=True))  # the model needs the shell again
-    return types.CallToolResult(content=[text], structured_content=body, is_error=False)
+class _EarlierFirst(Exception):
+    """A call found another call's yielded run on its shell once it held it: its rest goes first."""
 
 
 _yielders: WeakKeyDictionary[Parking, Yielder] = WeakKeyDictionary()

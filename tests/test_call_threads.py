@@ -1,0 +1,56 @@
+"""What a shell call does on the event loop's thread (issue 31, round 3): bashkit's commit and the
+count of the shell's bytes run in the save's worker thread, with the write, so the loop serves
+other calls while bashkit commits (it does so without the GIL). Each test records the thread the
+work ran on, and the state the call saved is still whole."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from toolshell.config import Config
+from toolshell.host import Host
+from toolshell.session import Session
+from toolshell.shell.live_bytes import LiveBytes
+from toolshell.shells import Shells
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_the_commit_and_the_count_of_a_shells_bytes_run_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    loop_thread = threading.get_ident()
+    commits: list[int] = []
+    measures: list[int] = []
+    commit, measure = Session.commit, LiveBytes.measure
+
+    def commit_where(self: Session, *args: Any, **kwargs: Any) -> Any:
+        commits.append(threading.get_ident())
+        return commit(self, *args, **kwargs)
+
+    def measure_where(self: LiveBytes, *args: Any, **kwargs: Any) -> Any:
+        measures.append(threading.get_ident())
+        return measure(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "commit", commit_where)
+    monkeypatch.setattr(LiveBytes, "measure", measure_where)
+    async with Host.open(Config(), state_dir=tmp_path / "state") as host:
+        shells = Shells.for_host(host)
+        try:
+            first = await shells.run(None, None, "echo one > f")
+            assert first.shell is not None
+            size = shells.held[first.shell]
+            commits.clear(), measures.clear()  # the first call also counted its new, empty shell
+            second = await shells.run(None, first.shell, "echo two >> f; cat f")
+            grown = shells.held[first.shell]
+        finally:
+            shells.close()
+    assert (second.exit_code, second.stdout) == (0, "one\ntwo\n")
+    assert grown - size == 4, "the count follows the file the second call grew"
+    assert len(commits) == 1 and len(measures) == 1
+    assert loop_thread not in commits, "bashkit's commit ran on the event loop's thread"
+    assert loop_thread not in measures, "the count of the shell's bytes ran on the event loop's thread"
