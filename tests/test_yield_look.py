@@ -46,7 +46,11 @@ class Gate:
             return "opened"
 
         server.add_tool(
-            wait, name="wait", description="Wait.", annotations=ToolAnnotations(readOnlyHint=True), structured_output=False
+            wait,
+            name="wait",
+            description="Wait.",
+            annotations=ToolAnnotations(readOnlyHint=True),
+            structured_output=False,
         )
         return server
 
