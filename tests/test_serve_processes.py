@@ -23,6 +23,7 @@ from _fleet_support import MCP_HEADERS, META, TOKEN
 from _serve_auth_support import Served, serving
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.frontends.cli import main
+from toolshell.frontends.serve import processes
 from toolshell.frontends.serve.processes import WorkerSlot, listening_sockets
 from toolshell.store.keys import new_key
 
@@ -196,3 +197,30 @@ def test_processes_are_refused_one_process_metrics_port(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, [*args, "--state-dir", str(tmp_path / "state")])
     assert result.exit_code == 2
     assert "prometheus_port is one process's port" in result.output, result.output
+
+
+def _environ(pid: int) -> list[bytes]:
+    return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+
+
+def _threads(pid: int, name: str) -> int:
+    return sum((task / "comm").read_text().strip() == name for task in Path(f"/proc/{pid}/task").iterdir())
+
+
+async def test_each_worker_runs_bashkit_on_its_share_of_the_cores(tmp_path: Path) -> None:
+    """Two workers on this machine's cores: bashkit's runtime (tokio) gets the cores over 2 worker
+    threads in each, not one a core in each (`TOKIO_WORKER_THREADS`; an operator's own setting
+    wins). Its threads are those workers and one more of the runtime's own."""
+    share = max(1, processes.cpu_count() // 2)
+    with serving(tmp_path / "state", "--processes", "2", config=CONFIG, env=_env(str(tmp_path / "s.db"))) as served:
+        await _ready(served)
+        pids: set[int] = set()
+        with anyio.fail_after(60):
+            while len(pids) < 2:  # each call on a new connection: the kernel spreads them by their ports
+                result, pid = await _bash(served.url, "echo ran")
+                assert result["stdout"] == "ran\n"
+                pids.add(int(pid))
+        environ = {pid: _environ(pid) for pid in pids}
+        runtime = {pid: _threads(pid, "tokio-rt-worker") for pid in pids}
+    assert all(f"TOKIO_WORKER_THREADS={share}".encode() in env for env in environ.values()), environ
+    assert all(0 < n <= share + 1 for n in runtime.values()), f"bashkit's runtime threads by worker: {runtime}"

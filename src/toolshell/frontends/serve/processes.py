@@ -46,6 +46,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 WORKER_ENV = "_TOOLSHELL_SERVE_WORKER"
 """Set by the parent for a worker: `<socket fd>,<status fd>,<index>,<count>`."""
+TOKIO_ENV = "TOKIO_WORKER_THREADS"
+"""bashkit's runtime threads a process (tokio's own setting). Unless it is set, each of N workers
+gets the cores over N: N processes with a thread per core each would oversubscribe the machine N
+times over, and every hop between the event loop and the runtime wakes threads to steal work."""
 BACKLOG = 2048
 RESTART_MAX_SECONDS = 30.0
 QUICK_DEATH_SECONDS = 5.0
@@ -248,6 +252,7 @@ class Supervisor:
     def _start(self, worker: _Worker) -> None:
         fds = (worker.sock.fileno(), self.status_fd)
         env = {**os.environ, WORKER_ENV: f"{fds[0]},{fds[1]},{worker.index},{len(self.workers)}"}
+        env.setdefault(TOKIO_ENV, str(max(1, cpu_count() // len(self.workers))))
         worker.proc = subprocess.Popen(self.argv, env=env, pass_fds=fds)
         worker.started = time.monotonic()
 
