@@ -33,6 +33,7 @@ from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolshell.errors import ErrorCode, ToolshellError, error_body
+from toolshell.frontends.serve import collector
 
 CLOSE_SECONDS = 2
 """After the drain, how long open streams (a legacy client's `GET`) get before they are cut."""
@@ -205,7 +206,10 @@ class DrainingServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
-        if self.on_started is not None and not self.should_exit:  # uvicorn sets it when the start failed
+        if self.should_exit:  # uvicorn sets it when the start failed
+            return
+        collector.settle()  # what startup made stays out of every later collection
+        if self.on_started is not None:
             self.on_started()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
