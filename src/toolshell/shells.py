@@ -198,7 +198,7 @@ class Shells:
                 )
         finally:
             live.lock.release()
-        self._trim(caller)
+            self._trim(caller)  # on every way out: a call that stopped early leaves no shell past the bounds
         result.shell, result.shell_note = handle, note
         return result
 

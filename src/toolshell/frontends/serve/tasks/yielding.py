@@ -17,6 +17,11 @@ task's (`calls.replay`: its nested calls, recorded as they ended, are answered f
 and collects it as before: the replay writes the same output again, and only what was not
 delivered yet is. A call that cannot be resumed reads as stopped (exit code 137).
 
+Where the earlier call's row is looked for: in the hop to a thread that finds the shell, after
+its lock (`shell.first_read`), so a plain call makes one hop fewer; a call that finds one there
+runs nothing and collects first as above. A worker that owns a yielded run on the shell, a call
+whose wait ended before its run looked, and a look the store failed collect first directly.
+
 A worker that drains (SIGTERM, `frontends.serve.drain`) answers every call still waiting at once:
 it yields there and then, whatever its age, so no client waits on a worker that is going away.
 Its runs go on through the drain; one still running when the worker stops is handed over (its
@@ -81,11 +86,13 @@ class _Run:
     key: str = field(default_factory=lambda: "yield:" + secrets.token_urlsafe(24))
     """Its yielded row's run key, if it yields."""
     earlier: bool = False
-    """It found another call's yielded run on its shell, and did not start."""
-    settled: bool = False
-    """Its caller stopped waiting for it to start (it ended, or yielded): it runs whatever it finds."""
+    """It did not start: it found another call's yielded run on its shell (or could not look), or
+    its caller's wait ended before it looked."""
+    looked: bool = False
+    """It looked and found no other call's yielded run (or was started without a look): it runs."""
     gate: threading.Lock = field(default_factory=threading.Lock)
-    """`earlier` and `settled` are decided under it: one by the look in a thread, one by the loop."""
+    """`earlier` and `looked` are decided under it: by the look in a thread, or by the loop when the
+    caller's wait ends first."""
 
     def output(self, stdout: str, stderr: str) -> None:
         self.out.append(stdout)
@@ -166,11 +173,11 @@ class Yielder:
             except anyio.get_cancelled_exc_class():  # the client cancelled the call: the script stops
                 run.scope.cancel()
                 raise
-            with run.gate:
-                run.settled = not run.earlier
-            if run.settled:
+            with run.gate:  # a run that has not looked yet is stopped: the call goes the way that reads first
+                run.earlier = run.earlier or not (run.looked or run.done.is_set())
+            if not run.earlier:
                 break
-            look_first = False  # the run found an earlier yielded call on the shell, and did not start
+            look_first = False  # the run did not start; an earlier yielded call may be on the shell
         feed = run.feed
         assert feed is not None  # `_start` gave it one
         if run.result is not None:
@@ -278,7 +285,7 @@ class Yielder:
         """Start the call's run. With `look_first` it looks for an earlier yielded call on the shell
         in the hop that finds the shell (`shell.first_read`): if one is there, nothing runs and
         `run.earlier` says so."""
-        run = _Run(feed=(feed := CallFeed(redact=self.redact)))
+        run = _Run(feed=(feed := CallFeed(redact=self.redact)), looked=not look_first)
         gated = None if asker is None else _AfterYield(asker, run)
         self.tg.start_soon(self._execute, run, run_bash, gated, feed, look_first)
         return run
@@ -290,11 +297,10 @@ class Yielder:
             try:
                 with read_first(self._no_earlier(run)) if look_first else contextlib.nullcontext():
                     run.result = await run_bash(run.output, asker, feed)
-            except _EarlierFirst:  # `run.earlier` says so
-                pass
             except Exception as exc:  # the boundary of a background run: its collector gets the error
-                logger.warning("a yielded bash call failed", exc_info=True)
-                run.result = failed(f"bash failed: {exc}")
+                if not run.earlier:  # else it stopped before its script (`_EarlierFirst`, maybe in a group)
+                    logger.warning("a yielded bash call failed", exc_info=True)
+                    run.result = failed(f"bash failed: {exc}")
         run.done.set()
 
     async def _keep(self, run: _Run, handle: str) -> None:
@@ -323,14 +329,16 @@ class Yielder:
         """The look `run` makes with its shell's find: another call's yielded run stops it."""
 
         def check(handle: str) -> None:
-            row = self.rows.get(handle)
-            if row is None or row.run_key == run.key:
-                return
+            try:
+                row = self.rows.get(handle)
+                other = row is not None and row.run_key != run.key
+            except ToolshellError:  # the store failed: the way that reads first reads again, and says so
+                other = True
             with run.gate:
-                if run.settled:  # its caller has an answer already: it runs, as it would have
-                    return
-                run.earlier = True
-            raise _EarlierFirst
+                run.earlier = run.earlier or other  # set by the loop: its caller stopped waiting first
+                run.looked = not run.earlier
+            if run.earlier:
+                raise _EarlierFirst
 
         return check
 
