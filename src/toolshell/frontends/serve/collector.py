@@ -7,7 +7,8 @@ shells and the imported modules sit. Once the worker listens: what startup made 
 every later collection (`gc.freeze`, after one last collection so startup's garbage is not kept),
 and the youngest generation is collected at `YOUNG_THRESHOLD`. Measured with `gc.callbacks` over
 2,000 calls of issue 31's script: about 0.15 ms of collecting a call less (benchmarks/README.md).
-Cycles are still collected, later; nothing else changes.
+Cycles are still collected, later; nothing else changes. It is the process's collector: `serve`
+is a process of its own (uvicorn takes the process's signals too).
 """
 
 from __future__ import annotations
