@@ -14,9 +14,8 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
 
+from _gate_support import Gate
 from toolshell.config import Config
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
@@ -27,32 +26,6 @@ pytestmark = pytest.mark.anyio
 BUDGET = 1 << 20
 SEQ_70000 = 408_894
 """The bytes `seq 1 70000` writes: three such files pass `BUDGET`, two do not."""
-
-
-class Gate:
-    """A server whose `wait` tool holds its call (and so its shell) until the test opens it."""
-
-    def __init__(self) -> None:
-        self.entered = anyio.Event()
-        self.open = anyio.Event()
-
-    def server(self) -> MCPServer:
-        server = MCPServer("gate")
-
-        async def wait() -> str:
-            self.entered.set()
-            with anyio.fail_after(30):
-                await self.open.wait()
-            return "opened"
-
-        server.add_tool(
-            wait,
-            name="wait",
-            description="Wait.",
-            structured_output=False,
-            annotations=ToolAnnotations(readOnlyHint=True),
-        )
-        return server
 
 
 @asynccontextmanager

@@ -18,9 +18,8 @@ import anyio
 import anyio.to_thread
 import pytest
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
 
+from _gate_support import Gate
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.config import Config
 from toolshell.errors import ErrorCode, ToolshellError
@@ -33,31 +32,6 @@ from toolshell.store.yields import YieldRows
 
 pytestmark = pytest.mark.anyio
 CONFIG = {"serve": {"yield_seconds": 1}, "mcp": {"servers": [{"name": "gate", "type": "builtin"}]}}
-
-
-class Gate:
-    """A server whose `wait` tool holds its call until the test opens it."""
-
-    def __init__(self) -> None:
-        self.entered, self.open = anyio.Event(), anyio.Event()
-
-    def server(self) -> MCPServer:
-        server = MCPServer("gate")
-
-        async def wait() -> str:
-            self.entered.set()
-            with anyio.fail_after(60):
-                await self.open.wait()
-            return "opened"
-
-        server.add_tool(
-            wait,
-            name="wait",
-            description="Wait.",
-            annotations=ToolAnnotations(readOnlyHint=True),
-            structured_output=False,
-        )
-        return server
 
 
 @asynccontextmanager

@@ -249,10 +249,10 @@ class Shells:
             sink.release(held)
         if sink is not None and sink.store is not self.handles.store:  # rows elsewhere: written on their own
             sink = None
-        tip, objects, added, replace = "", dict[str, bytes](), 0, False
 
-        def save() -> int | None:
-            nonlocal tip, objects, added, replace
+        def save() -> tuple[int | None, dict[str, bytes], int, bool, bool]:
+            """The new version (None: not saved), the commit's objects, their bytes, whether they
+            replace what the store held, and whether they were too big to keep."""
             tip, objects = live.session.commit(live.have)
             added = sum(len(d) for d in objects.values())
             replace = live.stored + added > max(2 * live.full, COMPACT_FLOOR) or live.stored + added > limit
@@ -260,19 +260,20 @@ class Shells:
                 tip, objects = live.session.commit()
                 added = sum(len(d) for d in objects.values())
             live.size = live.files.measure(live.session.bash, tip, objects)
-            kept, kept_objects = (None, {}) if replace and added > limit else (tip, objects)
-            version, key = live.version, self.keys[0]
-            if sink is None:
-                return self.handles.save(handle, caller, version, kept, kept_objects, key, replace=replace)
-            with sink.committing(held) as also:
-                return self.handles.save(handle, caller, version, kept, kept_objects, key, replace=replace, also=also)
+            too_big = replace and added > limit
+            kept, kept_objects = (None, {}) if too_big else (tip, objects)
+            with contextlib.nullcontext() if sink is None else sink.committing(held) as also:
+                saved = self.handles.save(
+                    handle, caller, live.version, kept, kept_objects, self.keys[0], replace=replace, also=also
+                )
+            return saved, objects, added, replace, too_big
 
-        saved = await _off_loop(save)
+        saved, objects, added, replace, too_big = await _off_loop(save)
         if saved is None:
             self._forget(handle)
             return "another call changed this shell at the same time; its state is the one kept, not this call's"
         live.version = saved
-        if replace and added > limit:
+        if too_big:
             self._forget(handle)
             return (
                 f"this shell's state was not kept: its {added} bytes are past [serve] max_shell_bytes ({limit}); "
