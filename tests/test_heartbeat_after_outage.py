@@ -1,9 +1,11 @@
 """A live worker's runs are not ended as lost by mistake: back from a store outage longer than
 three beats it beats before it judges claims (`frontends.heartbeat`), and beats are judged by the
-store's clock, so a process whose clock runs ahead does not take it for dead (`store.workers`)."""
+store's clock, so a process whose clock runs ahead does not take it for dead (`store.workers`).
+Beats talk to the store from a worker thread: a store that hangs does not stop the event loop."""
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,10 +15,13 @@ import pytest
 
 from _store_support import ENGINES, postgres_server, store_url
 from toolshell.config import load_text
+from toolshell.config.serve import ServeTasksConfig
 from toolshell.frontends.heartbeat import keep_alive
+from toolshell.frontends.serve.tasks.keeper import TaskKeeper
 from toolshell.host import Host
 from toolshell.scripts.claims import TriggerClaims
 from toolshell.store.engines import open_store
+from toolshell.store.tasks import TaskRows
 from toolshell.store.workers import MISSED_BEATS, Workers
 
 __all__ = ["postgres_server", "store_url"]  # fixtures, imported for pytest
@@ -59,3 +64,42 @@ def test_a_process_whose_clock_runs_ahead_does_not_take_a_live_worker_for_lost(
         assert judge.workers is not None and judge.workers.dead() == []
     finally:
         store.close()
+
+
+@pytest.mark.anyio
+async def test_the_heartbeats_store_calls_run_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The serving heartbeat (`keep_alive`) and the task keeper's sweep: each call to the store runs
+    in a worker thread, so a store that hangs (a dropped database, whose pool waits for a
+    connection) holds that thread, not the loop that answers `/readyz` and the calls."""
+    loop_thread = threading.get_ident()
+    where: dict[str, list[int]] = {"beat": [], "dead": [], "sweep": []}
+    beat, dead, sweep = Workers.beat, Workers.dead, TaskRows.sweep
+
+    def beat_where(self: Workers, worker: str) -> None:
+        where["beat"].append(threading.get_ident())
+        beat(self, worker)
+
+    def dead_where(self: Workers) -> list[str]:
+        where["dead"].append(threading.get_ident())
+        return dead(self)
+
+    def sweep_where(self: TaskRows, *args: float) -> None:
+        where["sweep"].append(threading.get_ident())
+        sweep(self, *args)
+
+    monkeypatch.setattr(Workers, "beat", beat_where)
+    monkeypatch.setattr(Workers, "dead", dead_where)
+    monkeypatch.setattr(TaskRows, "sweep", sweep_where)
+    async with Host.open(load_text("", env={}), state_dir=tmp_path) as host:
+        workers = Workers(host.store, heartbeat_seconds=1.0)
+        workers.register(host.worker_id)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(keep_alive, workers, host, None)
+            TaskKeeper(TaskRows(host.store), tg, host.worker_id, ServeTasksConfig(), 1.0, [b"k" * 32])
+            with anyio.fail_after(60):  # generous: a busy machine is slow
+                while not all(where.values()):  # noqa: ASYNC110  (threads record it: nothing to wait on)
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+    assert all(loop_thread not in threads for threads in where.values()), f"store calls on the loop's thread: {where}"

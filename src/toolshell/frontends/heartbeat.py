@@ -45,19 +45,25 @@ async def registered(
 
 async def keep_alive(workers: Workers, host: Host, claims: TriggerClaims | None = None) -> None:
     """Beat, and end what dead workers left open. A store that fails for a while costs beats, not
-    the worker (`/readyz` says it is unreachable)."""
+    the worker (`/readyz` says it is unreachable). Each beat runs in a worker thread: a store that
+    hangs (a dropped database: its pool waits for a connection) holds that thread, not the event
+    loop that answers the calls and `/readyz`."""
     while True:
-        try:
-            # beat first: back from an outage longer than three beats, this worker's own stale
-            # heartbeat would otherwise end its own runs, still going, as lost
-            with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
-                workers.beat(host.worker_id)
-            for dead in workers.dead():
-                if dead != host.worker_id:
-                    mark_lost(host.store, [dead])
-                    workers.forget(dead)
-            if claims is not None:
-                claims.end_lost()
-        except ToolshellError as err:
-            logger.warning("could not beat in the state store: %s", err.message)
+        await anyio.to_thread.run_sync(beat_once, workers, host, claims)
         await anyio.sleep(workers.heartbeat_seconds)
+
+
+def beat_once(workers: Workers, host: Host, claims: TriggerClaims | None = None) -> None:
+    try:
+        # beat first: back from an outage longer than three beats, this worker's own stale
+        # heartbeat would otherwise end its own runs, still going, as lost
+        with nullcontext() if host.metrics is None else host.metrics.heartbeat():  # metrics: beats, store latency
+            workers.beat(host.worker_id)
+        for dead in workers.dead():
+            if dead != host.worker_id:
+                mark_lost(host.store, [dead])
+                workers.forget(dead)
+        if claims is not None:
+            claims.end_lost()
+    except ToolshellError as err:
+        logger.warning("could not beat in the state store: %s", err.message)

@@ -142,11 +142,20 @@ def _exit_with(e: ConfigError | ToolshellError) -> NoReturn:
     sys.exit(2 if getattr(e, "usage_error", False) else 1)  # a misspelt option value, e.g. `--role`
 
 
-def run_async(factory: Callable[[], Awaitable[T]]) -> T:
+def run_async(factory: Callable[[], Awaitable[T]], *, fast_loop: bool = False) -> T:
+    """`factory()` run to its end; `fast_loop`: on uvloop where it is installed (`serve`: a long-lived process whose
+    every request crosses the event loop several times; a short command would only pay its import)."""
     # lazy: a command imports what it needs, so `toolshell --help` starts fast
     import anyio
 
-    return guard(lambda: anyio.run(factory))
+    options = {"use_uvloop": fast_loop and _has_uvloop()}
+    return guard(lambda: anyio.run(factory, backend_options=options))
+
+
+def _has_uvloop() -> bool:
+    import importlib.util  # lazy: only `serve` asks
+
+    return importlib.util.find_spec("uvloop") is not None
 
 
 def script_text(command: str | None, file: str | None) -> str:

@@ -140,7 +140,8 @@ def serve(
             config_path=config_path,
             no_auth=no_auth,
             worker=worker,
-        )
+        ),
+        fast_loop=True,
     )
 
 

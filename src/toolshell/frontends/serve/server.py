@@ -385,9 +385,16 @@ async def _serve_http(
     if gate is NO_AUTH:
         print("toolshell: WARNING: --no-auth: any local user or process can call this server", file=sys.stderr)
     print(f"toolshell serving MCP on http://{host}:{port}/mcp ({gate.how}){page}", file=sys.stderr, flush=True)
-    # uvicorn's own proxy headers are off: only `ForwardedHeaders` decides whom to believe.
+    # uvicorn's own proxy headers are off: only `ForwardedHeaders` decides whom to believe. httptools (llhttp, a
+    # dependency) parses requests in C: a fraction of h11's CPU on every call (benchmarks/README.md, issue 31 round 4).
     config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", proxy_headers=False, timeout_graceful_shutdown=CLOSE_SECONDS
+        app,
+        host=host,
+        port=port,
+        http="httptools",
+        log_level="warning",
+        proxy_headers=False,
+        timeout_graceful_shutdown=CLOSE_SECONDS,
     )
     started = worker.started if worker is not None else None
     await DrainingServer(config, drain, started).serve(sockets=[worker.socket] if worker is not None else None)

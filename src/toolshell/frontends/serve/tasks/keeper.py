@@ -244,12 +244,14 @@ class TaskKeeper:
             try:
                 self._sync()
                 now = time.monotonic()
+                # the store alone, so in a worker thread: a store that hangs holds it, not the event loop
                 if self._owned and now - beat >= self.heartbeat_seconds:
                     beat = now
-                    self.rows.beat(self.worker)
+                    await anyio.to_thread.run_sync(self.rows.beat, self.worker)
                 if now - swept >= SWEEP_SECONDS:
                     swept = now
-                    self.rows.sweep(time.time(), 3 * self.heartbeat_seconds, self.config.keep_seconds)
+                    keep = (time.time(), 3 * self.heartbeat_seconds, self.config.keep_seconds)
+                    await anyio.to_thread.run_sync(self.rows.sweep, *keep)
             except Exception:  # the store failed: the runs go on, and this retries at the next wake
                 logger.warning("could not keep tasks in step with the store", exc_info=True)
 
