@@ -1,6 +1,6 @@
 """CPU per request of `serve --http`'s ASGI app in-process, without a socket or HTTP parser.
 
-    python benchmarks/serve_asgi.py [--requests N] [--rounds R] [--auth] [--only KIND]
+    python benchmarks/serve_asgi.py [--requests N] [--rounds R] [--auth] [--only KIND] [--profile DIR]
 
 Builds the app `toolshell serve --http` serves (the app handed to uvicorn, caught before it
 listens) on a fresh SQLite state dir, runs its lifespan, and sends it N 2026-07-28 requests of
@@ -11,7 +11,8 @@ It prints this process's CPU per request (`time.process_time`, the median of R r
 kind, and the Python function calls a request makes (`cProfile`'s count: the work, which a
 loaded machine does not blur). `--auth` serves behind the serve token (a bearer token on each
 request) instead of `--no-auth`. It resolves what the socket benchmark (`serve_path.py`) cannot
-on a loaded machine: parts of a few tens of microseconds.
+on a loaded machine: parts of a few tens of microseconds. `--profile DIR` writes each kind's
+profile there (`bash-true.prof`, …) for `pstats`.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ async def request(app: Any, method: str, params: dict[str, Any], token: str | No
     return answer["result"]  # type: ignore[no-any-return]
 
 
-async def measure(requests: int, rounds: int, auth: bool, only: str = "") -> dict[str, Any]:
+async def measure(requests: int, rounds: int, auth: bool, only: str = "", profile_dir: str = "") -> dict[str, Any]:
     from toolshell.config import Config
     from toolshell.frontends.serve.auth import NO_AUTH, serve_token, token_gate
     from toolshell.host import Host
@@ -172,6 +173,8 @@ async def measure(requests: int, rounds: int, auth: bool, only: str = "") -> dic
                         await request(app, *make(i), token)
                     profile.disable()
                     calls = sum(entry.callcount for entry in profile.getstats())
+                    if profile_dir:
+                        profile.dump_stats(Path(profile_dir) / f"{name.replace(' ', '-')}.prof")
                     out[f"{name} calls"] = round(calls / requests)
                 stop.set()
     return out
@@ -183,8 +186,10 @@ def cli() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--auth", action="store_true")
     parser.add_argument("--only", default="", help="only the kinds whose name starts so (`bash refused`)")
+    parser.add_argument("--profile", default="", metavar="DIR", help="write each kind's cProfile stats there")
     args = parser.parse_args()
-    print(json.dumps(anyio.run(measure, args.requests, args.rounds, args.auth, args.only), ensure_ascii=False))
+    out = anyio.run(measure, args.requests, args.rounds, args.auth, args.only, args.profile)
+    print(json.dumps(out, ensure_ascii=False))
 
 
 if __name__ == "__main__":
