@@ -9,8 +9,10 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 
 from _store_support import ENGINES, postgres_server, store_url
@@ -103,3 +105,44 @@ async def test_the_heartbeats_store_calls_run_off_the_event_loop(
                     await anyio.sleep(0.05)
             tg.cancel_scope.cancel()
     assert all(loop_thread not in threads for threads in where.values()), f"store calls on the loop's thread: {where}"
+
+
+@pytest.mark.anyio
+async def test_the_task_keeper_keeps_its_tasks_in_step_from_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A `bash` call that became a task ends: the keeper reads its row, takes its answers and
+    publishes its end from a worker thread, never the event loop's, and the row says it ended."""
+    loop_thread = threading.get_ident()
+    where: list[tuple[str, int]] = []
+    for name in ("get", "take_answers", "set_state"):
+        original = getattr(TaskRows, name)
+
+        def recorded(self: TaskRows, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            where.append((_name, threading.get_ident()))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(TaskRows, name, recorded)
+    release = anyio.Event()
+
+    async def run_script(asker: Any, feed: Any) -> types.CallToolResult:
+        await release.wait()
+        return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+
+    async with Host.open(load_text("", env={}), state_dir=tmp_path) as host:
+        rows = TaskRows(host.store)
+        async with anyio.create_task_group() as tg:
+            config = ServeTasksConfig(after_seconds=0)
+            keeper = TaskKeeper(rows, tg, host.worker_id, config, 60.0, [b"k" * 32])
+            created = await keeper.call(None, run_script, asks=False)
+            assert isinstance(created, dict), created  # a task, not a result
+            where.clear()  # what `call` itself read, on the request's path
+            release.set()
+            with anyio.fail_after(60):  # generous: a busy machine is slow
+                while keeper._owned:  # noqa: ASYNC110  (the keeper's loop ends it: nothing to wait on)
+                    await anyio.sleep(0.05)
+            tg.cancel_scope.cancel()
+        (row,) = host.store.query("SELECT status FROM tasks")
+    assert row["status"] == "completed"
+    assert {name for name, _ in where} >= {"get", "take_answers", "set_state"}, where
+    assert all(thread != loop_thread for _, thread in where), f"store calls on the loop's thread: {where}"

@@ -45,7 +45,7 @@ from toolshell.frontends.serve.tasks.wire import created
 from toolshell.frontends.serve.upstream import Asker, ParkedRun, Parking
 from toolshell.redact import Redactor
 from toolshell.store.replay import RESUME, sealed_json
-from toolshell.store.tasks import CHANNEL, TERMINAL, TaskRows, id_hash
+from toolshell.store.tasks import CHANNEL, TERMINAL, TaskRow, TaskRows, id_hash
 
 logger = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class TaskKeeper:
                 await self._wake.wait()
             self._wake = anyio.Event()
             try:
-                self._sync()
+                await self._sync()
                 now = time.monotonic()
                 # the store alone, so in a worker thread: a store that hangs holds it, not the event loop
                 if self._owned and now - beat >= self.heartbeat_seconds:
@@ -266,27 +266,42 @@ class TaskKeeper:
         except ToolshellError:  # no wake-ups: the loop still looks every heartbeat
             logger.warning("task wake-ups are off; tasks are kept in step every heartbeat", exc_info=True)
 
-    def _sync(self) -> None:
+    async def _sync(self) -> None:
+        """Each owned task in step with its row: a takeover or a cancel acted on, the answers given
+        to it, its state published, a run that waited too long for a person parked. The store is
+        asked from a worker thread: a store that hangs holds that thread, not the event loop."""
         for key, owned in list(self._owned.items()):
-            row = self.rows.get(key)
+            row, answers = await anyio.to_thread.run_sync(self._read, key)
             if row is None or row.finished or row.worker != self.worker:
                 owned.scope.cancel()  # swept, or ended or taken over by another worker (it judged this one dead)
-                del self._owned[key]
+                self._owned.pop(key, None)
                 continue
             if row.cancel_requested and not owned.cancel_asked:
                 owned.cancel_asked = True
                 owned.scope.cancel()
-            answers = self.rows.take_answers(key)
             if answers:
                 owned.run.answer(_elicit_results(answers))
             state = _state(owned)
-            if state != owned.published and self.rows.set_state(key, self.worker, **state):
+            if state != owned.published and await anyio.to_thread.run_sync(self._publish, key, state):
                 owned.published = state
             if state["status"] in TERMINAL:
-                del self._owned[key]
-            elif self._parks(owned, state["status"]) and self.rows.park(key, self.worker):
+                self._owned.pop(key, None)
+            elif self._parks(owned, state["status"]) and await anyio.to_thread.run_sync(self._park, key):
                 owned.scope.cancel()  # its question stays on the row; the answer resumes it by replay
-                del self._owned[key]
+                self._owned.pop(key, None)
+
+    def _read(self, key: str) -> tuple[TaskRow | None, dict[str, Any]]:
+        """The task's row, and the answers given to it (taken) while it is still this worker's to run."""
+        row = self.rows.get(key)
+        if row is None or row.finished or row.worker != self.worker:
+            return row, {}
+        return row, self.rows.take_answers(key)
+
+    def _publish(self, key: str, state: dict[str, Any]) -> bool:
+        return self.rows.set_state(key, self.worker, **state)
+
+    def _park(self, key: str) -> bool:
+        return self.rows.park(key, self.worker)
 
     def _parks(self, owned: _Owned, status: str) -> bool:
         """Whether the run has waited `park_after` for a person (and can be resumed)."""
