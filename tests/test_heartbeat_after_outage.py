@@ -16,10 +16,11 @@ import mcp_types as types
 import pytest
 
 from _store_support import ENGINES, postgres_server, store_url
+from toolshell.calls.replay import CallFeed
 from toolshell.config import load_text
 from toolshell.config.serve import ServeTasksConfig
 from toolshell.frontends.heartbeat import keep_alive
-from toolshell.frontends.serve.tasks.keeper import TaskKeeper
+from toolshell.frontends.serve.tasks.keeper import TaskKeeper, TaskRun, _Owned
 from toolshell.host import Host
 from toolshell.scripts.claims import TriggerClaims
 from toolshell.store.engines import open_store
@@ -146,3 +147,26 @@ async def test_the_task_keeper_keeps_its_tasks_in_step_from_a_worker_thread(
     assert row["status"] == "completed"
     assert {name for name, _ in where} >= {"get", "take_answers", "set_state"}, where
     assert all(thread != loop_thread for _, thread in where), f"store calls on the loop's thread: {where}"
+
+
+@pytest.mark.anyio
+async def test_a_run_resumed_while_the_keeper_asked_the_store_is_kept(tmp_path: Path) -> None:
+    """The keeper asks the store about a task off the loop; if meanwhile this worker resumed the
+    task (a new run under the same key), the answer about the old run does not drop the new one."""
+    async with Host.open(load_text("", env={}), state_dir=tmp_path) as host:
+        rows = TaskRows(host.store)
+        async with anyio.create_task_group() as tg:
+            keeper = TaskKeeper(rows, tg, host.worker_id, ServeTasksConfig(), 60.0, [b"k" * 32])
+            old = _Owned(TaskRun(lambda: None), anyio.CancelScope(), CallFeed(), key="k1")
+            new = _Owned(TaskRun(lambda: None), anyio.CancelScope(), CallFeed(), key="k1")
+            keeper._owned["k1"] = old
+
+            def get(key: str) -> None:  # the old run's row is gone; meanwhile the task was resumed here
+                keeper._owned[key] = new
+                return None
+
+            rows.get = get  # type: ignore[method-assign]
+            await keeper._sync()
+            tg.cancel_scope.cancel()
+    assert old.scope.cancel_called, "the old run is stopped"
+    assert keeper._owned.get("k1") is new, "the resumed run is still kept"

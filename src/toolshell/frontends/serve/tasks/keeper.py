@@ -274,7 +274,7 @@ class TaskKeeper:
             row, answers = await anyio.to_thread.run_sync(self._read, key)
             if row is None or row.finished or row.worker != self.worker:
                 owned.scope.cancel()  # swept, or ended or taken over by another worker (it judged this one dead)
-                self._owned.pop(key, None)
+                self._drop(key, owned)
                 continue
             if row.cancel_requested and not owned.cancel_asked:
                 owned.cancel_asked = True
@@ -285,10 +285,15 @@ class TaskKeeper:
             if state != owned.published and await anyio.to_thread.run_sync(self._publish, key, state):
                 owned.published = state
             if state["status"] in TERMINAL:
-                self._owned.pop(key, None)
+                self._drop(key, owned)
             elif self._parks(owned, state["status"]) and await anyio.to_thread.run_sync(self._park, key):
                 owned.scope.cancel()  # its question stays on the row; the answer resumes it by replay
-                self._owned.pop(key, None)
+                self._drop(key, owned)
+
+    def _drop(self, key: str, owned: _Owned) -> None:
+        """Stop keeping `owned`, unless a resumed run took its key while the store was asked."""
+        if self._owned.get(key) is owned:
+            del self._owned[key]
 
     def _read(self, key: str) -> tuple[TaskRow | None, dict[str, Any]]:
         """The task's row, and the answers given to it (taken) while it is still this worker's to run."""
