@@ -108,11 +108,19 @@ def build_server(
     # Under serve a client that declared elicitation is asked unless `[approval] inline = false`.
     asks_upstream = approval.inline or "inline" not in approval.model_fields_set
 
-    def handle_for(ctx: ServerRequestContext[Any], asked: str | None) -> str | None:
+    async def session_shell(ctx: ServerRequestContext[Any], asked: str | None) -> str | None:
+        """The shell a call runs in: the one it names, else its client session's (None: a stateless
+        request, which gets a new one). The store is asked from a worker thread: a store that hangs
+        holds that thread, not the event loop."""
         if asked is not None:
             return asked
         key = _client_key(ctx, stdio_key)
-        return None if key is None else shells.for_session(key, _caller(ctx))
+        return None if key is None else await anyio.to_thread.run_sync(shells.for_session, key, _caller(ctx))
+
+    async def handle_of(ctx: ServerRequestContext[Any], asked: str | None) -> str:
+        """`session_shell`, or a new shell's handle."""
+        handle = await session_shell(ctx, asked)
+        return handle if handle is not None else await anyio.to_thread.run_sync(shells.new, _caller(ctx))
 
     async def run_bash(
         ctx: ServerRequestContext[Any],
@@ -124,7 +132,7 @@ def build_server(
     ) -> types.CallToolResult:
         approver = upstream_approver(asker, approval.wait_seconds) if asker and asks_upstream else None
         answerer = UpstreamAnswerer(asker, ctx, approval.wait_seconds)
-        handle = handle_for(ctx, shell)
+        handle = await session_shell(ctx, shell)
         started = time.perf_counter()
         async with reporting(ctx, on_output) as progress:  # notifications/progress, when the call asked for them
             with upstream(ctx.meta), calling_from(_address(ctx)):  # the client's trace context and address
@@ -179,15 +187,15 @@ def build_server(
                 return error_result(ToolshellError(ErrorCode.INVALID_INPUT, _BASH_TAKES))
             asks = can_ask(ctx, "form") or can_ask(ctx, "url")  # the client can answer a question
             if tasks.offered(ctx):  # may become a task (`frontends.serve.tasks`, docs/tasks.md)
-                handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # a resumed run needs its shell
-                resume = resume_info(shells, _caller(ctx), handle, script, asks)
+                handle = await handle_of(ctx, shell)  # a resumed run needs its shell
+                resume = await anyio.to_thread.run_sync(resume_info, shells, _caller(ctx), handle, script, asks)
                 return await tasks.call(
                     ctx, _caller(ctx), lambda a, f: run_bash(ctx, script, handle, a, feed=f), asks, resume
                 )
             if asks and speaks_rounds(ctx):
                 return await park_bash(ctx, params, script, shell)
             asker = StreamAsker(ctx) if asks else None
-            handle = handle_for(ctx, shell) or shells.new(_caller(ctx))  # yield-and-wait names it
+            handle = await handle_of(ctx, shell)  # yield-and-wait names it
             return await tasks.run_or_yield(
                 ctx,
                 _caller(ctx),

@@ -1,0 +1,87 @@
+"""A `bash` call through `serve` asks the state store from worker threads only (issue 31: no store
+call blocks the event loop): finding its client session's shell (stdio, an HTTP session), making a
+new one for a stateless request, running and saving it, and the lookups of yield-and-wait. A store
+that hangs then holds a thread, not every other call of the worker."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from _net_support import free_port, wait_until_serving
+from toolshell.frontends.serve.auth import NO_AUTH
+from toolshell.frontends.serve.server import _serve_http, build_server
+from toolshell.host import Host
+from toolshell.store import sqlite
+from toolshell.store.keys import new_key
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def on_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[str]]]:
+    """(every store call, the ones made on the event loop's thread), as the test clears them."""
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    loop_thread = threading.get_ident()
+    calls: list[str] = []
+    looped: list[str] = []
+    for name in ("query", "execute", "executemany", "transaction"):
+        original = getattr(sqlite.Store, name)
+
+        def spied(self: sqlite.Store, *args: Any, _name: str = name, _original: Any = original, **kwargs: Any) -> Any:
+            what = f"{_name}: {args[0] if args and isinstance(args[0], str) else ''}"[:120]
+            calls.append(what)
+            if threading.get_ident() == loop_thread:
+                looped.append(what)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(sqlite.Store, name, spied)
+    yield calls, looped
+
+
+async def _two_calls(client: Client) -> tuple[str, str]:
+    first = await client.call_tool("bash", {"script": "echo one >> f; cat f"})  # no shell named
+    second = await client.call_tool("bash", {"script": "echo two >> f; cat f"})
+    return (first.structured_content or {})["stdout"], (second.structured_content or {})["stdout"]
+
+
+async def test_a_stdio_clients_calls_ask_the_store_off_the_event_loop(
+    tmp_path: Path, on_loop: tuple[list[str], list[str]]
+) -> None:
+    calls, looped = on_loop
+    async with Host.open(state_dir=tmp_path / "state") as host:
+        async with Client(build_server(host, [])) as client:  # in process: the one client, as over stdio
+            await client.list_tools()
+            calls.clear(), looped.clear()  # what starting the server asked
+            outputs = await _two_calls(client)
+    assert outputs == ("one\n", "one\ntwo\n"), "the client's session keeps its shell"
+    assert calls and looped == [], f"store calls on the event loop's thread: {looped}"
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_an_http_clients_calls_ask_the_store_off_the_event_loop(
+    mode: str, tmp_path: Path, on_loop: tuple[list[str], list[str]]
+) -> None:
+    """A legacy client's HTTP session keeps its shell; a 2026-07-28 request is stateless and gets a
+    new shell when it names none."""
+    calls, looped = on_loop
+    port = free_port()
+    async with Host.open(state_dir=tmp_path / "state") as host:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH)
+            url = f"http://127.0.0.1:{port}/mcp"
+            await wait_until_serving(url)
+            with anyio.fail_after(60):
+                async with Client(url, mode=mode) as client:  # type: ignore[arg-type]
+                    await client.list_tools()
+                    calls.clear(), looped.clear()
+                    outputs = await _two_calls(client)
+            tg.cancel_scope.cancel()
+    assert outputs == (("one\n", "one\ntwo\n") if mode == "legacy" else ("one\n", "two\n"))
+    assert calls and looped == [], f"store calls on the event loop's thread: {looped}"
