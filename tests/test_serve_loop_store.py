@@ -14,9 +14,8 @@ import anyio
 import pytest
 from mcp import Client
 
-from _net_support import free_port, wait_until_serving
-from toolshell.frontends.serve.auth import NO_AUTH
-from toolshell.frontends.serve.server import _serve_http, build_server
+from _serve_http_support import http_serving
+from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.store import sqlite
 from toolshell.store.keys import new_key
@@ -71,17 +70,11 @@ async def test_an_http_clients_calls_ask_the_store_off_the_event_loop(
     """A legacy client's HTTP session keeps its shell; a 2026-07-28 request is stateless and gets a
     new shell when it names none."""
     calls, looped = on_loop
-    port = free_port()
-    async with Host.open(state_dir=tmp_path / "state") as host:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH)
-            url = f"http://127.0.0.1:{port}/mcp"
-            await wait_until_serving(url)
-            with anyio.fail_after(60):
-                async with Client(url, mode=mode) as client:  # type: ignore[arg-type]
-                    await client.list_tools()
-                    calls.clear(), looped.clear()
-                    outputs = await _two_calls(client)
-            tg.cancel_scope.cancel()
+    async with Host.open(state_dir=tmp_path / "state") as host, http_serving(host) as url:
+        with anyio.fail_after(60):
+            async with Client(url, mode=mode) as client:  # type: ignore[arg-type]
+                await client.list_tools()
+                calls.clear(), looped.clear()
+                outputs = await _two_calls(client)
     assert outputs == (("one\n", "one\ntwo\n") if mode == "legacy" else ("one\n", "two\n"))
     assert calls and looped == [], f"store calls on the event loop's thread: {looped}"

@@ -14,11 +14,11 @@ import pytest
 from mcp import Client
 
 from _github_server import make_github
-from _net_support import free_port, wait_until_serving
+from _serve_http_support import http_serving
 from toolshell.frontends.serve.app import Front
-from toolshell.frontends.serve.auth import NO_AUTH, StaticTokenVerifier
+from toolshell.frontends.serve.auth import StaticTokenVerifier
 from toolshell.frontends.serve.forwarded import ForwardedHeaders
-from toolshell.frontends.serve.server import _serve_http, build_server
+from toolshell.frontends.serve.server import build_server
 from toolshell.frontends.serve.tasks import progress
 from toolshell.host import Host
 from toolshell.store.keys import new_key
@@ -60,18 +60,12 @@ async def test_a_bash_call_over_http_with_a_progress_token_reports_its_progress(
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         heard.append(message)
 
-    port = free_port()
-    async with Host.open(servers={"github": make_github()}, state_dir=tmp_path) as host:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_serve_http, build_server(host, []), "127.0.0.1", port, NO_AUTH)
-            url = f"http://127.0.0.1:{port}/mcp"
-            await wait_until_serving(url)
-            with anyio.fail_after(60):
-                async with Client(url, mode=mode) as client:  # type: ignore[arg-type]
-                    quiet = await client.call_tool("bash", {"script": SCRIPT})
-                    assert senders == [], "a call without a token sends no progress"
-                    result = await client.call_tool("bash", {"script": SCRIPT}, progress_callback=on_progress)
-            tg.cancel_scope.cancel()
+    async with Host.open(servers={"github": make_github()}, state_dir=tmp_path) as host, http_serving(host) as url:
+        with anyio.fail_after(60):
+            async with Client(url, mode=mode) as client:  # type: ignore[arg-type]
+                quiet = await client.call_tool("bash", {"script": SCRIPT})
+                assert senders == [], "a call without a token sends no progress"
+                result = await client.call_tool("bash", {"script": SCRIPT}, progress_callback=on_progress)
     assert quiet.structured_content["stdout"] == result.structured_content["stdout"] == "first\nsecond\n"
     assert senders == [1]
     messages = " | ".join(m or "" for m in heard)
