@@ -1,7 +1,7 @@
 """A `bash` call through `serve` asks the state store from worker threads only (issue 31: no store
 call blocks the event loop): finding its client session's shell (stdio, an HTTP session), making a
-new one for a stateless request, running and saving it, and the lookups of yield-and-wait. A store
-that hangs then holds a thread, not every other call of the worker."""
+new one for a stateless request, running and saving it, the lookups of yield-and-wait, and a task's polls and cancel. A
+store that hangs then holds a thread, not every other call of the worker."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ import pytest
 from mcp import Client
 
 from _serve_http_support import http_serving
+from _tasks_support import CreatedTask, TasksClient, cancel_task, get_task, until_status
+from toolshell.config import Config
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.store import sqlite
@@ -77,4 +79,23 @@ async def test_an_http_clients_calls_ask_the_store_off_the_event_loop(
                 calls.clear(), looped.clear()
                 outputs = await _two_calls(client)
     assert outputs == (("one\n", "one\ntwo\n") if mode == "legacy" else ("one\n", "two\n"))
+    assert calls and looped == [], f"store calls on the event loop's thread: {looped}"
+
+
+async def test_a_tasks_polls_and_cancel_ask_the_store_off_the_event_loop(
+    tmp_path: Path, on_loop: tuple[list[str], list[str]]
+) -> None:
+    """`tasks/get` and `tasks/cancel` read and write the task's row from a worker thread, and so
+    does the keeper that runs it meanwhile."""
+    calls, looped = on_loop
+    every_call = Config.model_validate({"serve": {"tasks": {"after_seconds": 0}}})
+    async with Host.open(every_call, state_dir=tmp_path / "state") as host:
+        async with Client(build_server(host, []), extensions=[TasksClient()]) as client:
+            created = await client.session.call_tool("bash", {"script": "sleep 30; echo never"}, allow_claimed=True)
+            assert isinstance(created, CreatedTask), created
+            calls.clear(), looped.clear()  # the task's row was written as the call became a task
+            polled = await get_task(client.session, created.task_id)
+            await cancel_task(client.session, created.task_id)
+            ended = await until_status(client.session, created.task_id, "cancelled")
+    assert polled.status == "working" and ended.status == "cancelled"
     assert calls and looped == [], f"store calls on the event loop's thread: {looped}"

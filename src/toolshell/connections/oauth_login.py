@@ -75,7 +75,7 @@ class LoopbackCallback:
     async def receive(self, url: str, ui: LoginUI, server: str) -> AuthorizationCodeResult:
         """Serve, show the person `url`, and wait (bounded) for the redirect that comes back."""
         app = Starlette(routes=[Route(CALLBACK_PATH, self._callback)])
-        web = uvicorn.Server(uvicorn.Config(app, log_level="error", lifespan="off"))
+        web = uvicorn.Server(uvicorn.Config(app, http="h11", log_level="error", lifespan="off"))
         async with anyio.create_task_group() as tg:
             tg.start_soon(web.serve, [self._sock])
             ui.notify(f"To log in to server {server!r}, open this URL in a browser:\n  {url}")

@@ -90,7 +90,11 @@ def _server(
     if any(t.webhook for t in found):
         routes.append(Mount("/", app=drain.guard(webhook_app(runner, tokens_from_env(found)))))
     app = Starlette(routes=routes)
-    config = uvicorn.Config(app, host=bind, port=port, log_level="warning", timeout_graceful_shutdown=CLOSE_SECONDS)
+    # h11, not httptools (which `serve` uses): it lets a malformed Idempotency-Key through to the app, which
+    # answers what is wrong with it in one JSON line; httptools refuses the request in plain text first.
+    config = uvicorn.Config(
+        app, host=bind, port=port, http="h11", log_level="warning", timeout_graceful_shutdown=CLOSE_SECONDS
+    )
     return DrainingServer(config, drain)
 
 

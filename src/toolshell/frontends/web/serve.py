@@ -143,7 +143,7 @@ async def serve_web(config: Config, state_dir: str | None, host: str, sock: sock
             app = web_app(opened, Access(token, _hosts(host)))
             print(url_for(host, sock.getsockname()[1], token), flush=True)
             print("toolshell web: open the URL above; Ctrl-C stops it", file=sys.stderr, flush=True)
-            server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+            server = uvicorn.Server(uvicorn.Config(app, http="h11", log_level="warning", access_log=False))
             await server.serve(sockets=[sock])
     finally:
         sock.close()

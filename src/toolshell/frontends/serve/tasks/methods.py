@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import anyio
 import mcp_types as types
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -69,15 +70,15 @@ class TaskMethods:
         self.stale_seconds = 3 * heartbeat_seconds
 
     async def get(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
-        return detailed(params.task_id, self._find(ctx, params.task_id), self.config.poll_milliseconds)
+        return detailed(params.task_id, await self._find(ctx, params.task_id), self.config.poll_milliseconds)
 
     async def update(self, ctx: ServerRequestContext[Any], params: UpdateParams) -> dict[str, Any]:
         """Record the answers; the owner hands them to the script (any key not asked now is ignored)."""
         if len(params.input_responses) > MAX_RESPONSES:
             raise MCPError(types.INVALID_PARAMS, f"inputResponses holds at most {MAX_RESPONSES} answers")
         responses = {key: _elicit_result(key, value) for key, value in params.input_responses.items()}
-        row = self._find(ctx, params.task_id)
-        _store(lambda: self.rows.answer(row.id_hash, responses))
+        row = await self._find(ctx, params.task_id)
+        await _off_loop(lambda: self.rows.answer(row.id_hash, responses))
         take_over = self.take_over
         if row.parked and take_over is not None:  # nobody runs it: this worker resumes it with the answer
             _store(lambda: take_over(ctx, row))
@@ -85,39 +86,41 @@ class TaskMethods:
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
         """Ask the owner to stop the script; acknowledged at once, `cancelled` once it stopped."""
-        row = self._find(ctx, params.task_id)
+        row = await self._find(ctx, params.task_id)
         if row.parked:  # nobody runs it: it ends here
-            ended = _store(
+            ended = await _off_loop(
                 lambda: self.rows.set_state(row.id_hash, PARKED, status="cancelled", status_message=CANCELLED_PARKED)
             )
             if not ended:  # an answer resumed it on another worker meanwhile: that run is asked to stop
-                _store(lambda: self.rows.ask_cancel(row.id_hash))
+                await _off_loop(lambda: self.rows.ask_cancel(row.id_hash))
         elif not row.finished:
-            _store(lambda: self.rows.ask_cancel(row.id_hash))
+            await _off_loop(lambda: self.rows.ask_cancel(row.id_hash))
         return {"resultType": "complete"}
 
-    def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> TaskRow:
+    async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> TaskRow:
+        """The caller's task, taken over first when its owner went silent. The store is read from a
+        worker thread; a take-over starts its run here, on the event loop."""
         require_declared(ctx)
         require_name_header(ctx, task_id)
-        row = _store(lambda: self.rows.get(id_hash(task_id)))
+        row = await _off_loop(lambda: self.rows.get(id_hash(task_id)))
         if row is None or row.caller != self.caller(ctx):
             raise not_found()
         now = time.time()
         if row.expired(now):
-            _store(lambda: self.rows.delete(row.id_hash))
+            await _off_loop(lambda: self.rows.delete(row.id_hash))
             raise not_found("Task has expired")
         take_over = self.take_over
         if row.parked and take_over is not None and isinstance(_store(lambda: take_over(ctx, row)), bool):
-            return _store(lambda: self.rows.get(row.id_hash)) or row  # answered before, not resumed yet
+            return await _off_loop(lambda: self.rows.get(row.id_hash)) or row  # answered before, not resumed yet
         if row.finished or row.parked or now - row.beat <= self.stale_seconds:
             return row
         taken = None if take_over is None else _store(lambda: take_over(ctx, row))
         if isinstance(taken, bool):
-            return _store(lambda: self.rows.get(row.id_hash)) or row  # run again, here or on the worker that won
+            return await _off_loop(lambda: self.rows.get(row.id_hash)) or row  # run again, here or on the winner
         message = STOPPED if taken is None else NOT_REPLAYED.format(why=taken)
         error = {"code": types.INTERNAL_ERROR, "message": message}
-        _store(lambda: self.rows.set_state(row.id_hash, status="failed", status_message=message, error=error))
-        return _store(lambda: self.rows.get(row.id_hash)) or row
+        await _off_loop(lambda: self.rows.set_state(row.id_hash, status="failed", status_message=message, error=error))
+        return await _off_loop(lambda: self.rows.get(row.id_hash)) or row
 
 
 def _elicit_result(key: str, value: Any) -> dict[str, Any]:
@@ -130,6 +133,11 @@ def _elicit_result(key: str, value: Any) -> dict[str, Any]:
             f'inputResponses[{key!r}] is not an elicitation result; send {{"action": "accept", "content": {{…}}}},'
             ' or "decline" / "cancel"',
         ) from None
+
+
+async def _off_loop(step: Callable[[], _T]) -> _T:
+    """`_store(step)` in a worker thread: a store that hangs holds that thread, not the event loop."""
+    return await anyio.to_thread.run_sync(_store, step)
 
 
 def _store(read: Callable[[], _T]) -> _T:
