@@ -188,7 +188,7 @@ async def test_a_cancel_of_a_parked_task_an_answer_resumed_meanwhile_reaches_the
         rows.create("k", None, "w1", 600, "sealed", status="input_required", input_requests=question)
         assert rows.park("k", "w1")
 
-        def found_then_resumed_elsewhere(self: TaskMethods, ctx: object, task_id: str) -> Any:
+        async def found_then_resumed_elsewhere(self: TaskMethods, ctx: object, task_id: str) -> Any:
             row = rows.get("k")  # this worker sees it parked; another's `tasks/update` resumes it now
             rows.answer("k", {"q1": {"action": "accept", "content": {}}})
             assert rows.claim_parked("k", "w2")

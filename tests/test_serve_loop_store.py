@@ -85,17 +85,41 @@ async def test_an_http_clients_calls_ask_the_store_off_the_event_loop(
 async def test_a_tasks_polls_and_cancel_ask_the_store_off_the_event_loop(
     tmp_path: Path, on_loop: tuple[list[str], list[str]]
 ) -> None:
-    """`tasks/get` and `tasks/cancel` read and write the task's row from a worker thread, and so
-    does the keeper that runs it meanwhile."""
+    """A call that becomes a task writes its row, `tasks/get` and `tasks/cancel` read and write it,
+    and the keeper that runs it keeps it in step: every store call from a worker thread."""
     calls, looped = on_loop
     every_call = Config.model_validate({"serve": {"tasks": {"after_seconds": 0}}})
     async with Host.open(every_call, state_dir=tmp_path / "state") as host:
         async with Client(build_server(host, []), extensions=[TasksClient()]) as client:
+            await client.list_tools()
+            calls.clear(), looped.clear()
             created = await client.session.call_tool("bash", {"script": "sleep 30; echo never"}, allow_claimed=True)
             assert isinstance(created, CreatedTask), created
-            calls.clear(), looped.clear()  # the task's row was written as the call became a task
             polled = await get_task(client.session, created.task_id)
             await cancel_task(client.session, created.task_id)
             ended = await until_status(client.session, created.task_id, "cancelled")
     assert polled.status == "working" and ended.status == "cancelled"
+    assert calls and looped == [], f"store calls on the event loop's thread: {looped}"
+
+
+async def test_a_yielded_call_and_the_collection_of_its_rest_ask_the_store_off_the_event_loop(
+    tmp_path: Path, on_loop: tuple[list[str], list[str]]
+) -> None:
+    """A call that yields writes its row, its owner records its output, and the next calls on its
+    shell collect the rest: every store call from a worker thread."""
+    calls, looped = on_loop
+    yielding = Config.model_validate({"serve": {"yield_seconds": 1}})
+    async with Host.open(yielding, state_dir=tmp_path / "state") as host:
+        async with Client(build_server(host, [])) as client:
+            await client.list_tools()
+            calls.clear(), looped.clear()
+            first = (await client.call_tool("bash", {"script": "echo one; sleep 3; echo two"})).structured_content
+            assert first is not None and first["running"], first
+            pieces, body = [first["stdout"]], {}
+            with anyio.fail_after(60):  # each call waits up to yield_seconds for the rest: bounded
+                while "earlier" not in body or body["earlier"].get("running"):
+                    body = (await client.call_tool("bash", {"script": "echo mine"})).structured_content or {}
+                    pieces += [body["earlier"]["stdout"]] if "earlier" in body else []
+    assert "".join(pieces) == "one\ntwo\n", "every byte, each once"
+    assert body["stdout"] == "mine\n"
     assert calls and looped == [], f"store calls on the event loop's thread: {looped}"

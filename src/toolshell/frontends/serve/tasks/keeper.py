@@ -173,19 +173,26 @@ class TaskKeeper:
         # A run not replayed keeps only why, sealed: the worker that finds it silent says so.
         kept = resume if resumable or why is not None else None
         sealed = None if kept is None else sealed_json(self.ring, RESUME, owned.key, kept)
-        try:
-            self.rows.create(owned.key, caller, self.worker, self.config.keep_seconds, sealed, **state)
-            # The calls made so far are recorded now (a task that cannot be resumed records nothing).
-            if resumable:
-                owned.feed.attach(self.rows.calls.writer(self.ring, owned.key), self._forgetter(owned))
-            else:
-                owned.feed.attach(discard)
-            row = self.rows.get(owned.key)
-        except ToolshellError as err:  # no row, no task: the script must not run on unseen
-            owned.scope.cancel()
-            return error_result(ToolshellError(err.code, f"could not record the task, so the script stopped: {err}"))
-        owned.published, owned.resumable, owned.not_replayed = state, resumable, why
-        self._owned[owned.key] = owned
+        key, keep = owned.key, self.config.keep_seconds
+        # The store from a worker thread, shielded: a row written is this worker's to keep, whatever the caller does.
+        with anyio.CancelScope(shield=True):
+            try:
+                await anyio.to_thread.run_sync(
+                    lambda: self.rows.create(key, caller, self.worker, keep, sealed, **state)
+                )
+                # The calls made so far are recorded now (a task that cannot be resumed records nothing).
+                if resumable:
+                    owned.feed.attach(self.rows.calls.writer(self.ring, owned.key), self._forgetter(owned))
+                else:
+                    owned.feed.attach(discard)
+                row = await anyio.to_thread.run_sync(self.rows.get, key)
+            except ToolshellError as err:  # no row, no task: the script must not run on unseen
+                owned.scope.cancel()
+                return error_result(
+                    ToolshellError(err.code, f"could not record the task, so the script stopped: {err}")
+                )
+            owned.published, owned.resumable, owned.not_replayed = state, resumable, why
+            self._owned[owned.key] = owned
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
 

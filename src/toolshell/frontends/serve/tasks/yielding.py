@@ -184,10 +184,16 @@ class Yielder:
             return with_earlier(run.result, earlier)
         stdout, stderr = "".join(run.out), "".join(run.err)
         run_key = run.key
-        info = None if resume is None or feed.lost else resume()
-        sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
-        try:
+
+        def record() -> dict[str, Any] | None:  # the store, from a worker thread
+            info = None if resume is None or feed.lost else resume()
+            sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
+            return info
+
+        try:
+            with anyio.CancelScope(shield=True):  # a row written is kept by this worker, whatever the caller does
+                info = await anyio.to_thread.run_sync(record)
             if info is None or info.get("not_replayed"):  # nothing kept if not resumable
                 feed.attach(discard)
             else:
@@ -313,7 +319,8 @@ class Yielder:
                 return
             body = None if ended is None else ended.model_dump(by_alias=True, mode="json", exclude_none=True)
             try:
-                owned = self.rows.write(handle, self.worker, "".join(run.out), "".join(run.err), body)
+                out, err = "".join(run.out), "".join(run.err)
+                owned = await anyio.to_thread.run_sync(self.rows.write, handle, self.worker, out, err, body)
             except Exception:  # the store failed: the next beat writes it all again
                 logger.warning("could not record a yielded call's output", exc_info=True)
                 continue
@@ -352,7 +359,7 @@ class Yielder:
         if await anyio.to_thread.run_sync(self.rows.get, handle) is None:
             return None
         with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, self._waiting():
-            while (row := self.rows.get(handle)) is not None and row.caller == caller:
+            while (row := await anyio.to_thread.run_sync(self.rows.get, handle)) is not None and row.caller == caller:
                 silent = row.result is None and time.time() - row.beat > 3 * self.heartbeat_seconds
                 if silent and self.draining:
                     break  # a worker that stays takes it over
@@ -361,16 +368,20 @@ class Yielder:
                     continue  # run again (here, or by the collector that claimed it first): wait for it
                 if row.result is not None or silent:
                     why = taken if isinstance(taken, str) else None
-                    return rest_of(row, why) if self.rows.finish(row) else None
+                    with anyio.CancelScope(shield=True):  # taken is delivered: the rest goes back
+                        finished = await anyio.to_thread.run_sync(self.rows.finish, row)
+                    return rest_of(row, why) if finished else None
                 with anyio.move_on_after(self.heartbeat_seconds):
                     await subscription.wait()
             return None
-        row = self.rows.get(handle)
+        row = await anyio.to_thread.run_sync(self.rows.get, handle)
         if row is None or row.caller != caller:
             return None
         # A replay writes its output again from the start: what was delivered stays delivered.
-        if not self.rows.delivered(row, max(len(row.stdout), row.sent_out), max(len(row.stderr), row.sent_err)):
-            return None  # another call took this piece
+        sent = (row, max(len(row.stdout), row.sent_out), max(len(row.stderr), row.sent_err))
+        with anyio.CancelScope(shield=True):  # a piece marked delivered goes back
+            if not await anyio.to_thread.run_sync(self.rows.delivered, *sent):
+                return None  # another call took this piece
         rest = {"stdout": row.stdout[row.sent_out :], "stderr": row.stderr[row.sent_err :]}
         return {"running": True, **rest, "shell": handle}
 
