@@ -92,6 +92,23 @@ def test_records_past_the_runs_bound_are_not_kept_and_the_run_is_forgotten_once(
     assert written == [1, 2] and feed.lost and forgotten == [True]
 
 
+def test_a_feed_past_its_bound_before_its_run_had_a_row_forgets_the_run_when_attached(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A task's or yielded call's row is written from a worker thread while its script goes on: a
+    feed that passed its bound meanwhile has nobody to tell yet, so attaching it tells at once."""
+    monkeypatch.setattr(replay, "MAX_RUN_BYTES", 1000)
+    feed = CallFeed()
+    result = types.CallToolResult(content=[types.TextContent(type="text", text="x" * 200)])
+    for n in range(1, 6):
+        feed.record(feed.next_ordinal(), _tick(n), "changes", result)
+    assert feed.lost
+    written: list[int] = []
+    forgotten: list[bool] = []
+    feed.attach(lambda ordinal, record: written.append(ordinal), lambda: forgotten.append(True))
+    assert written == [] and forgotten == [True], "nothing of a lost run is written, and the run is forgotten"
+
+
 def test_a_resumed_run_counts_its_first_runs_records_towards_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replay, "MAX_RUN_BYTES", 1000)
     result = types.CallToolResult(content=[types.TextContent(type="text", text="x" * 200)])

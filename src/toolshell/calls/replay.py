@@ -141,11 +141,14 @@ class CallFeed:
         """The ordinals recorded so far, in order (each new record counts those before it)."""
 
     def attach(self, write: Write, forget: Callable[[], None] | None = None) -> None:
-        """The run got its key: the records kept so far are written, and every later one at once."""
+        """The run got its key: the records kept so far are written, and every later one at once. A
+        feed that passed its bound before (while its row was being written) forgets the run now."""
         for ordinal, record in self._kept:
             write(ordinal, record)
         self._kept.clear()
         self._write, self._forget = write, forget
+        if self.lost and forget is not None:
+            forget()
 
     def next_ordinal(self) -> int:
         self._ordinal += 1

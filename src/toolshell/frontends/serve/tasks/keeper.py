@@ -191,6 +191,7 @@ class TaskKeeper:
                 return error_result(
                     ToolshellError(err.code, f"could not record the task, so the script stopped: {err}")
                 )
+            resumable = resumable and not owned.feed.lost  # past its bound while the row was written: forgotten
             owned.published, owned.resumable, owned.not_replayed = state, resumable, why
             self._owned[owned.key] = owned
         assert row is not None  # committed just above
