@@ -1,6 +1,7 @@
 """Worker CPU per `bash` call through `toolshell serve --http`, on a warm shell kept by handle.
 
-    python benchmarks/serve_path.py [--calls N] [--store-url URL] [--processes N] [--py-spy FILE]
+    python benchmarks/serve_path.py [--calls N] [--store-url URL] [--processes N | --other-worker]
+                                    [--py-spy FILE]
 
 Starts `toolshell serve --http --no-auth` on a free loopback port (its own state dir; the SQLite
 store by default, or `--store-url`, e.g. a fresh PostgreSQL database), makes one shell, warms it,
@@ -10,13 +11,17 @@ measures). The script is issue 31's: `echo $i >> log; tools text-metrics text-le
 wc -l < log`. It reports the serving processes' CPU per call (user + system, from /proc, the
 whole process tree with `--processes`; user and system apart, and the threads' context switches),
 p50 and p99 latency, and calls/s; `--script` runs another script (`true`: the path without the
-nested call or a file). `--py-spy FILE` records
-the worker with py-spy (on-CPU samples, a speedscope file) during the measured calls.
+nested call or a file). `--other-worker` starts two `serve` processes on one store (the SQLite
+file in one state dir, or the PostgreSQL database) and sends each call to the one that did not make
+the last: every call finds its shell saved by the other worker (issue 31's "≤ 5 ms when the shell
+comes from another worker"); CPU is both workers' per call. `--py-spy FILE` records the (first)
+worker with py-spy (on-CPU samples, a speedscope file) during the measured calls.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -110,27 +115,39 @@ def wait_ready(base: str, proc: subprocess.Popen[bytes], seconds: float = 60) ->
 
 
 def measure(
-    calls: int, warmup: int, store_url: str | None, processes: int, spy: str | None, script: str = SCRIPT
+    calls: int,
+    warmup: int,
+    store_url: str | None,
+    processes: int,
+    spy: str | None,
+    script: str = SCRIPT,
+    other_worker: bool = False,
 ) -> dict[str, Any]:
-    port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         env = {**os.environ, "TOOLSHELL_STATE_KEYS": new_key()}
         if store_url:
             env["TOOLSHELL_STATE_URL"] = store_url
         config = Path(tmp) / "toolshell.toml"
         config.write_text("[tools_in_shell]\ncall_limit = 100000\n")
-        argv = [sys.executable, "-c", ENTRY, "serve", "--http", "--no-auth", "--port", str(port)]
-        argv += ["--config", str(config), "--state-dir", str(Path(tmp) / "state")]
-        if processes != 1:
-            argv += ["--processes", str(processes)]
-        proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
-        base, spying = f"http://127.0.0.1:{port}", None
+        ports, procs, spying = [], [], None
+        for n in range(2 if other_worker else 1):
+            ports.append(free_port())
+            state = Path(tmp) / ("state" if store_url is None else f"state{n}")  # SQLite: one file for both
+            argv = [sys.executable, "-c", ENTRY, "serve", "--http", "--no-auth", "--port", str(ports[-1])]
+            argv += ["--config", str(config), "--state-dir", str(state)]
+            if processes != 1:
+                argv += ["--processes", str(processes)]
+            procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL))
+        urls = [f"http://127.0.0.1:{port}/mcp" for port in ports]
+        proc = procs[0]
         try:
-            wait_ready(base, proc)
-            with httpx2.Client(timeout=60) as http:
-                shell = call(http, base + "/mcp", "echo start > log", None)["shell"]
+            for port, served in zip(ports, procs, strict=True):
+                wait_ready(f"http://127.0.0.1:{port}", served)
+            with contextlib.ExitStack() as stack:
+                https = [stack.enter_context(httpx2.Client(timeout=60)) for _ in urls]
+                shell = call(https[0], urls[0], "echo start > log", None)["shell"]
                 for i in range(warmup):
-                    call(http, base + "/mcp", script.format(i=i), shell)
+                    call(https[(i + 1) % len(urls)], urls[(i + 1) % len(urls)], script.format(i=i), shell)
                 if spy:
                     spy_argv = [
                         str(Path(sys.executable).parent / "py-spy"),
@@ -143,29 +160,31 @@ def measure(
                     ]
                     spying = subprocess.Popen([*spy_argv, "-p", str(proc.pid), "-r", "500"], stderr=subprocess.DEVNULL)
                     time.sleep(1)  # py-spy attaches
-                cpu, started, took, yielded = tree_cpu(proc.pid), time.perf_counter(), [], 0
+                cpu, started, took, yielded = _cpu(procs), time.perf_counter(), [], 0
                 for i in range(calls):
-                    t = time.perf_counter()
-                    result = call(http, base + "/mcp", script.format(i=warmup + i), shell)
+                    t, at = time.perf_counter(), (warmup + i + 1) % len(urls)
+                    result = call(https[at], urls[at], script.format(i=warmup + i), shell)
                     stalled = False
                     while result.get("running") or (result.get("earlier") or {}).get("running"):
                         stalled = True  # it yielded (a stalled machine): collect the rest
                         time.sleep(0.05)
-                        result = call(http, base + "/mcp", "true", shell)
+                        result = call(https[at], urls[at], "true", shell)
                     yielded += stalled
                     took.append(time.perf_counter() - t)
                     assert result["shell"] == shell and (stalled or result["exit_code"] == 0), result
-                wall, after = time.perf_counter() - started, tree_cpu(proc.pid)
+                wall, after = time.perf_counter() - started, _cpu(procs)
         finally:
             if spying is not None:
                 spying.send_signal(2)
                 spying.wait(60)
-            proc.terminate()
-            proc.wait(60)
+            for served in procs:
+                served.terminate()
+                served.wait(60)
     took.sort()
     return {
         "store": "postgresql" if store_url else "sqlite",
         "processes": processes,
+        "shell_from": "the other worker" if other_worker else "the same worker",
         "calls": calls,
         "worker_cpu_ms_per_call": round(1000 * (after[0] + after[1] - cpu[0] - cpu[1]) / calls, 2),
         "user_ms": round(1000 * (after[0] - cpu[0]) / calls, 2),
@@ -183,16 +202,33 @@ def measure(
     }
 
 
+def _cpu(procs: list[subprocess.Popen[bytes]]) -> tuple[float, float, int, dict[str, float]]:
+    """`tree_cpu` summed over the workers."""
+    user, system, switches, named = 0.0, 0.0, 0, dict[str, float]()
+    for proc in procs:
+        u, s, n, threads = tree_cpu(proc.pid)
+        user, system, switches = user + u, system + s, switches + n
+        for name, spent in threads.items():
+            named[name] = named.get(name, 0.0) + spent
+    return user, system, switches, named
+
+
 def cli() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--store-url", default=None, help="a PostgreSQL URL (default: the SQLite store)")
     parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument(
+        "--other-worker", action="store_true", help="two workers on one store, each call sent to the other one"
+    )
     parser.add_argument("--py-spy", dest="spy", default=None, help="record the worker with py-spy into this file")
     parser.add_argument("--script", default=SCRIPT, help="the script each call runs ({i}: the call's number)")
     args = parser.parse_args()
-    print(json.dumps(measure(args.calls, args.warmup, args.store_url, args.processes, args.spy, args.script)))
+    if args.other_worker and args.processes != 1:
+        parser.error("--other-worker starts two single-process workers: leave out --processes")
+    figures = measure(args.calls, args.warmup, args.store_url, args.processes, args.spy, args.script, args.other_worker)
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":
