@@ -144,7 +144,7 @@ async def test_a_call_longer_than_the_clients_timeout_completes_through_yield_an
             if "earlier" in got and not got["earlier"].get("running"):
                 break
     assert "".join(pieces) == "".join(f"line {i}\n" for i in range(1, 6)) + "done\n"
-    assert got["earlier"]["exit_code"] == 0 and got["stdout"] == "after\n"
+    assert got["earlier"]["exit_code"] == 0 and got["stdout"] == "after\n", json.dumps(got)
 
 
 def _raw(

@@ -24,6 +24,7 @@ question the replay asks again answered with it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import secrets
@@ -290,11 +291,12 @@ class TaskKeeper:
             if answers:
                 owned.run.answer(_elicit_results(answers))
             state = _state(owned)
-            if state != owned.published and await anyio.to_thread.run_sync(self._publish, key, state):
+            publish, park = functools.partial(self.rows.set_state, key, self.worker, **state), self.rows.park
+            if state != owned.published and await anyio.to_thread.run_sync(publish):
                 owned.published = state
             if state["status"] in TERMINAL:
                 self._drop(key, owned)
-            elif self._parks(owned, state["status"]) and await anyio.to_thread.run_sync(self._park, key):
+            elif self._parks(owned, state["status"]) and await anyio.to_thread.run_sync(park, key, self.worker):
                 owned.scope.cancel()  # its question stays on the row; the answer resumes it by replay
                 self._drop(key, owned)
 
@@ -309,12 +311,6 @@ class TaskKeeper:
         if row is None or row.finished or row.worker != self.worker:
             return row, {}
         return row, self.rows.take_answers(key)
-
-    def _publish(self, key: str, state: dict[str, Any]) -> bool:
-        return self.rows.set_state(key, self.worker, **state)
-
-    def _park(self, key: str) -> bool:
-        return self.rows.park(key, self.worker)
 
     def _parks(self, owned: _Owned, status: str) -> bool:
         """Whether the run has waited `park_after` for a person (and can be resumed)."""

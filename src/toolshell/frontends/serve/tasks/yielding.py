@@ -328,7 +328,7 @@ class Yielder:
                 run.scope.cancel()
                 self._forget(run)
                 return
-            if run.done.is_set():
+            if body is not None:  # not `run.done`: the run may have ended during a write without its result
                 self._forget(run)
                 return
 
@@ -358,6 +358,7 @@ class Yielder:
         # Read in a worker thread: the store's round trip never holds the event loop (every call makes it).
         if await anyio.to_thread.run_sync(self.rows.get, handle) is None:
             return None
+        # Read again once subscribed: a change between the two reads would otherwise be missed.
         with self.rows.store.subscribe(YIELD_CHANNEL) as subscription, self._waiting():
             while (row := await anyio.to_thread.run_sync(self.rows.get, handle)) is not None and row.caller == caller:
                 silent = row.result is None and time.time() - row.beat > 3 * self.heartbeat_seconds

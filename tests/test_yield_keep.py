@@ -1,0 +1,63 @@
+# ruff: noqa: F811  (the store fixtures are imported from _store_support and named as parameters)
+"""The owner of a yielded call records its result, also when the run ends while a heartbeat's
+write of the output so far is on its way (in a worker thread): that write carried no result, so
+the owner writes again. Without it the row never got its result, and a collector took the live
+owner's finished run for a silent one (found by tests/test_tasks_workers.py on a quiet machine)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import anyio.from_thread
+import mcp_types as types
+import pytest
+
+from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
+from toolshell.frontends.serve.tasks.yielding import Yielder, _Run
+from toolshell.store.engines import open_store
+from toolshell.store.yields import YieldRows
+
+pytestmark = pytest.mark.anyio
+RING = [b"k" * 32]
+
+
+class _EndsDuringFirstWrite(YieldRows):
+    """The run ends (from the loop) while the first heartbeat's write is in its thread."""
+
+    def __init__(self, store: Any, run: _Run) -> None:
+        super().__init__(store)
+        self.run = run
+        self.written: list[dict[str, Any] | None] = []
+
+    def write(self, handle: str, worker: str, stdout: str, stderr: str, result: dict[str, Any] | None) -> bool:
+        if not self.written:
+            anyio.from_thread.run_sync(self._end)
+        self.written.append(result)
+        return super().write(handle, worker, stdout, stderr, result)
+
+    def _end(self) -> None:
+        self.run.output("done\n", "")
+        self.run.result = types.CallToolResult(content=[], structured_content={"exit_code": 0, "success": True})
+        self.run.done.set()
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_run_that_ends_while_its_output_is_written_gets_its_result_recorded(store_url: str) -> None:
+    store = open_store(store_url)
+    run = _Run(yielded=True, handle="sh_kept")
+    try:
+        rows = _EndsDuringFirstWrite(store, run)
+        rows.create("sh_kept", "alice", "w1", "", "", "yield:kept", None)
+        async with anyio.create_task_group() as tg:
+            yielder = Yielder(rows, tg, "w1", 1, 0.2, RING)
+            yielder._owned["sh_kept"] = run
+            with anyio.fail_after(30):
+                await yielder._keep(run, "sh_kept")
+            row = rows.get("sh_kept")
+    finally:
+        store.close()
+    assert rows.written[0] is None, "the first write was the output so far"
+    assert row is not None and row.result is not None, "the result is recorded"
+    assert row.result["structuredContent"] == {"exit_code": 0, "success": True} and row.stdout == "done\n"
+    assert "sh_kept" not in yielder._owned, "the owner lets it go once the result is written"
