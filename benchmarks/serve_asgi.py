@@ -115,8 +115,7 @@ async def request(app: Any, method: str, params: dict[str, Any], token: str | No
 async def measure(requests: int, rounds: int, auth: bool, only: str = "", profile_dir: str = "") -> dict[str, Any]:
     from toolshell.config import Config
     from toolshell.frontends.serve.auth import NO_AUTH, serve_token, token_gate
-    from toolshell.host import Host
-    from toolshell.shells import state_ring
+    from toolshell.host import Host, state_ring
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.setdefault("TOOLSHELL_STATE_KEYS", new_key())

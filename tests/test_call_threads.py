@@ -54,3 +54,31 @@ async def test_the_commit_and_the_count_of_a_shells_bytes_run_off_the_event_loop
     assert len(commits) == 1 and len(measures) == 1
     assert loop_thread not in commits, "bashkit's commit ran on the event loop's thread"
     assert loop_thread not in measures, "the count of the shell's bytes ran on the event loop's thread"
+
+
+async def test_a_shell_the_store_drops_from_a_worker_thread_leaves_its_live_session_on_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new shell past `max_shells_per_caller` drops the caller's oldest in the store, from the
+    worker thread that made it: its live session goes on the event loop's thread, which walks the
+    live shells (a change from another thread raised `OrderedDict mutated during iteration`)."""
+    loop_thread = threading.get_ident()
+    forgotten: list[tuple[str, int]] = []
+    forget = Shells._forget
+
+    def forget_where(self: Shells, handle: str) -> None:
+        forgotten.append((handle, threading.get_ident()))
+        forget(self, handle)
+
+    monkeypatch.setattr(Shells, "_forget", forget_where)
+    config = Config.model_validate({"serve": {"max_shells_per_caller": 2}})
+    async with Host.open(config, state_dir=tmp_path / "state") as host:
+        shells = Shells.for_host(host)
+        try:
+            made = [(await shells.run("alice", None, f"echo {i}")).shell for i in range(4)]
+            live = set(shells.held)
+        finally:
+            shells.close()
+    assert {handle for handle, _ in forgotten} == set(made[:2]), "the two oldest went"
+    assert {thread for _, thread in forgotten} == {loop_thread}, "a live session went from a worker thread"
+    assert live == set(made[2:])

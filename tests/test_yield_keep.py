@@ -1,8 +1,9 @@
 # ruff: noqa: F811  (the store fixtures are imported from _store_support and named as parameters)
-"""The owner of a yielded call records its result, also when the run ends while a heartbeat's
-write of the output so far is on its way (in a worker thread): that write carried no result, so
-the owner writes again. Without it the row never got its result, and a collector took the live
-owner's finished run for a silent one (found by tests/test_tasks_workers.py on a quiet machine)."""
+"""A yielded call's bookkeeping across its thread hops. The owner records its result, also when the
+run ends while a heartbeat's write of the output so far is on its way (in a worker thread): that
+write carried no result, so the owner writes again. Without it the row never got its result, and a
+collector took the live owner's finished run for a silent one (found by tests/test_tasks_workers.py
+on a quiet machine). And nobody is asked on the call's stream once it yields."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.frontends.serve.tasks.yielding import Yielder, _Run
+from toolshell.shell.first_read import first_read
 from toolshell.store.engines import open_store
 from toolshell.store.yields import YieldRows
 
@@ -61,3 +63,48 @@ async def test_a_run_that_ends_while_its_output_is_written_gets_its_result_recor
     assert row is not None and row.result is not None, "the result is recorded"
     assert row.result["structuredContent"] == {"exit_code": 0, "success": True} and row.stdout == "done\n"
     assert "sh_kept" not in yielder._owned, "the owner lets it go once the result is written"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_nobody_is_asked_on_a_yielding_calls_stream_while_its_row_is_written(store_url: str) -> None:
+    """Once a call yields, its stream closes with the output so far: a question its script asks
+    while the row is written (in a worker thread) must not go to that stream, where nobody would
+    answer it (the nested call would wait out `approval.wait_seconds` on a busy shell)."""
+    store = open_store(store_url)
+    asked_stream: list[Any] = []
+    got: list[Any] = []
+    gates: list[Any] = []
+    go_on = anyio.Event()
+
+    class Stream:
+        async def ask(self, params: Any) -> Any:
+            asked_stream.append(params)
+            return types.ElicitResult(action="accept", content={})
+
+    async def run_bash(on_output: Any, asker: Any, feed: Any) -> types.CallToolResult:
+        check = first_read()
+        assert check is not None
+        check("sh_asks")  # the look the shell's find makes: no earlier yielded call here
+        gates.append(asker)
+        await go_on.wait()
+        return types.CallToolResult(content=[])
+
+    class AsksDuringCreate(YieldRows):
+        def create(self, *args: Any, **kwargs: Any) -> None:
+            params = types.ElicitRequestFormParams(
+                message="approve?", requested_schema={"type": "object", "properties": {}}
+            )
+            got.append(anyio.from_thread.run(gates[0].ask, params))
+            super().create(*args, **kwargs)
+
+    try:
+        async with anyio.create_task_group() as tg:
+            yielder = Yielder(AsksDuringCreate(store), tg, "w1", 0.2, 60, RING)
+            with anyio.fail_after(30):
+                result = await yielder.call("alice", "sh_asks", run_bash, Stream())
+            go_on.set()
+            tg.cancel_scope.cancel()
+    finally:
+        store.close()
+    assert isinstance(result.structured_content, dict) and result.structured_content["running"] is True
+    assert got == [None] and asked_stream == [], "the question went to the closing stream"

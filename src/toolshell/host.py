@@ -12,6 +12,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import re
 import shlex
 import uuid
@@ -57,6 +58,7 @@ from toolshell.session import Session, SessionServices, Source
 from toolshell.shell.pool import ShellPool
 from toolshell.shell.precheck import Precheck
 from toolshell.store.engines import open_store
+from toolshell.store.keys import key_ring
 from toolshell.store.protocol import StateStore
 from toolshell.telemetry import metrics_for, telemetry_for
 from toolshell.timeline.audit import audit_for
@@ -404,7 +406,16 @@ class Host:
         return RunOutcome(result.exit_code, result.stdout, result.stderr, result.tools)
 
 
-__all__ = ["Host"]
+def state_ring(host: Host) -> list[bytes]:
+    """The state key ring of `host` (`[serve] state_keys_env`, else the state dir's own key; refused
+    on a shared store without one)."""
+    serve = host.config.serve
+    return key_ring(
+        os.environ.get(serve.state_keys_env), host.state_dir, shared=host.store.shared, env_name=serve.state_keys_env
+    )
+
+
+__all__ = ["Host", "state_ring"]
 
 
 def with_inproc(config: Config, servers: dict[str, Any]) -> Config:

@@ -32,9 +32,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
+import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -43,13 +43,14 @@ import anyio
 import anyio.to_thread
 
 from toolshell.errors import ToolshellError
+from toolshell.host import state_ring
 from toolshell.result import RunResult
 from toolshell.shell import refusals
 from toolshell.shell.first_read import Check, first_read
 from toolshell.shell.handles import Forged, Kept, ShellHandles
 from toolshell.shell.live_bytes import LiveBytes
 from toolshell.shell.restore import Recent
-from toolshell.store.keys import for_purpose, key_ring
+from toolshell.store.keys import for_purpose
 from toolshell.timeline.held import Held, holding
 from toolshell.timeline.sinks import SqliteSink
 
@@ -114,7 +115,10 @@ class Shells:
         self.live_bytes = live_bytes
         self._live: OrderedDict[str, _Live] = OrderedDict()
         self._mounted = [m.path for m in host.config.shell.mounts]
-        handles.on_drop = self._forget  # a handle dropped from the store: its live session goes too
+        # Handles the store dropped (past the cap, expired), often in a worker thread: their live
+        # sessions go on the loop, never under its feet while it walks `_live`.
+        self._dropped: deque[str] = deque()
+        self._loop_thread, handles.on_drop = threading.get_ident(), self._drop
 
     @classmethod
     def for_host(cls, host: Host) -> Shells:
@@ -152,7 +156,8 @@ class Shells:
             if handle is None:
                 handle = await _off_loop(self.handles.new, caller)
         except ToolshellError as err:
-            return self._store_failed(handle, err)
+            return refusals.store_failed(handle, err)
+        self._forget_dropped()
         live = await self._locked(handle, caller)
         try:
             try:
@@ -165,7 +170,7 @@ class Shells:
             except (Forged, ToolshellError) as err:
                 self._forget(handle)
                 if isinstance(err, ToolshellError) and err.retryable:
-                    return self._store_failed(handle, err)
+                    return refusals.store_failed(handle, err)
                 return self._unreadable(handle, caller, err)
             refused = self._admit(handle, caller, live)
             if refused is not None:
@@ -373,6 +378,7 @@ class Shells:
         """Close live sessions past the bounds, never one in a call: expired ones and ones holding
         more than `live_bytes` alone, then the least recently used past `max_live` sessions, then
         past `live_bytes` bytes of files the ones `_victim` picks for `caller`."""
+        self._forget_dropped()
         expired = time.monotonic() - self.handles.idle_seconds
         for handle, live in list(self._live.items()):
             if (live.used < expired or live.size > self.live_bytes) and not live.lock.locked():
@@ -392,6 +398,19 @@ class Shells:
         live = self._live.pop(handle, None)
         if live is not None:
             live.session.close()
+
+    def _drop(self, handle: str) -> None:
+        self._dropped.append(handle)
+        if threading.get_ident() == self._loop_thread:  # dropped on the loop: it goes at once
+            self._forget_dropped()
+
+    def _forget_dropped(self) -> None:
+        """Close the live sessions of dropped handles; one in a call goes when its save finds it gone."""
+        while self._dropped:
+            handle = self._dropped.popleft()
+            live = self._live.get(handle)
+            if live is not None and not live.lock.locked():
+                self._forget(handle)
 
     def _gone(self, asked: str, caller: str | None) -> RunResult:
         self._forget(asked)
@@ -418,9 +437,6 @@ class Shells:
         """The shell alone holds more than the budget: nothing ran; it stays in the store."""
         return refusals.too_big(asked, self.handles.new(caller), size, self.live_bytes)
 
-    def _store_failed(self, handle: str | None, cause: ToolshellError) -> RunResult:
-        return refusals.store_failed(handle, cause)
-
     def close(self) -> None:
         for live in self._live.values():
             live.session.close()
@@ -433,13 +449,4 @@ async def _off_loop(call: Callable[..., _T], *args: Any) -> _T:
     return await anyio.to_thread.run_sync(call, *args)
 
 
-def state_ring(host: Host) -> list[bytes]:
-    """The state key ring of `host` (`[serve] state_keys_env`, else the state dir's own key; refused
-    on a shared store without one)."""
-    serve = host.config.serve
-    return key_ring(
-        os.environ.get(serve.state_keys_env), host.state_dir, shared=host.store.shared, env_name=serve.state_keys_env
-    )
-
-
-__all__ = ["Shells", "state_ring"]
+__all__ = ["Shells"]

@@ -27,10 +27,9 @@ from toolshell.frontends.heartbeat import registered
 from toolshell.frontends.serve.drain import CLOSE_SECONDS, Drain, DrainingServer
 from toolshell.frontends.serve.health import Readiness, health_routes
 from toolshell.frontends.webhook import webhook_app
-from toolshell.host import Host
+from toolshell.host import Host, state_ring
 from toolshell.scripts.claims import TriggerClaims
 from toolshell.scripts.triggers import RunOutcome, Trigger, TriggerRunner, tokens_from_env
-from toolshell.shells import state_ring
 from toolshell.store.workers import Workers
 
 WEBHOOK_PORT = 8766

@@ -61,10 +61,10 @@ from toolshell.frontends.serve.upstream import (
     speaks_rounds,
     upstream_approver,
 )
-from toolshell.host import Host
+from toolshell.host import Host, state_ring
 from toolshell.loopback import is_loopback_host
 from toolshell.registry.entry import ToolEntry
-from toolshell.shells import Shells, state_ring
+from toolshell.shells import Shells
 from toolshell.store.keys import for_purpose
 from toolshell.telemetry.context import upstream
 from toolshell.timeline.address import calling_from

@@ -21,8 +21,7 @@ from toolshell.frontends.console import say_waiting
 from toolshell.frontends.serve.auth import Gate
 from toolshell.frontends.web.access import Access, host_name
 from toolshell.frontends.web.app import web_app
-from toolshell.host import Host
-from toolshell.shells import state_ring
+from toolshell.host import Host, state_ring
 from toolshell.store.keys import for_purpose
 
 _WILDCARDS = ("0.0.0.0", "::", "")

@@ -195,6 +195,7 @@ class TaskKeeper:
             resumable = resumable and not owned.feed.lost  # past its bound while the row was written: forgotten
             owned.published, owned.resumable, owned.not_replayed = state, resumable, why
             self._owned[owned.key] = owned
+            self._poke()  # the run may have ended or asked while the row was written: unseen by a wake then
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
 
@@ -281,6 +282,11 @@ class TaskKeeper:
         asked from a worker thread: a store that hangs holds that thread, not the event loop."""
         for key, owned in list(self._owned.items()):
             row, answers = await anyio.to_thread.run_sync(self._read, key)
+            if (now := self._owned.get(key)) is not owned:  # resumed here while the store was read
+                owned.scope.cancel()  # the old run stops (the resume stopped it already)
+                if now is not None and answers:
+                    now.run.answer(_elicit_results(answers))
+                continue
             if row is None or row.finished or row.worker != self.worker:
                 owned.scope.cancel()  # swept, or ended or taken over by another worker (it judged this one dead)
                 self._drop(key, owned)
@@ -294,6 +300,10 @@ class TaskKeeper:
             publish, park = functools.partial(self.rows.set_state, key, self.worker, **state), self.rows.park
             if state != owned.published and await anyio.to_thread.run_sync(publish):
                 owned.published = state
+            if (now := self._owned.get(key)) is not owned:  # resumed while published: the new run publishes again
+                if now is not None:
+                    now.published = None
+                continue
             if state["status"] in TERMINAL:
                 self._drop(key, owned)
             elif self._parks(owned, state["status"]) and await anyio.to_thread.run_sync(park, key, self.worker):

@@ -191,6 +191,7 @@ class Yielder:
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
             return info
 
+        run.yielded = True  # from now on nobody is asked on the call's stream: it closes with the output so far
         try:
             with anyio.CancelScope(shield=True):  # a row written is kept by this worker, whatever the caller does
                 info = await anyio.to_thread.run_sync(record)
@@ -199,10 +200,11 @@ class Yielder:
             else:
                 feed.attach(self.rows.calls.writer(self.ring, run_key), self._forgetter(handle, run_key))
         except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
+            run.yielded = False
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
             await run.done.wait()
             return with_earlier(run.result or failed("the call ended without a result"), earlier)
-        run.yielded, run.handle = True, handle
+        run.handle = handle
         self._owned[handle] = run
         self.tg.start_soon(self._keep, run, handle)
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
