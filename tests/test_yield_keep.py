@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
+from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.serve.tasks.yielding import Yielder, _Run
 from toolshell.shell.first_read import first_read
 from toolshell.store.engines import open_store
@@ -108,3 +109,32 @@ async def test_nobody_is_asked_on_a_yielding_calls_stream_while_its_row_is_writt
         store.close()
     assert isinstance(result.structured_content, dict) and result.structured_content["running"] is True
     assert got == [None] and asked_stream == [], "the question went to the closing stream"
+
+
+async def test_an_ended_runs_owner_waits_a_heartbeat_after_a_failed_write_rather_than_spin() -> None:
+    """The store fails while the owner records a run that has ended: it tries again a heartbeat
+    later (the loop would otherwise try at once, over and over, while the store is down)."""
+    run = _Run(yielded=True, handle="sh_spin")
+    run.result = types.CallToolResult(content=[])
+    run.done.set()
+    tried: list[str] = []
+
+    class Down(YieldRows):
+        def __init__(self) -> None:  # no store: every write fails
+            pass
+
+        def write(self, *args: Any) -> bool:
+            tried.append("write")
+            raise ToolshellError(ErrorCode.UNAVAILABLE, "the state store is down")
+
+    async with anyio.create_task_group() as tg:
+        yielder = Yielder(Down(), tg, "w1", 1, 3600, RING)
+        tg.start_soon(yielder._keep, run, "sh_spin")
+        with anyio.fail_after(30):
+            while not tried:  # noqa: ASYNC110  (a write in a worker thread)
+                await anyio.sleep(0.05)
+        for _ in range(5):  # room for the loop to try again at once, if it did
+            await anyio.to_thread.run_sync(lambda: None)
+            await anyio.sleep(0.05)
+        tg.cancel_scope.cancel()
+    assert tried == ["write"], "the owner tried again at once"

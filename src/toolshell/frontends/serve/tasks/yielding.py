@@ -325,6 +325,7 @@ class Yielder:
                 owned = await anyio.to_thread.run_sync(self.rows.write, handle, self.worker, out, err, body)
             except Exception:  # the store failed: the next beat writes it all again
                 logger.warning("could not record a yielded call's output", exc_info=True)
+                await anyio.sleep(self.heartbeat_seconds if run.done.is_set() else 0)  # ended: no spin on a dead store
                 continue
             if not owned:  # another worker judged this one dead and runs it again: this copy stops
                 run.scope.cancel()
