@@ -292,3 +292,24 @@ async def test_a_server_whose_clients_only_yield_sweeps_yielded_runs_too(
             result = await client.call_tool("bash", {"script": "echo hi"})
         left = yields.get("sh_old")
     assert not result.is_error and left is None
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+def test_a_task_with_an_answer_or_a_cancel_its_owner_has_not_taken_is_not_parked(store_url: str) -> None:
+    """They came while the owner decided to park (its read, then the park, are two hops): the
+    sender saw the task running and left them to the owner, so parking would strand them."""
+    store = open_store(store_url)
+    try:
+        rows = TaskRows(store)
+        question = {"q1": {"method": "elicitation/create", "params": {"message": "approve?"}}}
+        for key in ("answered", "cancelled", "waiting"):
+            rows.create(key, None, "w1", 600, "sealed", status="input_required", input_requests=question)
+        rows.answer("answered", {"q1": {"action": "accept", "content": {}}})
+        rows.ask_cancel("cancelled")
+        parked = {key: rows.park(key, "w1") for key in ("answered", "cancelled", "waiting")}
+        rows.take_answers("answered")
+        taken_then = rows.park("answered", "w1")
+    finally:
+        store.close()
+    assert parked == {"answered": False, "cancelled": False, "waiting": True}
+    assert taken_then, "once the owner took the answer, it may park (the answer is the run's now)"

@@ -242,11 +242,14 @@ class TaskRows:
         return bool(done.rowcount)
 
     def park(self, key: str, worker: str) -> bool:
-        """The owner stops a task waiting for a person and hands it to the store (its question stays)."""
+        """The owner stops a task waiting for a person and hands it to the store (its question stays);
+        not one with an answer or a cancel the owner has not taken yet (they came while it decided:
+        the sender saw it running, so only the owner acts on them)."""
         with self.store.transaction() as tx:
             done = tx.execute(
                 "UPDATE tasks SET worker = ?, updated_at = ? WHERE id_hash = ? AND worker = ? AND status = ?"
-                " AND resume IS NOT NULL",
+                " AND resume IS NOT NULL AND cancel_requested = 0 AND NOT EXISTS (SELECT 1 FROM task_answers"
+                " WHERE task_answers.id_hash = tasks.id_hash AND task_answers.taken = 0)",
                 (PARKED, time.time(), key, worker, "input_required"),
             )
         return bool(done.rowcount)
