@@ -23,6 +23,10 @@ from toolshell.store import sqlite
 from toolshell.store.keys import new_key
 
 pytestmark = pytest.mark.anyio
+NESTED_THEN_WAIT = (
+    "tools text-metrics text-length text=a; sleep 1; tools text-metrics text-length text=b; sleep 30; echo never"
+)
+"""A nested call as the call becomes a task, one once it is (its row written), then a wait to cancel."""
 
 
 @pytest.fixture
@@ -85,16 +89,20 @@ async def test_an_http_clients_calls_ask_the_store_off_the_event_loop(
 async def test_a_tasks_polls_and_cancel_ask_the_store_off_the_event_loop(
     tmp_path: Path, on_loop: tuple[list[str], list[str]]
 ) -> None:
-    """A call that becomes a task writes its row, `tasks/get` and `tasks/cancel` read and write it,
-    and the keeper that runs it keeps it in step: every store call from a worker thread."""
+    """A call that becomes a task writes its row, records its nested calls for replay, `tasks/get`
+    and `tasks/cancel` read and write it, and the keeper that runs it keeps it in step: every
+    store call from a worker thread."""
     calls, looped = on_loop
     every_call = Config.model_validate({"serve": {"tasks": {"after_seconds": 0}}})
     async with Host.open(every_call, state_dir=tmp_path / "state") as host:
         async with Client(build_server(host, []), extensions=[TasksClient()]) as client:
             await client.list_tools()
             calls.clear(), looped.clear()
-            created = await client.session.call_tool("bash", {"script": "sleep 30; echo never"}, allow_claimed=True)
+            created = await client.session.call_tool("bash", {"script": NESTED_THEN_WAIT}, allow_claimed=True)
             assert isinstance(created, CreatedTask), created
+            with anyio.fail_after(60):  # its nested call is recorded for replay (from a worker thread)
+                while sum("run_calls" in call for call in calls) < 2:  # noqa: ASYNC110  (rows in the store)
+                    await anyio.sleep(0.05)
             polled = await get_task(client.session, created.task_id)
             await cancel_task(client.session, created.task_id)
             ended = await until_status(client.session, created.task_id, "cancelled")
@@ -105,15 +113,17 @@ async def test_a_tasks_polls_and_cancel_ask_the_store_off_the_event_loop(
 async def test_a_yielded_call_and_the_collection_of_its_rest_ask_the_store_off_the_event_loop(
     tmp_path: Path, on_loop: tuple[list[str], list[str]]
 ) -> None:
-    """A call that yields writes its row, its owner records its output, and the next calls on its
-    shell collect the rest: every store call from a worker thread."""
+    """A call that yields writes its row, records the nested call it makes after, its owner records
+    its output, and the next calls on its shell collect the rest: every store call from a worker
+    thread."""
     calls, looped = on_loop
     yielding = Config.model_validate({"serve": {"yield_seconds": 1}})
     async with Host.open(yielding, state_dir=tmp_path / "state") as host:
         async with Client(build_server(host, [])) as client:
             await client.list_tools()
             calls.clear(), looped.clear()
-            first = (await client.call_tool("bash", {"script": "echo one; sleep 3; echo two"})).structured_content
+            script = "echo one; sleep 2; tools text-metrics text-length text=x >/dev/null; sleep 1; echo two"
+            first = (await client.call_tool("bash", {"script": script})).structured_content
             assert first is not None and first["running"], first
             pieces, body = [first["stdout"]], {}
             with anyio.fail_after(60):  # each call waits up to yield_seconds for the rest: bounded
@@ -122,4 +132,5 @@ async def test_a_yielded_call_and_the_collection_of_its_rest_ask_the_store_off_t
                     pieces += [body["earlier"]["stdout"]] if "earlier" in body else []
     assert "".join(pieces) == "one\ntwo\n", "every byte, each once"
     assert body["stdout"] == "mine\n"
+    assert any("run_calls" in call for call in calls), "its nested call, made after it yielded, is recorded"
     assert calls and looped == [], f"store calls on the event loop's thread: {looped}"

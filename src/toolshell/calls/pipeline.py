@@ -19,9 +19,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import anyio
+import anyio.to_thread
 
 from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.asking import asking_for
@@ -34,6 +35,8 @@ from toolshell.policy.credentials import masker
 from toolshell.policy.guardrails import GuardCall, Guardrails
 from toolshell.policy.policy import Policy
 from toolshell.policy.risk import BLOCKED, NEEDS_APPROVAL, Risk
+
+_T = TypeVar("_T")
 
 
 class CallTarget(Protocol):
@@ -93,7 +96,7 @@ class Pipeline:
         script sees its result. A call stopped before it was sent (denied, held for approval) is
         not recorded: run again, it is judged again."""
         ordinal = feed.next_ordinal()
-        replayed = feed.replay(ordinal, prepared)
+        replayed = await _with_store(feed.resumed, feed.replay, ordinal, prepared)  # a resumed run reads its records
         if replayed is not None:
             risk = Risk(replayed.risk)
             if replayed.error is not None:
@@ -104,16 +107,16 @@ class Pipeline:
             with asking_for(ordinal):  # a question about this call is bound to its place (a parked task's answer)
                 sent = await self._send_handling_approval(prepared)
         except _InFlight as failed:
-            feed.record_error(ordinal, prepared, failed.risk.level, failed.error)
+            await _with_store(feed.durable, feed.record_error, ordinal, prepared, failed.risk.level, failed.error)
             raise failed.error from None
         try:
             if check is not None:
                 check(sent)
         except ToolshellError as refused:
             self.ledger.failed_in_flight(prepared, sent.risk.level, refused)
-            feed.record_error(ordinal, prepared, sent.risk.level, refused)
+            await _with_store(feed.durable, feed.record_error, ordinal, prepared, sent.risk.level, refused)
             raise
-        feed.record(ordinal, prepared, sent.risk.level, sent.result)
+        await _with_store(feed.durable, feed.record, ordinal, prepared, sent.risk.level, sent.result)
         return sent
 
     async def _send_handling_approval(self, prepared: PreparedCall) -> Sent:
@@ -178,6 +181,15 @@ class _InFlight(Exception):
     def __init__(self, error: ToolshellError, risk: Risk) -> None:
         super().__init__(error.message)
         self.error, self.risk = error, risk
+
+
+async def _with_store(stored: bool, do: Callable[..., _T], *args: Any) -> _T:
+    """`do(*args)` from a worker thread when it reads or writes the store (`stored`): a task's or
+    yielded call's records never hold the event loop; in memory, on the loop (no hop to pay).
+    Not abandoned when cancelled: a record on its way is kept before the script stops."""
+    if stored:
+        return await anyio.to_thread.run_sync(do, *args)
+    return do(*args)
 
 
 __all__ = ["CallTarget", "Check", "Pipeline", "Sent", "StopScript"]

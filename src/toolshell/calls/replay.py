@@ -4,8 +4,8 @@ the run is run again.
 A `CallFeed` goes with one shell call (`Pipeline.send`). Each `tools` call that reaches the send
 path gets the next ordinal. A live call's outcome (its result as the script sees it, masked, or
 the error it ended with) is recorded the moment it is back, before the script reads it: written
-through `write` at once, or kept until the run gets a key (`attach`: a call becomes a task only
-after `after_seconds`).
+through `write` at once (the send path does it from a worker thread: `durable`), or kept until the
+run gets a key (`attach`: a call becomes a task only after `after_seconds`).
 
 Run again (its worker died, docs/tasks.md "Resume by replay"), the script starts from the shell's
 state before the call, and the k-th call is answered from record k when it names the same server,
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -139,16 +140,25 @@ class CallFeed:
         """The ordinals the earlier run recorded (what a replay answers, or stops at)."""
         self._written = list(self._present)
         """The ordinals recorded so far, in order (each new record counts those before it)."""
+        self._lock = threading.RLock()
+        """Records are kept from worker threads once they go to the store (`durable`), and the run
+        may get its key (`attach`) meanwhile."""
+
+    @property
+    def durable(self) -> bool:
+        """Records go to the store (the run has a key): keep them from a worker thread."""
+        return self._write is not None and self._write is not discard and not self.lost
 
     def attach(self, write: Write, forget: Callable[[], None] | None = None) -> None:
         """The run got its key: the records kept so far are written, and every later one at once. A
         feed that passed its bound before (while its row was being written) forgets the run now."""
-        for ordinal, record in self._kept:
-            write(ordinal, record)
-        self._kept.clear()
-        self._write, self._forget = write, forget
-        if self.lost and forget is not None:
-            forget()
+        with self._lock:
+            for ordinal, record in self._kept:
+                write(ordinal, record)
+            self._kept.clear()
+            self._write, self._forget = write, forget
+            if self.lost and forget is not None:
+                forget()
 
     def next_ordinal(self) -> int:
         self._ordinal += 1
@@ -178,7 +188,8 @@ class CallFeed:
             raise StopScript(
                 ToolshellError(ErrorCode.STOPPED, self._diverged(ordinal, prepared, record)), prepared.call
             )
-        self.replayed += 1
+        with self._lock:
+            self.replayed += 1
         error = record.get("error")
         if isinstance(error, dict):
             failed = ToolshellError(ErrorCode(error["code"]), str(error["message"]), retryable=bool(error["retryable"]))
@@ -240,6 +251,10 @@ class CallFeed:
         return f"call {ordinal} `{record.get('command')} {record.get('preview')}`"
 
     def _keep(self, ordinal: int, record: dict[str, Any]) -> None:
+        with self._lock:
+            self._keep_locked(ordinal, record)
+
+    def _keep_locked(self, ordinal: int, record: dict[str, Any]) -> None:
         if self.lost:
             return
         at = bisect.bisect_left(self._written, ordinal)

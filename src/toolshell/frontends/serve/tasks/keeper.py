@@ -175,18 +175,20 @@ class TaskKeeper:
         kept = resume if resumable or why is not None else None
         sealed = None if kept is None else sealed_json(self.ring, RESUME, owned.key, kept)
         key, keep = owned.key, self.config.keep_seconds
+
+        def record() -> TaskRow | None:
+            self.rows.create(key, caller, self.worker, keep, sealed, **state)
+            # The calls made so far are recorded now (a task that cannot be resumed records nothing).
+            if resumable:
+                owned.feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(owned))
+            else:
+                owned.feed.attach(discard)
+            return self.rows.get(key)
+
         # The store from a worker thread, shielded: a row written is this worker's to keep, whatever the caller does.
         with anyio.CancelScope(shield=True):
             try:
-                await anyio.to_thread.run_sync(
-                    lambda: self.rows.create(key, caller, self.worker, keep, sealed, **state)
-                )
-                # The calls made so far are recorded now (a task that cannot be resumed records nothing).
-                if resumable:
-                    owned.feed.attach(self.rows.calls.writer(self.ring, owned.key), self._forgetter(owned))
-                else:
-                    owned.feed.attach(discard)
-                row = await anyio.to_thread.run_sync(self.rows.get, key)
+                row = await anyio.to_thread.run_sync(record)
             except ToolshellError as err:  # no row, no task: the script must not run on unseen
                 owned.scope.cancel()
                 return error_result(

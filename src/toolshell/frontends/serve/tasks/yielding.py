@@ -185,20 +185,19 @@ class Yielder:
         stdout, stderr = "".join(run.out), "".join(run.err)
         run_key = run.key
 
-        def record() -> dict[str, Any] | None:  # the store, from a worker thread
+        def record() -> None:  # the store, from a worker thread: the row, then the calls made so far
             info = None if resume is None or feed.lost else resume()
             sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
-            return info
-
-        run.yielded = True  # from now on nobody is asked on the call's stream: it closes with the output so far
-        try:
-            with anyio.CancelScope(shield=True):  # a row written is kept by this worker, whatever the caller does
-                info = await anyio.to_thread.run_sync(record)
             if info is None or info.get("not_replayed"):  # nothing kept if not resumable
                 feed.attach(discard)
             else:
                 feed.attach(self.rows.calls.writer(self.ring, run_key), self._forgetter(handle, run_key))
+
+        run.yielded = True  # from now on nobody is asked on the call's stream: it closes with the output so far
+        try:
+            with anyio.CancelScope(shield=True):  # a row written is kept by this worker, whatever the caller does
+                await anyio.to_thread.run_sync(record)
         except ToolshellError:  # no row, no collector could find the rest: wait for the whole call
             run.yielded = False
             logger.warning("could not record a yielded call; waiting for its end instead", exc_info=True)
