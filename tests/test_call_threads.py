@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from toolshell.config import Config
@@ -63,22 +64,55 @@ async def test_a_shell_the_store_drops_from_a_worker_thread_leaves_its_live_sess
     worker thread that made it: its live session goes on the event loop's thread, which walks the
     live shells (a change from another thread raised `OrderedDict mutated during iteration`)."""
     loop_thread = threading.get_ident()
-    forgotten: list[tuple[str, int]] = []
-    forget = Shells._forget
+    closed: list[int] = []
+    close = Session.close
 
-    def forget_where(self: Shells, handle: str) -> None:
-        forgotten.append((handle, threading.get_ident()))
-        forget(self, handle)
+    def close_where(self: Session) -> None:
+        closed.append(threading.get_ident())
+        close(self)
 
-    monkeypatch.setattr(Shells, "_forget", forget_where)
+    monkeypatch.setattr(Session, "close", close_where)
     config = Config.model_validate({"serve": {"max_shells_per_caller": 2}})
     async with Host.open(config, state_dir=tmp_path / "state") as host:
         shells = Shells.for_host(host)
         try:
             made = [(await shells.run("alice", None, f"echo {i}")).shell for i in range(4)]
-            live = set(shells.held)
+            live, closed_then = set(shells.held), list(closed)
         finally:
             shells.close()
-    assert {handle for handle, _ in forgotten} == set(made[:2]), "the two oldest went"
-    assert {thread for _, thread in forgotten} == {loop_thread}, "a live session went from a worker thread"
-    assert live == set(made[2:])
+    assert live == set(made[2:]), "the two oldest went"
+    assert len(closed_then) >= 2 and set(closed_then) == {loop_thread}, "a live session closed from a worker thread"
+
+
+async def test_a_shell_dropped_while_a_call_holds_it_is_not_reused_and_closes_when_the_call_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A resumed run drops the live copy of its shell (it may hold a stopped run's half): one still
+    held by the stopping call leaves the live shells at once, so the next call starts from the
+    store, and is closed when that call ends."""
+    closed: list[Session] = []
+    close = Session.close
+
+    def close_seen(self: Session) -> None:
+        closed.append(self)
+        close(self)
+
+    monkeypatch.setattr(Session, "close", close_seen)
+    async with Host.open(Config(), state_dir=tmp_path / "state") as host:
+        shells = Shells.for_host(host)
+        try:
+            handle = (await shells.run(None, None, "echo kept > f")).shell
+            assert handle is not None
+            held = shells._live[handle].session
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(shells.run, None, handle, "sleep 1")
+                with anyio.fail_after(30):
+                    while not shells._live[handle].lock.locked():  # noqa: ASYNC110  (the call takes it)
+                        await anyio.sleep(0.01)
+                shells.handles.on_drop(handle)  # as a resumed run does, on the loop
+                gone_at_once, closed_before_end = handle not in shells.held, held in closed
+            after = await shells.run(None, handle, "cat f")
+        finally:
+            shells.close()
+    assert gone_at_once and not closed_before_end, "dropped at once, closed only when its call ended"
+    assert held in closed and after.stdout == "kept\n"

@@ -4,12 +4,14 @@ of another call stopping the script, and a recorded error raised again."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 
-from toolshell.calls import replay
+from toolshell.calls import pipeline, replay
 from toolshell.calls.prepare import PreparedCall
 from toolshell.calls.replay import CallFeed
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
@@ -141,3 +143,39 @@ def test_calls_that_were_never_sent_or_still_in_flight_are_made_live_and_the_res
     again = CallFeed(records, resumed=True)
     got = [again.replay(again.next_ordinal(), _call(n)) for n in (1, 2, 3)]
     assert [r is not None for r in got] == [True, False, True]
+
+
+@pytest.mark.anyio
+async def test_a_record_made_while_attach_writes_or_once_durable_is_kept_from_a_worker_thread_even_if_cancelled() -> (
+    None
+):
+    """The send path keeps a record on the event loop only while the feed's records are in memory
+    and free; while `attach` writes them from a thread, or once they go to the store, it keeps it
+    from a worker thread (never waiting on the loop), shielded: a run being stopped keeps it."""
+    loop_thread = threading.get_ident()
+    written: list[tuple[int, int]] = []
+    feed = CallFeed()
+    with feed.in_memory() as here:
+        assert here, "in memory and free: kept on the loop"
+    holding, release = threading.Event(), threading.Event()
+
+    def attach_elsewhere() -> None:  # `attach` in a worker thread, its lock held while it writes
+        with feed._lock:
+            holding.set()
+            release.wait(30)
+
+    worker = threading.Thread(target=attach_elsewhere)
+    worker.start()
+    holding.wait(30)
+    with feed.in_memory() as here:
+        busy = here
+    release.set()
+    worker.join(30)
+    feed.attach(lambda ordinal, record: written.append((ordinal, threading.get_ident())))
+    with feed.in_memory() as here:
+        durable = here
+    with anyio.CancelScope() as scope:
+        scope.cancel()  # the run is being stopped as its call's result comes back
+        await pipeline._keep(feed, feed.record, feed.next_ordinal(), _call(1), "changes", _result("tick 1"))
+    assert busy is False and durable is False
+    assert [o for o, _ in written] == [1] and written[0][1] != loop_thread, "kept from a worker thread"

@@ -89,6 +89,8 @@ class _Live:
     recent: Recent = field(default_factory=Recent)
     """Objects seen lately, for the next catch-up."""
     used: float = field(default_factory=time.monotonic)
+    dropped: bool = False
+    """Its handle was dropped while a call held it: that call closes it when done."""
 
 
 class Shells:
@@ -203,6 +205,8 @@ class Shells:
                 )
         finally:
             live.lock.release()
+            if live.dropped:
+                live.session.close()
             self._trim(caller)  # on every way out: a call that stopped early leaves no shell past the bounds
         result.shell, result.shell_note = handle, note
         return result
@@ -405,12 +409,14 @@ class Shells:
             self._forget_dropped()
 
     def _forget_dropped(self) -> None:
-        """Close the live sessions of dropped handles; one in a call goes when its save finds it gone."""
+        """Close the live sessions of dropped handles (one in a call: once the call is done); the
+        next call with the handle starts from the store."""
         while self._dropped:
-            handle = self._dropped.popleft()
-            live = self._live.get(handle)
-            if live is not None and not live.lock.locked():
-                self._forget(handle)
+            live = self._live.pop(self._dropped.popleft(), None)
+            if live is not None and live.lock.locked():
+                live.dropped = True
+            elif live is not None:
+                live.session.close()
 
     def _gone(self, asked: str, caller: str | None) -> RunResult:
         self._forget(asked)
@@ -422,16 +428,10 @@ class Shells:
 
     def _full(self, handle: str, caller: str | None, held: int) -> RunResult:
         """The idle shells that could go are gone and the rest hold the budget: nothing ran, the
-        shell is kept. Says whose shells hold it: the caller's own past its share, or others' in calls."""
-        own = self._by_caller().get(caller, 0)
-        if own > self._share(handle):
-            whose = (
-                f"this caller's own shells hold {own} bytes of it, more than its share with "
-                f"{len(self._by_caller())} callers holding live shells, and its others are running calls"
-            )
-        else:
-            whose = f"{held - own} bytes of it are held by other callers' shells that are running calls"
-        return refusals.full(handle, held, self.live_bytes, whose)
+        shell is kept (`refusals.full` says whose shells hold it)."""
+        by_caller = self._by_caller()
+        own = by_caller.get(caller, 0)
+        return refusals.full(handle, held, self.live_bytes, own, own > self._share(handle), len(by_caller))
 
     def _too_big(self, asked: str, caller: str | None, size: int) -> RunResult:
         """The shell alone holds more than the budget: nothing ran; it stays in the store."""

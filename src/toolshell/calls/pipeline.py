@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import anyio
 import anyio.to_thread
@@ -28,15 +28,13 @@ from toolshell.calls.approval import ApprovalGate
 from toolshell.calls.asking import asking_for
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall
-from toolshell.calls.replay import CallFeed
+from toolshell.calls.replay import CallFeed, Replayed
 from toolshell.command.masking import masked_result
 from toolshell.errors import ErrorCode, StopScript, ToolshellError
 from toolshell.policy.credentials import masker
 from toolshell.policy.guardrails import GuardCall, Guardrails
 from toolshell.policy.policy import Policy
 from toolshell.policy.risk import BLOCKED, NEEDS_APPROVAL, Risk
-
-_T = TypeVar("_T")
 
 
 class CallTarget(Protocol):
@@ -96,7 +94,7 @@ class Pipeline:
         script sees its result. A call stopped before it was sent (denied, held for approval) is
         not recorded: run again, it is judged again."""
         ordinal = feed.next_ordinal()
-        replayed = await _with_store(feed.resumed, feed.replay, ordinal, prepared)  # a resumed run reads its records
+        replayed = await _read_record(feed, ordinal, prepared)
         if replayed is not None:
             risk = Risk(replayed.risk)
             if replayed.error is not None:
@@ -107,16 +105,16 @@ class Pipeline:
             with asking_for(ordinal):  # a question about this call is bound to its place (a parked task's answer)
                 sent = await self._send_handling_approval(prepared)
         except _InFlight as failed:
-            await _with_store(feed.durable, feed.record_error, ordinal, prepared, failed.risk.level, failed.error)
+            await _keep(feed, feed.record_error, ordinal, prepared, failed.risk.level, failed.error)
             raise failed.error from None
         try:
             if check is not None:
                 check(sent)
         except ToolshellError as refused:
             self.ledger.failed_in_flight(prepared, sent.risk.level, refused)
-            await _with_store(feed.durable, feed.record_error, ordinal, prepared, sent.risk.level, refused)
+            await _keep(feed, feed.record_error, ordinal, prepared, sent.risk.level, refused)
             raise
-        await _with_store(feed.durable, feed.record, ordinal, prepared, sent.risk.level, sent.result)
+        await _keep(feed, feed.record, ordinal, prepared, sent.risk.level, sent.result)
         return sent
 
     async def _send_handling_approval(self, prepared: PreparedCall) -> Sent:
@@ -183,13 +181,23 @@ class _InFlight(Exception):
         self.error, self.risk = error, risk
 
 
-async def _with_store(stored: bool, do: Callable[..., _T], *args: Any) -> _T:
-    """`do(*args)` from a worker thread when it reads or writes the store (`stored`): a task's or
-    yielded call's records never hold the event loop; in memory, on the loop (no hop to pay).
-    Not abandoned when cancelled: a record on its way is kept before the script stops."""
-    if stored:
-        return await anyio.to_thread.run_sync(do, *args)
-    return do(*args)
+async def _read_record(feed: CallFeed, ordinal: int, prepared: PreparedCall) -> Replayed | None:
+    """`feed.replay`: a resumed run reads its records from the store, so from a worker thread."""
+    if feed.resumed:
+        return await anyio.to_thread.run_sync(feed.replay, ordinal, prepared)
+    return feed.replay(ordinal, prepared)
+
+
+async def _keep(feed: CallFeed, keep: Callable[..., None], *args: Any) -> None:
+    """Record a call: in memory on the loop (no hop to pay) while the feed is there and free, else
+    from a worker thread (a task's or yielded call's records go to the store, and never hold the
+    event loop), shielded: a record on its way is kept even if the run is being stopped."""
+    with feed.in_memory() as here:
+        if here:
+            keep(*args)
+            return
+    with anyio.CancelScope(shield=True):
+        await anyio.to_thread.run_sync(keep, *args)
 
 
 __all__ = ["CallTarget", "Check", "Pipeline", "Sent", "StopScript"]

@@ -31,7 +31,8 @@ from __future__ import annotations
 import bisect
 import hashlib
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -148,6 +149,19 @@ class CallFeed:
     def durable(self) -> bool:
         """Records go to the store (the run has a key): keep them from a worker thread."""
         return self._write is not None and self._write is not discard and not self.lost
+
+    @contextmanager
+    def in_memory(self) -> Iterator[bool]:
+        """Whether a record may be kept here and now, without waiting: the records stay in memory
+        and nobody holds them (`attach` may be writing them from a thread). While True, they are
+        held for this record."""
+        if not self._lock.acquire(blocking=False):
+            yield False
+            return
+        try:
+            yield not self.durable
+        finally:
+            self._lock.release()
 
     def attach(self, write: Write, forget: Callable[[], None] | None = None) -> None:
         """The run got its key: the records kept so far are written, and every later one at once. A

@@ -25,7 +25,15 @@ def unreadable(asked: str, new: str, why: str) -> RunResult:
     return RunResult(1, "", error_line(err), shell=new, shell_note=err.message)
 
 
-def full(handle: str, held: int, live_bytes: int, whose: str) -> RunResult:
+def full(handle: str, held: int, live_bytes: int, own: int, past_share: bool, callers: int) -> RunResult:
+    """Whose shells hold the budget: the caller's own (`own` bytes) past its share, or others' in calls."""
+    if past_share:
+        whose = (
+            f"this caller's own shells hold {own} bytes of it, more than its share with "
+            f"{callers} callers holding live shells, and its others are running calls"
+        )
+    else:
+        whose = f"{held - own} bytes of it are held by other callers' shells that are running calls"
     err = ToolshellError(
         ErrorCode.UNAVAILABLE,
         f"this worker's live shells hold {held} bytes of files, past [serve] live_shell_bytes "

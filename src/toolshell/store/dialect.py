@@ -74,7 +74,7 @@ def numbered_placeholders(sql: str) -> str:
     One pass over the text (linear time). A literal `%` is doubled, as psycopg requires when
     parameters are passed. Cached: a statement's text is the code's (its values are parameters),
     so the same few hundred come again on every call, and the pass is Python, char by char
-    (~50 µs of a PostgreSQL call's CPU before the cache, profiled).
+    (~0.4 ms of a PostgreSQL call's worker CPU before the cache, in alternated pairs).
     """
     out: list[str] = []
     for kind, piece in _pieces(sql):
