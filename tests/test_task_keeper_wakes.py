@@ -62,22 +62,36 @@ async def test_a_run_that_ends_while_its_tasks_row_is_written_is_published_witho
 
 
 async def test_answers_taken_for_a_task_resumed_meanwhile_go_to_the_resumed_run(tmp_path: Path) -> None:
-    answered: list[Any] = []
+    got: list[types.ElicitResult | None] = []
     async with Host.open(load_text("", env={}), state_dir=tmp_path) as host:
         rows = TaskRows(host.store)
         async with anyio.create_task_group() as tg:
             keeper = TaskKeeper(rows, tg, host.worker_id, ServeTasksConfig(), 3600.0, RING)
             old = _Owned(TaskRun(lambda: None), anyio.CancelScope(), CallFeed(), key="k1")
             new = _Owned(TaskRun(lambda: None), anyio.CancelScope(), CallFeed(), key="k1")
-            new.run.answer = answered.append  # type: ignore[method-assign]
             keeper._owned["k1"] = old
+            params = types.ElicitRequestFormParams(
+                message="approve?", requested_schema={"type": "object", "properties": {}}
+            )
+
+            async def ask() -> None:  # the resumed run asks again, and waits for the answer
+                got.append(await new.run.ask(params))
+
+            tg.start_soon(ask)
+            with anyio.fail_after(30):
+                while not isinstance(asked := new.run.current(), types.InputRequiredResult):  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            (question,) = asked.input_requests
 
             def read(key: str) -> tuple[TaskRow | None, dict[str, Any]]:  # taken; meanwhile resumed here
                 keeper._owned[key] = new
-                return None, {"q1": {"action": "accept", "content": {"ok": True}}}
+                return None, {question: {"action": "accept", "content": {"ok": True}}}
 
             keeper._read = read  # type: ignore[method-assign]
             await keeper._sync()
+            with anyio.fail_after(30):
+                while not got:  # noqa: ASYNC110  (the resumed run's question is answered)
+                    await anyio.sleep(0.01)
             tg.cancel_scope.cancel()
     assert old.scope.cancel_called and keeper._owned.get("k1") is new, "the old run stops, the resumed one is kept"
-    assert len(answered) == 1 and "q1" in answered[0], "the answers taken reach the resumed run"
+    assert got[0] is not None and got[0].action == "accept" and got[0].content == {"ok": True}
