@@ -313,3 +313,33 @@ def test_a_task_with_an_answer_or_a_cancel_its_owner_has_not_taken_is_not_parked
         store.close()
     assert parked == {"answered": False, "cancelled": False, "waiting": True}
     assert taken_then, "once the owner took the answer, it may park (the answer is the run's now)"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_cancel_of_a_task_its_owner_parks_meanwhile_ends_it(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`tasks/cancel` finds the task running and asks its owner to stop; if the owner parked it in
+    between, nobody runs it to see the ask: the cancel ends it there."""
+    store = open_store(store_url)
+    try:
+        rows = TaskRows(store)
+        question = {"q1": {"method": "elicitation/create", "params": {"message": "approve?"}}}
+        rows.create("k", None, "w1", 600, "sealed", status="input_required", input_requests=question)
+        ask_cancel = rows.ask_cancel
+
+        async def found_running(self: TaskMethods, ctx: object, task_id: str) -> Any:
+            return rows.get("k")
+
+        def parked_first(key: str) -> None:  # the owner parks it just before the ask lands
+            assert rows.park(key, "w1")
+            ask_cancel(key)
+
+        monkeypatch.setattr(TaskMethods, "_find", found_running)
+        rows.ask_cancel = parked_first  # type: ignore[method-assign]
+        methods = TaskMethods(rows, ServeTasksConfig(), 10, lambda ctx: None, None)
+        await methods.cancel(None, TaskParams(task_id="x"))  # type: ignore[arg-type]  (no request: `_find` is the race)
+        row = rows.get("k")
+    finally:
+        store.close()
+    assert row is not None and row.status == "cancelled" and row.finished

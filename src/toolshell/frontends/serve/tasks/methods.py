@@ -95,6 +95,13 @@ class TaskMethods:
                 await _off_loop(lambda: self.rows.ask_cancel(row.id_hash))
         elif not row.finished:
             await _off_loop(lambda: self.rows.ask_cancel(row.id_hash))
+            again = await _off_loop(lambda: self.rows.get(row.id_hash))
+            if again is not None and again.parked:  # its owner parked it meanwhile: nobody would see the ask
+                await _off_loop(
+                    lambda: self.rows.set_state(
+                        row.id_hash, PARKED, status="cancelled", status_message=CANCELLED_PARKED
+                    )
+                )
         return {"resultType": "complete"}
 
     async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> TaskRow:
