@@ -149,11 +149,10 @@ class Shells:
 
     async def run(self, caller: str | None, handle: str | None, script: str, **options: Any) -> RunResult:
         """Run `script` in the caller's shell `handle` (a new shell when None); `options` go to
-        `Session.run` (answerer, approver). The result names the shell's handle.
-
-        The store is asked off the event loop (a thread), once to find the shell (and, if this
-        worker holds an older version, once for the objects stored since), and once at the end:
-        the shell's commit and what the call recorded in the timeline, in one transaction."""
+        `Session.run` (answerer, approver, feed). The result names the shell's handle. The store is
+        asked off the event loop (a thread), once to find the shell (and, if this worker holds an
+        older version, once for the objects stored since), and once at the end: the shell's commit
+        and what the call recorded in the timeline, in one transaction."""
         try:
             if handle is None:
                 handle = await _off_loop(self.handles.new, caller)
@@ -168,6 +167,8 @@ class Shells:
                 kept = await _off_loop(self._find, handle, caller, after, first)
                 if kept is None:
                     return self._gone(handle, caller)
+                if (feed := options.get("feed")) is not None:  # a replay of this run starts from here
+                    feed.shell_version = kept.version
                 await self._catch_up(live, kept)
             except (Forged, ToolshellError) as err:
                 self._forget(handle)

@@ -134,6 +134,9 @@ class CallFeed:
         self._bytes = self.recorded.size
         self.lost = False
         """Records were dropped (past a bound): the run must not be resumed."""
+        self.shell_version: int | None = None
+        """The stored version of the shell the run started from (`Shells.run` sets it once found):
+        what running it again must start from, however far the run got since."""
         self._ordinal = 0
         self.replayed = 0
         """How many calls were answered from the record."""

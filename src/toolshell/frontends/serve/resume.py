@@ -59,14 +59,18 @@ def not_replayed(config: ShellConfig) -> str | None:
     )
 
 
-def resume_info(shells: Shells, caller: str | None, handle: str, script: str, asks: bool) -> dict[str, Any] | None:
+def resume_info(
+    shells: Shells, caller: str | None, handle: str, script: str, asks: bool, version: int | None = None
+) -> dict[str, Any] | None:
     """What running a call again by replay takes; None when its shell cannot be read (then the
     run itself says so, and nothing is resumed). A run that must not be replayed gets only its
-    caller and why (`not_replayed`)."""
+    caller and why (`not_replayed`). `version`: the shell's version the run started from, when it
+    has found its shell (else read now)."""
     why = not_replayed(shells.host.config.shell)
     if why is not None:
         return {"caller": caller, "not_replayed": why}
-    version = shell_version(shells, caller, handle)
+    if version is None:
+        version = shell_version(shells, caller, handle)
     if version is None:
         return None
     return {"script": script, "caller": caller, "handle": handle, "version": version, "asks": asks}

@@ -202,7 +202,7 @@ def build_server(
                 handle,
                 lambda o, a, f: run_bash(ctx, script, handle, a, o, f),
                 asker,
-                lambda: resume_info(shells, _caller(ctx), handle, script, False),  # read only if it yields
+                lambda version: resume_info(shells, _caller(ctx), handle, script, False, version),  # once it yields
             )
         entry = visible.get(params.name)
         if entry is None:

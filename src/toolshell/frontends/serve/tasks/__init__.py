@@ -117,7 +117,7 @@ class Tasks:
         handle: str,
         run_bash: RunBash,
         asker: Asker | None,
-        resume: Callable[[], dict[str, Any] | None] | None = None,
+        resume: Callable[[int | None], dict[str, Any] | None] | None = None,
     ) -> types.CallToolResult:
         """A call of a client without Tasks: its result, or its output so far (`yielding`)."""
         if self.serve.yield_seconds <= 0:

@@ -151,13 +151,13 @@ class Yielder:
         handle: str,
         run_bash: RunBash,
         asker: Asker | None,
-        resume: Callable[[], dict[str, Any] | None] | None = None,
+        resume: Callable[[int | None], dict[str, Any] | None] | None = None,
         resumer: Resumer | None = None,
     ) -> types.CallToolResult:
         """The rest of an earlier yielded call on `handle` first, then this call (or its output so far).
 
         `resume` gives what running this call again takes, read once it yields (None: it cannot be
-        resumed); `resumer`
+        resumed), given the shell's version the run started from (None: not found yet); `resumer`
         runs an earlier call taken over from a silent owner."""
         await self._sweep()
         earlier, look_first = None, handle not in self._owned  # else: an earlier call here yielded
@@ -186,7 +186,7 @@ class Yielder:
         run_key = run.key
 
         def record() -> None:  # the store, from a worker thread: the row, then the calls made so far
-            info = None if resume is None or feed.lost else resume()
+            info = None if resume is None or feed.lost else resume(feed.shell_version)
             sealed = None if info is None else sealed_json(self.ring, RESUME, _sealed_to(run_key, handle, caller), info)
             self.rows.create(handle, caller, self.worker, stdout, stderr, run_key, sealed)
             if info is None or info.get("not_replayed"):  # nothing kept if not resumable
