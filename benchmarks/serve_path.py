@@ -63,8 +63,8 @@ def free_port() -> int:
 def tree_cpu(pid: int) -> tuple[float, float, int, dict[str, float]]:
     """User and system CPU seconds of `pid` and its live descendants, their threads' context
     switches (each hop of a call between the event loop and a thread, or a wait on a socket), and
-    CPU seconds by thread name (the event loop's `python`, the store's `AnyIO worker`, bashkit's
-    runtime threads)."""
+    CPU seconds by thread: the event loop (a process's main thread), the Python worker threads
+    (the store's round trips, the shell's commit), bashkit's runtime threads by name."""
     user, system, switches, todo, named = 0.0, 0.0, 0, [pid], {}
     while todo:
         p = todo.pop()
@@ -76,6 +76,8 @@ def tree_cpu(pid: int) -> tuple[float, float, int, dict[str, float]]:
                 todo += [int(c) for c in children]
                 stat = (task / "stat").read_text()
                 name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+                if name == "python":  # Python names no OS thread: the main one runs the event loop
+                    name = "event loop" if task.name == str(p) else "python threads"
                 named[name] = named.get(name, 0.0) + (int(rest[11]) + int(rest[12])) / TICKS
                 for line in (task / "status").read_text().splitlines():
                     if "ctxt_switches:" in line:

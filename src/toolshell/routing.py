@@ -108,7 +108,7 @@ class ServerRouter:
         if server not in self._turns:
             config = self._servers.get(server)
             limit = _DEFAULT_TURNS if config is None else config.max_concurrent_calls
-            self._turns[server] = anyio.Semaphore(limit)
+            self._turns[server] = anyio.Semaphore(limit, fast_acquire=True)  # free: no trip round the loop
         return self._turns[server]
 
     def target(self, session: Session) -> SessionTarget:

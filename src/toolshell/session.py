@@ -145,7 +145,7 @@ class Session:
         self._current: ToolsBuiltin | None = None
         self._held_by: tuple[Catalog, bool] | None = None
         """The last catalog `_may_hold` judged, and its answer."""
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # free (one run at a time): no trip round the loop
         self.shell = services.shells.take(self._tools) if services.shells else Shell(config.shell, self._tools)
         """The session's sandboxed shell (handed on to a later session by `Host.run` when it ends)."""
         self.bash = self.shell.bash

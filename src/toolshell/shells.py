@@ -76,7 +76,7 @@ class _Live:
     session: Session
     version: int
     """The stored version this session holds; -1: none yet."""
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    lock: anyio.Lock = field(default_factory=lambda: anyio.Lock(fast_acquire=True))  # free: no trip round the loop
     have: set[str] = field(default_factory=set)
     """The ids of the objects the store holds for this shell."""
     stored: int = 0
