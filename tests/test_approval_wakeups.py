@@ -217,8 +217,9 @@ async def test_a_notification_with_no_answer_behind_it_wakes_the_call_which_read
     """Anyone who can reach the store can send on its channel; a notification only says when to look."""
 
     async def forge_then_grant(two: Host, request_id: str, watched: Watched) -> None:
+        watched.parked = anyio.Event()
         two.store.notify("approvals", request_id)  # names the request, but nobody answered it
-        await watched.woken.wait()
+        await watched.parked.wait()  # woken, it read the status (from a thread) and waits again
         assert two.policy.approvals.get(request_id).status == "pending"
         two.policy.approvals.grant(request_id)
 

@@ -267,7 +267,7 @@ async def test_a_yielded_calls_resume_data_copied_to_another_shells_row_is_not_r
             swapped = yields.get("sh_S2")
             own = yields.get("sh_S1")
             assert swapped is not None and own is not None
-            took = [yielder._take_over(swapped, "alice", resumer), yielder._take_over(own, "alice", resumer)]
+            took = [await yielder._take_over(row, "alice", resumer) for row in (swapped, own)]
             with anyio.fail_after(30):
                 while not ran:  # noqa: ASYNC110
                     await anyio.sleep(0.1)

@@ -1,7 +1,9 @@
 """A `bash` call through `serve` asks the state store from worker threads only (issue 31: no store
 call blocks the event loop): finding its client session's shell (stdio, an HTTP session), making a
-new one for a stateless request, running and saving it, the lookups of yield-and-wait, and a task's polls and cancel. A
-store that hangs then holds a thread, not every other call of the worker."""
+new one for a stateless request, running and saving it, the lookups of yield-and-wait, a task's
+polls and cancel, an unlabeled tool's rating, and an approval (asked over 2026-07-28 rounds, whose
+relay rows are written too, or waited for in the store). A store that hangs then holds a thread,
+not every other call of the worker. Takeovers: `test_takeover_off_loop.py`."""
 
 from __future__ import annotations
 
@@ -11,8 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.server.mcpserver import MCPServer
+from mcp_types import ToolAnnotations
 
 from _serve_http_support import http_serving
 from _tasks_support import CreatedTask, TasksClient, cancel_task, get_task, until_status
@@ -134,3 +139,71 @@ async def test_a_yielded_call_and_the_collection_of_its_rest_ask_the_store_off_t
     assert body["stdout"] == "mine\n"
     assert any("run_calls" in call for call in calls), "its nested call, made after it yielded, is recorded"
     assert calls and looped == [], f"store calls on the event loop's thread: {looped}"
+
+
+def _tools() -> MCPServer:
+    """An unlabeled tool (rated, the rating kept in the store) and a destructive one (asks a person)."""
+    server = MCPServer("t")
+
+    def note(text: str) -> str:
+        return f"noted {text}"
+
+    def wipe(name: str) -> str:
+        return f"wiped {name}"
+
+    server.add_tool(note, name="note")
+    server.add_tool(wipe, name="wipe", annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True))
+    return server
+
+
+async def _once(context: object, params: types.ElicitRequestParams) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"answer": "once"})
+
+
+async def test_a_rated_tool_and_a_call_a_person_approves_ask_the_store_off_the_event_loop(
+    tmp_path: Path, on_loop: tuple[list[str], list[str]]
+) -> None:
+    """An unlabeled tool's rating (read, then kept) and the approval of a destructive call (its
+    request, the person's answer over the 2026-07-28 rounds, the grant used up) are store steps of
+    the call: none on the loop."""
+    calls, looped = on_loop
+    async with Host.open(state_dir=tmp_path / "state", servers={"t": _tools()}) as host:
+        async with Client(build_server(host, []), elicitation_callback=_once) as client:
+            await client.list_tools()
+            calls.clear(), looped.clear()
+            with anyio.fail_after(60):
+                result = await client.call_tool("bash", {"script": "tools t note text=a; tools t wipe name=b"})
+    body = result.structured_content or {}
+    assert body.get("stdout") == "noted a\nwiped b\n", body
+    assert any("tool_ratings" in call for call in calls), "the rating was read and kept"
+    assert any("approval_grants" in call for call in calls), "the grant was made and used up"
+    assert any("parked_runs" in call for call in calls), "the round was recorded for a retry elsewhere"
+    assert looped == [], f"store calls on the event loop's thread: {looped}"
+
+
+async def test_a_call_waiting_for_an_answer_in_the_store_asks_it_off_the_event_loop(
+    tmp_path: Path, on_loop: tuple[list[str], list[str]]
+) -> None:
+    """`[approval] wait_for = "store"`: the request is opened, its status read while the call waits
+    and once woken, the grant used up: none on the loop (a person answers from another process)."""
+    calls, looped = on_loop
+    config = Config.model_validate({"approval": {"wait_for": "store", "wait_seconds": 600}})
+    async with Host.open(config, state_dir=tmp_path / "state", servers={"t": _tools()}) as host:
+        async with Client(build_server(host, [])) as client, anyio.create_task_group() as tg:
+            await client.list_tools()
+            calls.clear(), looped.clear()
+            results: list[Any] = []
+
+            async def call() -> None:
+                results.append(await client.call_tool("bash", {"script": "tools t wipe name=b"}))
+
+            tg.start_soon(call)
+            approvals = host.policy.approvals
+            with anyio.fail_after(60):
+                while not (pending := await anyio.to_thread.run_sync(approvals.list_pending)):  # noqa: ASYNC110
+                    await anyio.sleep(0.1)
+                await anyio.to_thread.run_sync(approvals.grant, pending[0].id)
+    [result] = results
+    assert (result.structured_content or {}).get("stdout") == "wiped b\n", result
+    assert any("approval_requests" in call for call in calls), "the request was opened and read"
+    assert looped == [], f"store calls on the event loop's thread: {looped}"

@@ -19,7 +19,7 @@ import pytest
 from _serve_auth_support import SRC, TESTS, Served, client, serving, toolshell_exe
 from _store_support import ENGINES, fresh_database, postgres_server, store_url  # noqa: F401  (fixtures)
 from toolshell.config.loading import STATE_FILE
-from toolshell.frontends.serve.relay import Relay
+from toolshell.frontends.serve.relay import Relay, prepare
 from toolshell.frontends.serve.upstream import ParkedRun
 from toolshell.store.engines import open_store
 from toolshell.store.keys import new_key
@@ -154,6 +154,7 @@ async def test_a_retry_for_a_worker_killed_while_its_run_was_parked_gets_the_sto
 async def test_a_relayed_retry_from_another_caller_finds_no_run(store_url: str, tmp_path: Path) -> None:
     store = open_store(store_url)
     try:
+        prepare(store)
         async with anyio.create_task_group() as tg:
             owner, other = Relay(store, tg, 5), Relay(store, tg, 5)
             run = ParkedRun()
@@ -162,7 +163,7 @@ async def test_a_relayed_retry_from_another_caller_finds_no_run(store_url: str, 
             with anyio.fail_after(10):
                 round_ = await run.next_round()
             assert isinstance(round_, types.InputRequiredResult)
-            owner.publish(run, "alice", round_)
+            await owner.publish(run, "alice", round_)
             with anyio.fail_after(10):
                 stranger = await other.retry(run.token, "bob", {})
                 unknown = await other.retry("no-such-token", "alice", {})

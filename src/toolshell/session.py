@@ -27,7 +27,7 @@ from toolshell.builtin.hints import HintAccumulator
 from toolshell.calls.approval import ApprovalGate, Approver, store_waiter
 from toolshell.calls.asking import BEFORE_START, asking_for
 from toolshell.calls.ledger import Ledger
-from toolshell.calls.pipeline import CallTarget, Pipeline
+from toolshell.calls.pipeline import CallTarget, Pipeline, short_of
 from toolshell.calls.prepare import prepare_input, resolve
 from toolshell.calls.replay import CallFeed
 from toolshell.calls.view import CatalogView
@@ -390,7 +390,7 @@ class Session:
         finally:
             self._current = None
             self.bash.clear_cancel()
-        short = None if feed is None or ledger.stopped else feed.short()
+        short = None if feed is None or ledger.stopped else await short_of(feed)
         if short is not None:  # a resumed run that made fewer calls than its first run: not a success
             ledger.stop(short)
             collect("", error_line(short.error))

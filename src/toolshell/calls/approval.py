@@ -156,19 +156,26 @@ class ApprovalGate:
         itself: the call runs on the grant only if it uses it up (`covered`)."""
         if self.approver is None:
             return Asked(None, None)
-        request = self.open_request(entry, arguments, risk)
+        request = await anyio.to_thread.run_sync(self.open_request, entry, arguments, risk)
         started = time.perf_counter()
         with child_span(
             "toolshell.approval.wait", {"toolshell.command": entry.command, "toolshell.why": risk.why or ""}
         ):
             answer = await self.approver(entry, arguments, risk)
         waited = time.perf_counter() - started
-        if answer is not None and self.approvals.get(request.id).status == EXPIRED:
-            request = self.open_request(entry, arguments, risk)  # the person's answer outlived the request
-        asked = self._record(request.id, answer)
+        asked = await anyio.to_thread.run_sync(self._answered, request.id, answer, entry, arguments, risk)
         if self.metrics is not None:
             self.metrics.approval_waited(entry.server, entry.name, asked.answer, waited)
         return asked
+
+    def _answered(
+        self, request_id: str, answer: str | None, entry: ToolEntry, arguments: dict[str, Any], risk: Risk
+    ) -> Asked:
+        """(From a worker thread: the store) `_record` on the request, or on a new one when the
+        person's answer outlived it."""
+        if answer is not None and self.approvals.get(request_id).status == EXPIRED:
+            request_id = self.open_request(entry, arguments, risk).id
+        return self._record(request_id, answer)
 
     def _record(self, request_id: str, answer: str | None) -> Asked:
         """The request's answer: this one, recorded; or the one given meanwhile (by another process,
@@ -206,11 +213,11 @@ class ApprovalGate:
             asked = await self.ask(entry, arguments, risk)
             if asked.answer not in ("once", "always"):
                 break
-            if self.covered(entry, arguments):
+            if await anyio.to_thread.run_sync(self.covered, entry, arguments):
                 return
         if asked.answer == "deny":
             raise StopScript(denied_error(entry, asked), prepared.call, approval="denied", request_id=asked.request_id)
-        request = self.open_request(entry, arguments, risk)
+        request = await anyio.to_thread.run_sync(self.open_request, entry, arguments, risk)
         err = ToolshellError(ErrorCode.NEEDS_APPROVAL, approval_message(entry, risk, request.id))
         raise StopScript(err, prepared.call, approval="requested", request_id=request.id)
 
@@ -232,8 +239,11 @@ def store_waiter(
         return None
 
     async def wait(entry: ToolEntry, arguments: dict[str, Any], risk: Risk) -> str | None:
-        held.write_now()  # the call's timeline row is in the store before the request that names it
-        request = approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message, caller=caller)
+        def open_request() -> ApprovalRequest:  # from a worker thread (the context goes with it)
+            held.write_now()  # the call's timeline row is in the store before the request that names it
+            return approvals.request(entry, arguments, session_id, risk.why or "", message=risk.message, caller=caller)
+
+        request = await anyio.to_thread.run_sync(open_request)
         with anyio.move_on_after(config.wait_seconds):
             await approvals.wait_answered(request.id)
         return None  # the gate reads the store's answer

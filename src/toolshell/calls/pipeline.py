@@ -188,6 +188,12 @@ async def _read_record(feed: CallFeed, ordinal: int, prepared: PreparedCall) -> 
     return feed.replay(ordinal, prepared)
 
 
+async def short_of(feed: CallFeed) -> StopScript | None:
+    """`feed.short` once the run ended: a resumed run names the calls it missed from their records
+    in the store, so from a worker thread."""
+    return await anyio.to_thread.run_sync(feed.short) if feed.resumed else feed.short()
+
+
 async def _keep(feed: CallFeed, keep: Callable[..., None], *args: Any) -> None:
     """Record a call: in memory on the loop (no hop to pay) while the feed is there and free, else
     from a worker thread (a task's or yielded call's records go to the store, and never hold the
@@ -200,4 +206,4 @@ async def _keep(feed: CallFeed, keep: Callable[..., None], *args: Any) -> None:
         await anyio.to_thread.run_sync(keep, *args)
 
 
-__all__ = ["CallTarget", "Check", "Pipeline", "Sent", "StopScript"]
+__all__ = ["CallTarget", "Check", "Pipeline", "Sent", "StopScript", "short_of"]

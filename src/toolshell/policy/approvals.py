@@ -41,6 +41,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
+
 from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.policy.approval_tables import NEWER_COLUMNS, SCHEMA
 from toolshell.policy.canonical import canonical_json, fingerprint, server_key
@@ -231,7 +233,7 @@ class Approvals:
         with `anyio.move_on_after`. The store's row is the truth: it is read, and read again each
         time a notification names the request (or some may have been missed)."""
         with self.store.subscribe(CHANNEL) as subscription:  # before the read: no answer slips between
-            while (found := self.get(request_id)).status == PENDING:
+            while (found := await anyio.to_thread.run_sync(self.get, request_id)).status == PENDING:
                 while not (await subscription.wait()).concerns(request_id):
                     pass
             return found

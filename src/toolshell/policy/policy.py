@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+
 from toolshell.config import Config
 from toolshell.policy.approvals import Approvals
 from toolshell.policy.credentials import CredentialScan
@@ -80,7 +82,7 @@ class Policy:
                 return risk
             message = f"{entry.command} gets its input while the script runs; it is checked then"
             return Risk(CHECKED_AT_RUN_TIME, None, message, tool_risk=risk.level)
-        if risk.level == NEEDS_APPROVAL and (self.approvals.is_always(entry) or self.approvals.has_once(entry, input)):
+        if risk.level == NEEDS_APPROVAL and await anyio.to_thread.run_sync(self._granted, entry, input, False):
             return _granted(entry)
         return risk
 
@@ -102,11 +104,16 @@ class Policy:
         `session_id` is kept for symmetry with `approvals.request`; grants are not per session.
         """
         risk = await self._judge(entry, input)
-        if risk.level == NEEDS_APPROVAL and (
-            self.approvals.is_always(entry) or self.approvals.consume_once(entry, input)
-        ):
+        if risk.level == NEEDS_APPROVAL and await anyio.to_thread.run_sync(self._granted, entry, input, True):
             return _granted(entry)
         return risk
+
+    def _granted(self, entry: ToolEntry, input: dict[str, Any], use: bool) -> bool:
+        """(From a worker thread: the store) an "always" grant covers the call, or a one-off grant
+        for this exact call does (used up when `use`)."""
+        if self.approvals.is_always(entry):
+            return True
+        return self.approvals.consume_once(entry, input) if use else self.approvals.has_once(entry, input)
 
     async def _judge(self, entry: ToolEntry, input: dict[str, Any] | None) -> Risk:
         risk = judge(entry, self.approval, rating=None)

@@ -337,7 +337,7 @@ class Ratings:
             return None
         key = (server_key(entry), entry.server_id, entry.name, schema_hash(entry))
         async with self._lock:  # two concurrent calls to a new tool rate it once
-            if stored := self._stored(key):
+            if stored := await anyio.to_thread.run_sync(self._stored, key):
                 return stored
             if key in self._failed:
                 return "changes"
@@ -348,13 +348,16 @@ class Ratings:
                 log.warning("rating %s failed, treating it as changing things: %s", entry.command, e)
                 self._failed.add(key)
                 return "changes"
-            self.store.execute(
-                "INSERT INTO tool_ratings (server, server_id, tool, schema_hash, rating, rated_at) "
-                "VALUES (?,?,?,?,?,?) ON CONFLICT (server, server_id, tool, schema_hash) "
-                "DO UPDATE SET rating = excluded.rating, rated_at = excluded.rated_at",
-                (*key, rating, time.time()),
-            )
+            await anyio.to_thread.run_sync(self._store, key, rating)
             return rating
+
+    def _store(self, key: RatingKey, rating: str) -> None:
+        self.store.execute(
+            "INSERT INTO tool_ratings (server, server_id, tool, schema_hash, rating, rated_at) "
+            "VALUES (?,?,?,?,?,?) ON CONFLICT (server, server_id, tool, schema_hash) "
+            "DO UPDATE SET rating = excluded.rating, rated_at = excluded.rated_at",
+            (*key, rating, time.time()),
+        )
 
     async def explain(self, entry: ToolEntry) -> tuple[Rating, str] | None:
         """The tool's rating and why (None for a tool that is not rated), for `toolshell servers`:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
+
 from toolshell.calls.approval import ApprovalGate, Asked, approval_message, denied_error
 from toolshell.calls.ledger import Ledger
 from toolshell.calls.prepare import PreparedCall, lookup, prepare_input, resolve
@@ -76,19 +78,22 @@ class Precheck:
                 if asked.answer == "once" and asked.request_id is not None:
                     granted_once.append(asked.request_id)
                 continue  # granted on the spot: the call runs only if it uses the grant up when it is made
-            return self._hold(prepared, risk, asked, granted_once)
+            return await self._hold(prepared, risk, asked, granted_once)
         return None
 
-    def _hold(self, prepared: PreparedCall, risk: Risk, asked: Asked, granted_once: list[str]) -> HeldBeforeStart:
+    async def _hold(self, prepared: PreparedCall, risk: Risk, asked: Asked, granted_once: list[str]) -> HeldBeforeStart:
         # Denied: the request the person answered; else the one left pending for a person to answer.
         denied = None
         if asked.answer == "deny" and asked.request_id is not None:
             request_id, approval = asked.request_id, "denied"
             denied = denied_error(prepared.entry, asked)
         else:
-            request_id, approval = self.gate.open_request(prepared.entry, prepared.input, risk).id, "requested"
+            request_id, approval = (
+                (await anyio.to_thread.run_sync(self.gate.open_request, prepared.entry, prepared.input, risk)).id,
+                "requested",
+            )
         for once in granted_once:  # the script does not run: nothing may use them
-            self.gate.approvals.withdraw_once(once)
+            await anyio.to_thread.run_sync(self.gate.approvals.withdraw_once, once)
         code = str(ErrorCode.DENIED if denied else ErrorCode.NEEDS_APPROVAL)
         self.ledger.report.stop(code, prepared.call, approval=approval, before_start=True, request_id=request_id)
         self.ledger.ended(prepared.entry, prepared.input, code, None)

@@ -78,6 +78,12 @@ MIGRATIONS = [
     """,
 ]
 
+_ROUND = (
+    "INSERT INTO parked_runs (token, caller, worker, round, answered, round_json, beat, created_at)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET"
+    " round = excluded.round, answered = excluded.answered, round_json = excluded.round_json,"
+    " beat = excluded.beat"
+)
 _RESPONSES: TypeAdapter[dict[str, types.InputResponse]] = TypeAdapter(dict[str, types.InputResponse])
 GONE = "this answer is for a bash call that is no longer waiting (it ended or timed out); run the script again"
 
@@ -91,6 +97,10 @@ class _Owned:
     """(round, answered) of what the row shows."""
     watching: bool = False
     """Whether a task waits to record the round that follows the answers taken."""
+
+
+_Change = tuple[str, _Owned, types.CallToolResult | types.InputRequiredResult, tuple[int, int]]
+"""A run whose row is behind: its token, the run, where it is, and (round, answered) it shows then."""
 
 
 async def _until_changed(seconds: float) -> None:
@@ -108,8 +118,7 @@ class Relay:
     """
 
     def __init__(self, store: StateStore, tg: anyio.abc.TaskGroup, wait_seconds: float) -> None:
-        store.migrate("parked_runs", MIGRATIONS)
-        self.store = store
+        self.store = store  # its tables made by `prepare` (before serving: the loop never waits on it)
         self.worker = uuid.uuid4().hex
         self.wait_seconds = wait_seconds
         self._owned: dict[str, _Owned] = {}
@@ -117,13 +126,15 @@ class Relay:
         self._rows: dict[str, float] = {}
         """The tokens this worker wrote a row for, and when: the rows to remove on a local delivery."""
         self._wake = anyio.Event()
+        self._writing = anyio.Lock()
         self._swept = 0.0
         self._tg = tg
         tg.start_soon(self._serve)
 
-    # The owner's side.
+    # The owner's side. Its store steps run in worker threads (never on the event loop), one at a
+    # time (`_writing`): a row is never overwritten by an older round that was slower to land.
 
-    def publish(self, run: ParkedRun, caller: str | None, outcome: types.InputRequiredResult) -> None:
+    async def publish(self, run: ParkedRun, caller: str | None, outcome: types.InputRequiredResult) -> None:
         """Record the round this worker returns, so a retry on any worker finds the run (if the
         store fails, a retry here still does)."""
         owned = self._owned.get(run.token)
@@ -132,37 +143,31 @@ class Relay:
             self._wake.set()
         now = time.time()
         self._rows.setdefault(run.token, now)
+        shown = (run.round, owned.answered)
+        values = (run.token, caller, self.worker, *shown, _dumped(outcome), now, now)
         try:
-            self._write_round(run, caller, owned, outcome, now)
+            async with self._writing:
+                await anyio.to_thread.run_sync(self.store.execute, _ROUND, values)
+            owned.published = shown
         except ToolshellError as err:
             logger.warning("a parked run's round is not in the store, so only this worker can take its retry: %s", err)
 
-    def _write_round(
-        self, run: ParkedRun, caller: str | None, owned: _Owned, outcome: types.InputRequiredResult, now: float
-    ) -> None:
-        self.store.execute(
-            "INSERT INTO parked_runs (token, caller, worker, round, answered, round_json, beat, created_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET"
-            " round = excluded.round, answered = excluded.answered, round_json = excluded.round_json,"
-            " beat = excluded.beat",
-            (run.token, caller, self.worker, run.round, owned.answered, _dumped(outcome), now, now),
-        )
-        owned.published = (run.round, owned.answered)
-
-    def delivered(self, run: ParkedRun) -> None:
+    async def delivered(self, run: ParkedRun) -> None:
         """The result went to the client from here: the run's rows go (if it had any)."""
         self._owned.pop(run.token, None)
         if self._rows.pop(run.token, None) is not None:
             try:
-                self._forget(run.token)
+                async with self._writing:
+                    await anyio.to_thread.run_sync(self._forget, run.token)
             except ToolshellError as err:  # the rows go with the sweep instead
                 logger.warning("could not remove a delivered parked run from the store: %s", err)
 
     def stopped(self) -> None:
         """This worker stops serving: the results of runs that finished are recorded (a retry on
-        another worker delivers them), and retries of runs still live get the stop report at once."""
+        another worker delivers them), and retries of runs still live get the stop report at once.
+        Blocking: the serving lifespan is ending, no call is waiting on the loop."""
         if self._owned:
-            self._publish_changes()
+            self._write_changes(self._changes())
             self.store.execute(
                 "UPDATE parked_runs SET beat = 0 WHERE worker = ? AND result_json IS NULL", (self.worker,)
             )
@@ -176,18 +181,20 @@ class Relay:
                 self._wake = anyio.Event()
                 continue
             try:
-                self._take_answers()
-                self._publish_changes()
+                await self._take_answers()
+                await self._publish_changes()
                 if time.monotonic() - beat >= BEAT_SECONDS:
                     beat = time.monotonic()
-                    self._beat()
+                    await self._beat()
             except Exception:  # the store failed: the runs go on here, and this retries at the next poll
                 logger.warning("could not relay parked runs through the store", exc_info=True)
             await _until_changed(POLL_SECONDS)
 
-    def _take_answers(self) -> None:
-        rows = self.store.query(
-            "SELECT id, token, responses FROM parked_answers WHERE worker = ? ORDER BY id", (self.worker,)
+    async def _take_answers(self) -> None:
+        rows = await anyio.to_thread.run_sync(
+            self.store.query,
+            "SELECT id, token, responses FROM parked_answers WHERE worker = ? ORDER BY id",
+            (self.worker,),
         )
         if not rows:
             return
@@ -199,7 +206,9 @@ class Relay:
                 owned.answered = max(owned.answered, int(row["id"]))
                 answered[row["token"]] = owned
         # Exactly the rows read: one another worker commits meanwhile waits for the next poll.
-        self.store.executemany("DELETE FROM parked_answers WHERE id = ?", [(row["id"],) for row in rows])
+        await anyio.to_thread.run_sync(
+            self.store.executemany, "DELETE FROM parked_answers WHERE id = ?", [(row["id"],) for row in rows]
+        )
         for owned in answered.values():
             if not owned.watching:
                 owned.watching = True
@@ -211,38 +220,55 @@ class Relay:
             await owned.run.next_round()
         owned.watching = False
         try:
-            self._publish_changes()
+            await self._publish_changes()
         except Exception:  # the store failed: the loop records it at its next poll
             logger.warning("could not relay a parked run's round through the store", exc_info=True)
 
-    def _publish_changes(self) -> None:
+    async def _publish_changes(self) -> None:
         """Record what changed since the row was written: a new round, answers taken, the result."""
+        async with self._writing:
+            changes = self._changes()
+            if changes:
+                await anyio.to_thread.run_sync(self._write_changes, changes)
+        for token, owned, outcome, shown in changes:
+            if isinstance(outcome, types.CallToolResult):
+                self._owned.pop(token, None)  # the row holds the result now, for the retry that takes it
+            else:
+                owned.published = shown
+
+    def _changes(self) -> list[_Change]:
+        """The runs whose row does not show where they are: a new round, answers taken, the result."""
+        changes = []
         for token, owned in list(self._owned.items()):
             outcome = owned.run.current()
             shown = (owned.run.round, owned.answered)
-            if outcome is None or shown == owned.published:
-                continue  # running (the next round is not there yet), or the row shows it already
-            if isinstance(outcome, types.CallToolResult):
-                self.store.execute(
-                    "UPDATE parked_runs SET result_json = ?, round = ?, answered = ?, beat = ? WHERE token = ?",
-                    (_dumped(outcome), owned.run.round, owned.answered, time.time(), token),
-                )
-                del self._owned[token]  # the row holds the result now, for the retry that takes it
-                continue
-            self.store.execute(
-                "UPDATE parked_runs SET round_json = ?, round = ?, answered = ?, beat = ? WHERE token = ?",
-                (_dumped(outcome), owned.run.round, owned.answered, time.time(), token),
-            )
-            owned.published = shown
+            if outcome is not None and shown != owned.published:  # else running, or the row shows it
+                changes.append((token, owned, outcome, shown))
+        return changes
 
-    def _beat(self) -> None:
+    def _write_changes(self, changes: list[_Change]) -> None:
         now = time.time()
+        with self.store.transaction() as tx:
+            for token, _, outcome, (round_, answered) in changes:
+                column = "result_json" if isinstance(outcome, types.CallToolResult) else "round_json"
+                tx.execute(
+                    f"UPDATE parked_runs SET {column} = ?, round = ?, answered = ?, beat = ? WHERE token = ?",
+                    (_dumped(outcome), round_, answered, now, token),
+                )
+
+    async def _beat(self) -> None:
+        now = time.time()
+        sweep = now - self._swept >= SWEEP_SECONDS
+        if sweep:
+            self._swept = now
+            self._rows = {token: at for token, at in self._rows.items() if at > now - KEPT_SECONDS}
+        await anyio.to_thread.run_sync(self._write_beat, now, sweep)
+
+    def _write_beat(self, now: float, sweep: bool) -> None:
         self.store.execute(
             "UPDATE parked_runs SET beat = ? WHERE worker = ? AND result_json IS NULL", (now, self.worker)
         )
-        if now - self._swept >= SWEEP_SECONDS:
-            self._swept = now
-            self._rows = {token: at for token, at in self._rows.items() if at > now - KEPT_SECONDS}
+        if sweep:
             self.store.execute("DELETE FROM parked_runs WHERE beat < ? AND created_at < ?", (now - KEPT_SECONDS,) * 2)
             self.store.execute("DELETE FROM parked_answers WHERE added_at < ?", (now - KEPT_SECONDS,))
 
@@ -261,15 +287,16 @@ class Relay:
     async def _relayed(
         self, token: str, caller: str | None, responses: dict[str, Any] | None
     ) -> types.CallToolResult | types.InputRequiredResult:
-        row = self._row(token)
+        row = await anyio.to_thread.run_sync(self._row, token)
         if row is None or row["caller"] != caller:
             return error_result(ToolshellError(ErrorCode.INVALID_INPUT, GONE))
         if row["result_json"] is not None:
-            return self._deliver(token, row)
+            return await self._deliver(token, row)
         if _stale(float(row["beat"])):
             return _stopped(row)
         answers = _RESPONSES.dump_json(responses or {}, by_alias=True, exclude_none=True).decode()
-        [added] = self.store.query(
+        [added] = await anyio.to_thread.run_sync(
+            self.store.query,
             "INSERT INTO parked_answers (token, worker, responses, added_at) VALUES (?, ?, ?, ?) RETURNING id",
             (token, row["worker"], answers, time.time()),
         )
@@ -279,11 +306,11 @@ class Relay:
         with anyio.move_on_after(bound):
             while True:
                 await _until_changed(POLL_SECONDS)
-                row = self._row(token, answer)
+                row = await anyio.to_thread.run_sync(self._row, token, answer)
                 if row is None:
                     return error_result(ToolshellError(ErrorCode.INVALID_INPUT, GONE))
                 if row["result_json"] is not None:
-                    return self._deliver(token, row)
+                    return await self._deliver(token, row)
                 taken = not row["waiting"] and int(row["answered"]) >= answer  # the round that follows it
                 if taken and row["round_json"] is not None:
                     return types.InputRequiredResult.model_validate_json(row["round_json"])
@@ -306,8 +333,8 @@ class Relay:
         )
         return rows[0] if rows else None
 
-    def _deliver(self, token: str, row: Row) -> types.CallToolResult:
-        self._forget(token)
+    async def _deliver(self, token: str, row: Row) -> types.CallToolResult:
+        await anyio.to_thread.run_sync(self._forget, token)
         return types.CallToolResult.model_validate_json(row["result_json"])
 
     def _forget(self, token: str) -> None:
@@ -317,6 +344,11 @@ class Relay:
 
 
 _relays: WeakKeyDictionary[Parking, Relay] = WeakKeyDictionary()
+
+
+def prepare(store: StateStore) -> None:
+    """Make (or bring up to date) the relay's tables, as the server is built."""
+    store.migrate("parked_runs", MIGRATIONS)
 
 
 def relay_for(parking: Parking, store: StateStore, wait_seconds: float) -> Relay:
@@ -370,4 +402,4 @@ def _responses(text: str) -> dict[str, Any]:
         return {}
 
 
-__all__ = ["GONE", "Relay", "relay_for", "stop_relay"]
+__all__ = ["GONE", "Relay", "prepare", "relay_for", "stop_relay"]

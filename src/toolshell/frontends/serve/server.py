@@ -45,7 +45,7 @@ from toolshell.frontends.serve.drain import CLOSE_SECONDS, DrainingServer
 from toolshell.frontends.serve.event_store import EventLog, open_event_log
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.processes import WorkerSlot
-from toolshell.frontends.serve.relay import relay_for, stop_relay
+from toolshell.frontends.serve.relay import prepare, relay_for, stop_relay
 from toolshell.frontends.serve.resume import resume_info, shell_gone
 from toolshell.frontends.serve.tasks import RunScript, install_tasks, stop_tasks
 from toolshell.frontends.serve.tasks.progress import reporting
@@ -172,9 +172,9 @@ def build_server(
         outcome = await run.next_round()
         if isinstance(outcome, types.CallToolResult):
             parking.done(run)
-            relay.delivered(run)
+            await relay.delivered(run)
         else:
-            relay.publish(run, caller, outcome)
+            await relay.publish(run, caller, outcome)
         return outcome
 
     async def call_tool(
@@ -237,6 +237,7 @@ def build_server(
     # The records and resume data are sealed with the ring (`store.sealed` derives a key per purpose).
     ring = state_ring(host)
     park_after = host.config.approval.park_after_seconds
+    prepare(host.store)  # the relay's tables, for parked runs' retries on other workers
     tasks = install_tasks(
         server, host.store, host.config.serve, host.worker_id, _caller, ring, notifier, host.redact, park_after
     )
@@ -251,7 +252,7 @@ def build_server(
         """A call taken over from a dead worker (or parked): its script again, from the shell's state
         before the call, its nested calls answered from their records."""
         handle = str(resume["handle"])
-        gone = shell_gone(shells, _caller(ctx), resume)
+        gone = await anyio.to_thread.run_sync(shell_gone, shells, _caller(ctx), resume)
         if gone is not None:
             return gone
         shells.handles.on_drop(handle)  # a live copy here may hold the stopped run's half: start from the store

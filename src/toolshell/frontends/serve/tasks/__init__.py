@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 
+from toolshell.calls.replay import CallFeed
 from toolshell.config.serve import ServeConfig
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.tasks.keeper import (
@@ -85,11 +87,12 @@ class Tasks:
         keeper = keeper_for(ctx.lifespan_context, self._keeper)
         return await keeper.call(caller, run_script, asks, resume)
 
-    def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | str | None:
+    async def take_over(self, ctx: ServerRequestContext[Any], row: TaskRow) -> bool | str | None:
         """A task whose owner went silent, or a parked one that was answered: claim it and run it
         again here by replay. True when this worker took it, False when another did first, None
         when it cannot be resumed (or, parked, has no answer yet), and why when that is known (its
-        shell reaches the host: `resume.not_replayed`)."""
+        shell reaches the host: `resume.not_replayed`). The claim, the answers and the records'
+        index are read in one worker thread: a takeover never holds the event loop either."""
         if draining(ctx.lifespan_context):  # this worker is going away: one that stays takes it
             return False
         resume = opened_json(self.ring, RESUME, row.id_hash, row.resume)
@@ -97,6 +100,16 @@ class Tasks:
             return None
         if resume.get("not_replayed"):
             return str(resume["not_replayed"])
+        keeper = keeper_for(ctx.lifespan_context, self._keeper)
+        claimed = await anyio.to_thread.run_sync(self._claim, keeper, row, time.time())
+        if not isinstance(claimed, tuple):
+            return claimed
+        keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")), *claimed)
+        return True
+
+    def _claim(self, keeper: TaskKeeper, row: TaskRow, now: float) -> tuple[CallFeed, Answered] | bool | None:
+        """(From a worker thread) the claim of `take_over`: the run's feed and answers once won,
+        False when another worker won, None when a parked task has no answer yet."""
         answered: Answered = []
         if row.parked:
             if not self.rows.answered(row.id_hash):
@@ -104,11 +117,9 @@ class Tasks:
             if not self.rows.claim_parked(row.id_hash, self.worker):
                 return False
             answered = _answered(row, self.rows.take_answers(row.id_hash))
-        elif not self.rows.claim(row.id_hash, self.worker, time.time() - 3 * self.serve.heartbeat_seconds):
+        elif not self.rows.claim(row.id_hash, self.worker, now - 3 * self.serve.heartbeat_seconds):
             return False
-        keeper = keeper_for(ctx.lifespan_context, self._keeper)
-        keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")), answered)
-        return True
+        return keeper.replay_feed(row.id_hash, answered), answered
 
     async def run_or_yield(
         self,

@@ -201,14 +201,17 @@ class TaskKeeper:
         assert row is not None  # committed just above
         return created(task_id, row, self.config.poll_milliseconds)
 
+    def replay_feed(self, key: str, answered: Answered) -> CallFeed:
+        """(From a worker thread: it reads the store) the feed of a task run again by replay."""
+        checked = all(at != BEFORE_START for at, _, _ in answered)  # parked at the before-start check: again
+        return CallFeed(self.rows.calls.read(self.ring, key), redact=self.redact, resumed=True, checked=checked)
+
     def resume(
-        self, key: str, attempt: int, run_script: RunScript, asks: bool, answered: Answered | None = None
+        self, key: str, attempt: int, run_script: RunScript, asks: bool, feed: CallFeed, answered: Answered
     ) -> None:
         """Run a task taken over (this worker won `TaskRows.claim` or `claim_parked`) again: its calls
-        recorded by the first run are answered from their records, its questions from `answered`."""
-        records = self.rows.calls.read(self.ring, key)
-        checked = all(at != BEFORE_START for at, _, _ in answered or ())  # parked at the before-start check: again
-        feed = CallFeed(records, redact=self.redact, resumed=True, checked=checked)
+        recorded by the first run are answered from their records (`feed`, `replay_feed`), its
+        questions from `answered`."""
         run = TaskRun(self._poke, attempt, answered)
         owned = _Owned(run, anyio.CancelScope(), feed, key=key, resumable=True)
         feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(owned))

@@ -12,7 +12,7 @@ judged `failed` on the spot (its worker stopped), so no client polls a dead task
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
@@ -34,7 +34,7 @@ from toolshell.store.tasks import PARKED, TaskRow, TaskRows, id_hash
 
 _T = TypeVar("_T")
 Caller = Callable[[ServerRequestContext[Any]], str | None]
-TakeOver = Callable[[ServerRequestContext[Any], TaskRow], bool | str | None]
+TakeOver = Callable[[ServerRequestContext[Any], TaskRow], Awaitable[bool | str | None]]
 """Claims a task whose owner went silent and runs it here (`Tasks.take_over`); None: not resumable
 (a string: not resumed, saying why)."""
 STOPPED = "the worker running this task stopped (no heartbeat); what the script did before stays done"
@@ -81,7 +81,7 @@ class TaskMethods:
         await _off_loop(lambda: self.rows.answer(row.id_hash, responses))
         take_over = self.take_over
         if row.parked and take_over is not None:  # nobody runs it: this worker resumes it with the answer
-            _store(lambda: take_over(ctx, row))
+            await _taking(take_over(ctx, row))
         return {"resultType": "complete"}
 
     async def cancel(self, ctx: ServerRequestContext[Any], params: TaskParams) -> dict[str, Any]:
@@ -105,8 +105,8 @@ class TaskMethods:
         return {"resultType": "complete"}
 
     async def _find(self, ctx: ServerRequestContext[Any], task_id: str) -> TaskRow:
-        """The caller's task, taken over first when its owner went silent. The store is read from a
-        worker thread; a take-over starts its run here, on the event loop."""
+        """The caller's task, taken over first when its owner went silent (its run starts here).
+        The store is read from worker threads only."""
         require_declared(ctx)
         require_name_header(ctx, task_id)
         row = await _off_loop(lambda: self.rows.get(id_hash(task_id)))
@@ -117,11 +117,11 @@ class TaskMethods:
             await _off_loop(lambda: self.rows.delete(row.id_hash))
             raise not_found("Task has expired")
         take_over = self.take_over
-        if row.parked and take_over is not None and isinstance(_store(lambda: take_over(ctx, row)), bool):
+        if row.parked and take_over is not None and isinstance(await _taking(take_over(ctx, row)), bool):
             return await _off_loop(lambda: self.rows.get(row.id_hash)) or row  # answered before, not resumed yet
         if row.finished or row.parked or now - row.beat <= self.stale_seconds:
             return row
-        taken = None if take_over is None else _store(lambda: take_over(ctx, row))
+        taken = None if take_over is None else await _taking(take_over(ctx, row))
         if isinstance(taken, bool):
             return await _off_loop(lambda: self.rows.get(row.id_hash)) or row  # run again, here or on the winner
         message = STOPPED if taken is None else NOT_REPLAYED.format(why=taken)
@@ -145,6 +145,14 @@ def _elicit_result(key: str, value: Any) -> dict[str, Any]:
 async def _off_loop(step: Callable[[], _T]) -> _T:
     """`_store(step)` in a worker thread: a store that hangs holds that thread, not the event loop."""
     return await anyio.to_thread.run_sync(_store, step)
+
+
+async def _taking(take_over: Awaitable[_T]) -> _T:
+    """A takeover (its store steps in a worker thread); a store that fails is one internal error."""
+    try:
+        return await take_over
+    except ToolshellError as err:
+        raise MCPError(types.INTERNAL_ERROR, f"the task store failed: {err}") from None
 
 
 def _store(read: Callable[[], _T]) -> _T:

@@ -209,10 +209,10 @@ class Yielder:
         so_far = {"exit_code": -1, "success": False, "running": True, "stdout": stdout, "stderr": stderr}
         return result_so_far({**so_far, "shell": handle, "note": RUNNING}, earlier=earlier)
 
-    def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool | str:
+    async def _take_over(self, row: YieldedRow, caller: str | None, resumer: Resumer | None) -> bool | str:
         """Run a call whose owner went silent again here, by replay; False when it cannot be resumed,
         or why when that is known (`resume.not_replayed`); True too when another collector took it
-        first (it runs there)."""
+        first (it runs there). The claim and the records' index are read in a worker thread."""
         key = row.run_key
         resume = (
             None if key is None else opened_json(self.ring, RESUME, _sealed_to(key, row.handle, row.caller), row.resume)
@@ -223,10 +223,16 @@ class Yielder:
             return str(resume["not_replayed"])
         if resume.get("handle") != row.handle:  # another run's, moved here
             return False
-        if self.rows.claim(row, self.worker):
+
+        def claim() -> CallFeed | None:
+            if not self.rows.claim(row, self.worker):
+                return None
+            return CallFeed(self.rows.calls.read(self.ring, key), redact=self.redact, resumed=True)
+
+        feed = await anyio.to_thread.run_sync(claim)
+        if feed is not None:
             run = _Run(yielded=True, handle=row.handle)  # nobody can be asked: its stream is gone
             self._owned[row.handle] = run
-            feed = CallFeed(self.rows.calls.read(self.ring, key), redact=self.redact, resumed=True)
             feed.attach(self.rows.calls.writer(self.ring, key), self._forgetter(row.handle, key))
             self.tg.start_soon(self._execute, run, resumer(resume), None, feed)
             self.tg.start_soon(self._keep, run, row.handle)
@@ -366,7 +372,7 @@ class Yielder:
                 silent = row.result is None and time.time() - row.beat > 3 * self.heartbeat_seconds
                 if silent and self.draining:
                     break  # a worker that stays takes it over
-                taken = self._take_over(row, caller, resumer) if silent else False
+                taken = await self._take_over(row, caller, resumer) if silent else False
                 if taken is True:
                     continue  # run again (here, or by the collector that claimed it first): wait for it
                 if row.result is not None or silent:
