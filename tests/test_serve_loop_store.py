@@ -24,7 +24,7 @@ from _tasks_support import CreatedTask, TasksClient, cancel_task, get_task, unti
 from toolshell.config import Config
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
-from toolshell.store import sqlite
+from toolshell.store import notify, sqlite
 from toolshell.store.keys import new_key
 
 pytestmark = pytest.mark.anyio
@@ -52,6 +52,19 @@ def on_loop(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[str], list[s
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(sqlite.Store, name, spied)
+    made = notify.Subscription.__init__
+
+    def subscribed(sub: notify.Subscription, channel: str, poll: Any, *args: Any) -> None:
+        def polled() -> Any:  # a waiting subscription's look at the notifications table
+            what = f"poll: {channel}"
+            calls.append(what)
+            if threading.get_ident() == loop_thread:
+                looped.append(what)
+            return poll()
+
+        made(sub, channel, polled, *args)
+
+    monkeypatch.setattr(notify.Subscription, "__init__", subscribed)
     yield calls, looped
 
 
@@ -188,22 +201,23 @@ async def test_a_call_waiting_for_an_answer_in_the_store_asks_it_off_the_event_l
     and once woken, the grant used up: none on the loop (a person answers from another process)."""
     calls, looped = on_loop
     config = Config.model_validate({"approval": {"wait_for": "store", "wait_seconds": 600}})
-    async with Host.open(config, state_dir=tmp_path / "state", servers={"t": _tools()}) as host:
-        async with Client(build_server(host, [])) as client, anyio.create_task_group() as tg:
-            await client.list_tools()
-            calls.clear(), looped.clear()
-            results: list[Any] = []
+    results: list[Any] = []
+    with anyio.fail_after(60):  # the whole of it: a call that is never woken fails here, not in 600 s
+        async with Host.open(config, state_dir=tmp_path / "state", servers={"t": _tools()}) as host:
+            async with Client(build_server(host, [])) as client, anyio.create_task_group() as tg:
+                await client.list_tools()
+                calls.clear(), looped.clear()
 
-            async def call() -> None:
-                results.append(await client.call_tool("bash", {"script": "tools t wipe name=b"}))
+                async def call() -> None:
+                    results.append(await client.call_tool("bash", {"script": "tools t wipe name=b"}))
 
-            tg.start_soon(call)
-            approvals = host.policy.approvals
-            with anyio.fail_after(60):
+                tg.start_soon(call)
+                approvals = host.policy.approvals
                 while not (pending := await anyio.to_thread.run_sync(approvals.list_pending)):  # noqa: ASYNC110
                     await anyio.sleep(0.1)
                 await anyio.to_thread.run_sync(approvals.grant, pending[0].id)
     [result] = results
     assert (result.structured_content or {}).get("stdout") == "wiped b\n", result
     assert any("approval_requests" in call for call in calls), "the request was opened and read"
+    assert any(call == "poll: approvals" for call in calls), "the wait looked at the notifications"
     assert looped == [], f"store calls on the event loop's thread: {looped}"

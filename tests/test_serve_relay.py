@@ -13,6 +13,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import anyio
+import anyio.abc
 import mcp_types as types
 import pytest
 
@@ -23,6 +24,7 @@ from toolshell.frontends.serve.relay import Relay, prepare
 from toolshell.frontends.serve.upstream import ParkedRun
 from toolshell.store.engines import open_store
 from toolshell.store.keys import new_key
+from toolshell.store.protocol import StateStore
 
 pytestmark = pytest.mark.anyio
 TOKEN = "serve-token-for-the-relay-tests-0123456789"
@@ -157,12 +159,7 @@ async def test_a_relayed_retry_from_another_caller_finds_no_run(store_url: str, 
         prepare(store)
         async with anyio.create_task_group() as tg:
             owner, other = Relay(store, tg, 5), Relay(store, tg, 5)
-            run = ParkedRun()
-            question = types.ElicitRequestFormParams(message="ok?", requested_schema={"type": "object"})
-            tg.start_soon(run.ask, question)
-            with anyio.fail_after(10):
-                round_ = await run.next_round()
-            assert isinstance(round_, types.InputRequiredResult)
+            run, round_ = await _parked_round(tg)
             await owner.publish(run, "alice", round_)
             with anyio.fail_after(10):
                 stranger = await other.retry(run.token, "bob", {})
@@ -173,3 +170,73 @@ async def test_a_relayed_retry_from_another_caller_finds_no_run(store_url: str, 
     for refused in (stranger, unknown):
         assert isinstance(refused, types.CallToolResult) and refused.is_error
         assert "no longer waiting" in refused.content[0].text
+
+
+async def _parked_round(tg: anyio.abc.TaskGroup) -> tuple[ParkedRun, types.InputRequiredResult]:
+    run = ParkedRun()
+    question = types.ElicitRequestFormParams(message="ok?", requested_schema={"type": "object"})
+    tg.start_soon(run.ask, question)
+    with anyio.fail_after(10):
+        round_ = await run.next_round()
+    assert isinstance(round_, types.InputRequiredResult)
+    return run, round_
+
+
+def _beat_of(store: StateStore, token: str) -> float | None:
+    rows = store.query("SELECT beat FROM parked_runs WHERE token = ?", (token,))
+    return float(rows[0]["beat"]) if rows else None
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_stopped_relay_writes_nothing_after_so_a_retry_elsewhere_reads_stopped_at_once(store_url: str) -> None:
+    """The owner's writes go through worker threads; once `stop` zeroed the heartbeat of its live
+    runs, no beat, round or change of its lands after it (a revived beat would keep a retry on
+    another worker waiting, STALE_SECONDS, for an owner that is gone)."""
+    store = open_store(store_url)
+    try:
+        prepare(store)
+        async with anyio.create_task_group() as tg:
+            owner, other = Relay(store, tg, 5), Relay(store, tg, 5)
+            run, round_ = await _parked_round(tg)
+            await owner.publish(run, "alice", round_)
+            published = _beat_of(store, run.token)
+            await owner.stop()
+            await owner._beat()  # the owner's loop, had it been mid-poll
+            later, later_round = await _parked_round(tg)
+            await owner.publish(later, "alice", later_round)
+            with anyio.fail_after(10):
+                retried = await other.retry(run.token, "alice", {})
+            tg.cancel_scope.cancel()
+        zeroed, never = _beat_of(store, run.token), _beat_of(store, later.token)
+    finally:
+        store.close()
+    assert published is not None and published > 0 and zeroed == 0.0, "the stop zeroed the beat, and it stayed so"
+    assert never is None, "a round published after the stop is not recorded"
+    assert isinstance(retried, types.CallToolResult) and retried.is_error
+    assert "worker running this script stopped" in retried.content[0].text
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_round_whose_run_was_settled_while_it_waited_to_be_written_is_not_written(store_url: str) -> None:
+    """The owner writes one row at a time; a round that waited its turn while the run was settled
+    (its result recorded, or delivered here) writes nothing: it would bring back a row a retry
+    elsewhere had already delivered and removed."""
+    store = open_store(store_url)
+    try:
+        prepare(store)
+        async with anyio.create_task_group() as tg:
+            owner = Relay(store, tg, 5)
+            run, round_ = await _parked_round(tg)
+            async with owner._writing:  # another of the owner's writes, on its way
+                tg.start_soon(owner.publish, run, "alice", round_)
+                await anyio.wait_all_tasks_blocked()
+                owner._owned.pop(run.token)  # what recording its result does
+            with anyio.fail_after(10):
+                while owner._writing.locked():  # noqa: ASYNC110  (the publish takes its turn)
+                    await anyio.sleep(0.05)
+            await anyio.wait_all_tasks_blocked()
+            tg.cancel_scope.cancel()
+        row = _beat_of(store, run.token)
+    finally:
+        store.close()
+    assert row is None, "the round of a settled run was written after all"

@@ -153,7 +153,7 @@ async def test_a_yielded_call_claimed_by_the_collector_asks_the_store_off_the_ev
             tg.cancel_scope.cancel()
     finally:
         store.close()
-    assert took is True and ran == ["sh_A replays True"]
+    assert took is True and ran == ["sh_A replays True"], "claimed here, and run again by replay"
     assert any("run_calls" in call for call in calls_made), "the records' index was read"
     assert looped == [], f"store calls on the event loop's thread: {looped}"
 

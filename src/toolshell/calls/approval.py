@@ -163,7 +163,8 @@ class ApprovalGate:
         ):
             answer = await self.approver(entry, arguments, risk)
         waited = time.perf_counter() - started
-        asked = await anyio.to_thread.run_sync(self._answered, request.id, answer, entry, arguments, risk)
+        with anyio.CancelScope(shield=True):  # the person's answer is recorded, whatever happens to the call
+            asked = await anyio.to_thread.run_sync(self._answered, request.id, answer, entry, arguments, risk)
         if self.metrics is not None:
             self.metrics.approval_waited(entry.server, entry.name, asked.answer, waited)
         return asked

@@ -336,6 +336,8 @@ class Ratings:
         if not self.enabled or not is_unlabeled(entry):
             return None
         key = (server_key(entry), entry.server_id, entry.name, schema_hash(entry))
+        if stored := await anyio.to_thread.run_sync(self._stored, key):  # rated before: no lock to wait on
+            return stored
         async with self._lock:  # two concurrent calls to a new tool rate it once
             if stored := await anyio.to_thread.run_sync(self._stored, key):
                 return stored

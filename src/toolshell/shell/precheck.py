@@ -83,21 +83,23 @@ class Precheck:
 
     async def _hold(self, prepared: PreparedCall, risk: Risk, asked: Asked, granted_once: list[str]) -> HeldBeforeStart:
         # Denied: the request the person answered; else the one left pending for a person to answer.
-        denied = None
-        if asked.answer == "deny" and asked.request_id is not None:
-            request_id, approval = asked.request_id, "denied"
-            denied = denied_error(prepared.entry, asked)
-        else:
-            request_id, approval = (
-                (await anyio.to_thread.run_sync(self.gate.open_request, prepared.entry, prepared.input, risk)).id,
-                "requested",
-            )
-        for once in granted_once:  # the script does not run: nothing may use them
-            await anyio.to_thread.run_sync(self.gate.approvals.withdraw_once, once)
+        denied = asked.answer == "deny" and asked.request_id is not None
+
+        def settle() -> str:  # the store, in one worker thread
+            request_id = asked.request_id if denied else self.gate.open_request(prepared.entry, prepared.input, risk).id
+            for once in granted_once:  # the script does not run: nothing may use them
+                self.gate.approvals.withdraw_once(once)
+            assert request_id is not None  # a denial names its request
+            return request_id
+
+        with anyio.CancelScope(shield=True):  # no grant given for a script that never ran stays usable
+            request_id = await anyio.to_thread.run_sync(settle)
+        approval = "denied" if denied else "requested"
         code = str(ErrorCode.DENIED if denied else ErrorCode.NEEDS_APPROVAL)
         self.ledger.report.stop(code, prepared.call, approval=approval, before_start=True, request_id=request_id)
         self.ledger.ended(prepared.entry, prepared.input, code, None)
-        return HeldBeforeStart(request_id, approval_message(prepared.entry, risk, request_id), denied)
+        error = denied_error(prepared.entry, asked) if denied else None
+        return HeldBeforeStart(request_id, approval_message(prepared.entry, risk, request_id), error)
 
     async def load_named_servers(self, calls: list[ScannedCall]) -> None:
         """Load the servers that literal calls name and that are not ready, so they can be judged."""

@@ -92,7 +92,8 @@ class Subscription:
             with anyio.move_on_after(self._poll_seconds() or float("inf")):
                 await self._event.wait()
             self._event = anyio.Event()  # only this loop swaps it, so a later `_set` is not lost
-            polled = self._poll()
+            with anyio.CancelScope(shield=True):  # a poll reads the store: in a thread, its finds kept
+                polled = await anyio.to_thread.run_sync(self._poll)
             if polled is not None:
                 self._take(polled)
             with self._lock:

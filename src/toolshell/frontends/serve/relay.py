@@ -82,7 +82,7 @@ _ROUND = (
     "INSERT INTO parked_runs (token, caller, worker, round, answered, round_json, beat, created_at)"
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET"
     " round = excluded.round, answered = excluded.answered, round_json = excluded.round_json,"
-    " beat = excluded.beat"
+    " beat = excluded.beat WHERE parked_runs.result_json IS NULL"
 )
 _RESPONSES: TypeAdapter[dict[str, types.InputResponse]] = TypeAdapter(dict[str, types.InputResponse])
 GONE = "this answer is for a bash call that is no longer waiting (it ended or timed out); run the script again"
@@ -127,6 +127,8 @@ class Relay:
         """The tokens this worker wrote a row for, and when: the rows to remove on a local delivery."""
         self._wake = anyio.Event()
         self._writing = anyio.Lock()
+        self.stopping = False
+        """Set by `stop`: the owner writes nothing more."""
         self._swept = 0.0
         self._tg = tg
         tg.start_soon(self._serve)
@@ -137,18 +139,22 @@ class Relay:
     async def publish(self, run: ParkedRun, caller: str | None, outcome: types.InputRequiredResult) -> None:
         """Record the round this worker returns, so a retry on any worker finds the run (if the
         store fails, a retry here still does)."""
+        if self.stopping:
+            return
         owned = self._owned.get(run.token)
         if owned is None:
             owned = self._owned[run.token] = _Owned(run)
             self._wake.set()
-        now = time.time()
-        self._rows.setdefault(run.token, now)
-        shown = (run.round, owned.answered)
-        values = (run.token, caller, self.worker, *shown, _dumped(outcome), now, now)
+        self._rows.setdefault(run.token, time.time())
         try:
-            async with self._writing:
-                await anyio.to_thread.run_sync(self.store.execute, _ROUND, values)
-            owned.published = shown
+            with anyio.CancelScope(shield=True):  # the client gets this round: its row must be there
+                async with self._writing:
+                    if self._owned.get(run.token) is not owned:  # delivered, or its result recorded, meanwhile
+                        return
+                    now, shown = time.time(), (run.round, owned.answered)
+                    values = (run.token, caller, self.worker, *shown, _dumped(outcome), now, now)
+                    await anyio.to_thread.run_sync(self.store.execute, _ROUND, values)
+                    owned.published = shown
         except ToolshellError as err:
             logger.warning("a parked run's round is not in the store, so only this worker can take its retry: %s", err)
 
@@ -157,21 +163,26 @@ class Relay:
         self._owned.pop(run.token, None)
         if self._rows.pop(run.token, None) is not None:
             try:
-                async with self._writing:
-                    await anyio.to_thread.run_sync(self._forget, run.token)
+                with anyio.CancelScope(shield=True):  # else nothing removes them but the sweep
+                    async with self._writing:
+                        await anyio.to_thread.run_sync(self._forget, run.token)
             except ToolshellError as err:  # the rows go with the sweep instead
                 logger.warning("could not remove a delivered parked run from the store: %s", err)
 
-    def stopped(self) -> None:
+    async def stop(self) -> None:
         """This worker stops serving: the results of runs that finished are recorded (a retry on
         another worker delivers them), and retries of runs still live get the stop report at once.
-        Blocking: the serving lifespan is ending, no call is waiting on the loop."""
-        if self._owned:
-            self._write_changes(self._changes())
-            self.store.execute(
-                "UPDATE parked_runs SET beat = 0 WHERE worker = ? AND result_json IS NULL", (self.worker,)
-            )
-            self._owned.clear()
+        After every write of the owner's already on its way, and before any other: none revives
+        a heartbeat this zeroed."""
+        self.stopping = True
+        async with self._writing:
+            if self._owned:
+                await anyio.to_thread.run_sync(self._write_stop, self._changes())
+                self._owned.clear()
+
+    def _write_stop(self, changes: list[_Change]) -> None:
+        self._write_changes(changes)
+        self.store.execute("UPDATE parked_runs SET beat = 0 WHERE worker = ? AND result_json IS NULL", (self.worker,))
 
     async def _serve(self) -> None:
         beat = 0.0
@@ -227,14 +238,16 @@ class Relay:
     async def _publish_changes(self) -> None:
         """Record what changed since the row was written: a new round, answers taken, the result."""
         async with self._writing:
+            if self.stopping:
+                return
             changes = self._changes()
             if changes:
                 await anyio.to_thread.run_sync(self._write_changes, changes)
-        for token, owned, outcome, shown in changes:
-            if isinstance(outcome, types.CallToolResult):
-                self._owned.pop(token, None)  # the row holds the result now, for the retry that takes it
-            else:
-                owned.published = shown
+            for token, owned, outcome, shown in changes:
+                if isinstance(outcome, types.CallToolResult):
+                    self._owned.pop(token, None)  # the row holds the result now, for the retry that takes it
+                else:
+                    owned.published = shown
 
     def _changes(self) -> list[_Change]:
         """The runs whose row does not show where they are: a new round, answers taken, the result."""
@@ -257,12 +270,15 @@ class Relay:
                 )
 
     async def _beat(self) -> None:
-        now = time.time()
-        sweep = now - self._swept >= SWEEP_SECONDS
-        if sweep:
-            self._swept = now
-            self._rows = {token: at for token, at in self._rows.items() if at > now - KEPT_SECONDS}
-        await anyio.to_thread.run_sync(self._write_beat, now, sweep)
+        async with self._writing:
+            if self.stopping:
+                return
+            now = time.time()
+            sweep = now - self._swept >= SWEEP_SECONDS
+            if sweep:
+                self._swept = now
+                self._rows = {token: at for token, at in self._rows.items() if at > now - KEPT_SECONDS}
+            await anyio.to_thread.run_sync(self._write_beat, now, sweep)
 
     def _write_beat(self, now: float, sweep: bool) -> None:
         self.store.execute(
@@ -359,12 +375,13 @@ def relay_for(parking: Parking, store: StateStore, wait_seconds: float) -> Relay
     return relay
 
 
-def stop_relay(parking: Parking) -> None:
+async def stop_relay(parking: Parking) -> None:
     """The serving lifespan ends: retries of its live runs get the stop report at once."""
     relay = _relays.pop(parking, None)
     if relay is not None:
         try:
-            relay.stopped()
+            with anyio.CancelScope(shield=True):
+                await relay.stop()
         except Exception:  # the store went first: the heartbeat goes stale instead
             logger.warning("could not mark parked runs stopped", exc_info=True)
 

@@ -83,7 +83,7 @@ async def _parking(_: Server[Any]) -> AsyncIterator[Parking]:
         try:
             yield parking
         finally:
-            stop_relay(parking)
+            await stop_relay(parking)
             stop_tasks(parking)
             await stop_yields(parking)
             tg.cancel_scope.cancel()

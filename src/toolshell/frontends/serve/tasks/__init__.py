@@ -101,10 +101,11 @@ class Tasks:
         if resume.get("not_replayed"):
             return str(resume["not_replayed"])
         keeper = keeper_for(ctx.lifespan_context, self._keeper)
-        claimed = await anyio.to_thread.run_sync(self._claim, keeper, row, time.time())
-        if not isinstance(claimed, tuple):
-            return claimed
-        keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")), *claimed)
+        with anyio.CancelScope(shield=True):  # a claim made is a run started: the request's cancel waits
+            claimed = await anyio.to_thread.run_sync(self._claim, keeper, row, time.time())
+            if not isinstance(claimed, tuple):
+                return claimed
+            keeper.resume(row.id_hash, row.attempt + 1, self.resumer(ctx, resume), bool(resume.get("asks")), *claimed)
         return True
 
     def _claim(self, keeper: TaskKeeper, row: TaskRow, now: float) -> tuple[CallFeed, Answered] | bool | None:

@@ -229,7 +229,8 @@ class Yielder:
                 return None
             return CallFeed(self.rows.calls.read(self.ring, key), redact=self.redact, resumed=True)
 
-        feed = await anyio.to_thread.run_sync(claim)
+        with anyio.CancelScope(shield=True):  # a claim made is a run started: the caller's cancel waits
+            feed = await anyio.to_thread.run_sync(claim)
         if feed is not None:
             run = _Run(yielded=True, handle=row.handle)  # nobody can be asked: its stream is gone
             self._owned[row.handle] = run
