@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 import anyio
@@ -154,19 +154,11 @@ async def test_a_retry_for_a_worker_killed_while_its_run_was_parked_gets_the_sto
 
 @pytest.mark.parametrize("store_url", ENGINES, indirect=True)
 async def test_a_relayed_retry_from_another_caller_finds_no_run(store_url: str, tmp_path: Path) -> None:
-    store = open_store(store_url)
-    try:
-        prepare(store)
-        async with anyio.create_task_group() as tg:
-            owner, other = Relay(store, tg, 5), Relay(store, tg, 5)
-            run, round_ = await _parked_round(tg)
-            await owner.publish(run, "alice", round_)
-            with anyio.fail_after(10):
-                stranger = await other.retry(run.token, "bob", {})
-                unknown = await other.retry("no-such-token", "alice", {})
-            tg.cancel_scope.cancel()
-    finally:
-        store.close()
+    async with _published(store_url) as (_, tg, (owner, other), run):
+        with anyio.fail_after(10):
+            stranger = await other.retry(run.token, "bob", {})
+            unknown = await other.retry("no-such-token", "alice", {})
+        tg.cancel_scope.cancel()
     for refused in (stranger, unknown):
         assert isinstance(refused, types.CallToolResult) and refused.is_error
         assert "no longer waiting" in refused.content[0].text
@@ -182,6 +174,23 @@ async def _parked_round(tg: anyio.abc.TaskGroup) -> tuple[ParkedRun, types.Input
     return run, round_
 
 
+@asynccontextmanager
+async def _published(
+    store_url: str,
+) -> AsyncIterator[tuple[StateStore, anyio.abc.TaskGroup, tuple[Relay, Relay], ParkedRun]]:
+    """Two workers' relays on one store, the first owning a run parked at its question, published."""
+    store = open_store(store_url)
+    try:
+        prepare(store)
+        async with anyio.create_task_group() as tg:
+            owner, other = Relay(store, tg, 5), Relay(store, tg, 5)
+            run, round_ = await _parked_round(tg)
+            await owner.publish(run, "alice", round_)
+            yield store, tg, (owner, other), run
+    finally:
+        store.close()
+
+
 def _beat_of(store: StateStore, token: str) -> float | None:
     rows = store.query("SELECT beat FROM parked_runs WHERE token = ?", (token,))
     return float(rows[0]["beat"]) if rows else None
@@ -192,24 +201,16 @@ async def test_a_stopped_relay_writes_nothing_after_so_a_retry_elsewhere_reads_s
     """The owner's writes go through worker threads; once `stop` zeroed the heartbeat of its live
     runs, no beat, round or change of its lands after it (a revived beat would keep a retry on
     another worker waiting, STALE_SECONDS, for an owner that is gone)."""
-    store = open_store(store_url)
-    try:
-        prepare(store)
-        async with anyio.create_task_group() as tg:
-            owner, other = Relay(store, tg, 5), Relay(store, tg, 5)
-            run, round_ = await _parked_round(tg)
-            await owner.publish(run, "alice", round_)
-            published = _beat_of(store, run.token)
-            await owner.stop()
-            await owner._beat()  # the owner's loop, had it been mid-poll
-            later, later_round = await _parked_round(tg)
-            await owner.publish(later, "alice", later_round)
-            with anyio.fail_after(10):
-                retried = await other.retry(run.token, "alice", {})
-            tg.cancel_scope.cancel()
+    async with _published(store_url) as (store, tg, (owner, other), run):
+        published = _beat_of(store, run.token)
+        await owner.stop()
+        await owner._beat()  # the owner's loop, had it been mid-poll
+        later, later_round = await _parked_round(tg)
+        await owner.publish(later, "alice", later_round)
+        with anyio.fail_after(10):
+            retried = await other.retry(run.token, "alice", {})
         zeroed, never = _beat_of(store, run.token), _beat_of(store, later.token)
-    finally:
-        store.close()
+        tg.cancel_scope.cancel()
     assert published is not None and published > 0 and zeroed == 0.0, "the stop zeroed the beat, and it stayed so"
     assert never is None, "a round published after the stop is not recorded"
     assert isinstance(retried, types.CallToolResult) and retried.is_error
