@@ -19,11 +19,13 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from _replay_support import LOG_ENV, calls, counter
 from _store_support import ENGINES, postgres_server, store_url  # noqa: F401  (fixtures)
 from _tasks_support import CreatedTask, TasksClient, cancel_task, get_task, until_status, update_task
 from toolshell.config import Config
+from toolshell.errors import ErrorCode, ToolshellError
 from toolshell.frontends.serve.server import build_server
 from toolshell.host import Host
 from toolshell.store.engines import open_store
@@ -299,3 +301,34 @@ def test_the_sweep_drops_the_records_of_tasks_gone_and_keeps_those_of_yielded_ca
     finally:
         store.close()
     assert left == {"kept", "yield:running"}
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_takeover_whose_records_cannot_be_read_hands_the_task_back_and_the_next_poll_takes_it_over(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The claim is made, then the store fails to give the run's records: the poll gets one clear
+    error, and the claim is handed back (its heartbeat stale), so the next poll claims it again and
+    runs it by replay. Kept, the claim would hold the task `working` under this worker's heartbeat
+    with nothing running (here the first owner's run is still in this process: the second claim
+    is what shows it was handed back)."""
+    script = "echo start; for i in 1 2 3; do tools counter tick n=$i; done; echo done"
+    async with _serving(store_url, tmp_path, monkeypatch) as (host, client):
+        task_id = await _held_task(host, client, tmp_path, script, hold=2, recorded=1)
+        read = CallRecords.read
+
+        def fails_once(self: CallRecords, *args: Any) -> Any:
+            monkeypatch.setattr(CallRecords, "read", read)
+            raise ToolshellError(ErrorCode.UNAVAILABLE, "the store went away")
+
+        monkeypatch.setattr(CallRecords, "read", fails_once)
+        with pytest.raises(MCPError, match="the task store failed: the store went away"):
+            await get_task(client.session, task_id)
+        taken = await get_task(client.session, task_id)  # handed back: taken over again
+        (tmp_path / "calls.log.hold-2").unlink()
+        done = await until_status(client.session, task_id, "completed", "failed")
+        row = TaskRows(host.store).get(id_hash(task_id))
+    assert taken.status == "working" and done.status == "completed", done
+    assert _body(done)["stdout"] == "start\ntick 1\ntick 2\ntick 3\ndone\n"
+    assert calls(tmp_path / "calls.log") == [1, 2, 3], "the recorded call was answered from its record"
+    assert row is not None and row.attempt == 2, "claimed twice: the first claim was handed back"

@@ -15,6 +15,7 @@ answers `tasks/get`, `tasks/update` and `tasks/cancel` (docs/tasks.md):
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,7 @@ from mcp.server import Server, ServerRequestContext
 
 from toolshell.calls.replay import CallFeed
 from toolshell.config.serve import ServeConfig
+from toolshell.errors import ToolshellError
 from toolshell.frontends.serve.list_notifier import ListNotifier
 from toolshell.frontends.serve.tasks.keeper import (
     Answered,
@@ -110,17 +112,23 @@ class Tasks:
 
     def _claim(self, keeper: TaskKeeper, row: TaskRow, now: float) -> tuple[CallFeed, Answered] | bool | None:
         """(From a worker thread) the claim of `take_over`: the run's feed and answers once won,
-        False when another worker won, None when a parked task has no answer yet."""
-        answered: Answered = []
+        False when another worker won, None when a parked task has no answer yet. A claim whose
+        records cannot be read is handed back (its heartbeat stale), so the next poll takes the
+        task over again instead of this worker's beat keeping it `working` with nothing running."""
         if row.parked:
             if not self.rows.answered(row.id_hash):
                 return None
             if not self.rows.claim_parked(row.id_hash, self.worker):
                 return False
-            answered = _answered(row, self.rows.take_answers(row.id_hash))
         elif not self.rows.claim(row.id_hash, self.worker, now - 3 * self.serve.heartbeat_seconds):
             return False
-        return keeper.replay_feed(row.id_hash, answered), answered
+        try:
+            answered = _answered(row, self.rows.take_answers(row.id_hash)) if row.parked else []
+            return keeper.replay_feed(row.id_hash, answered), answered
+        except ToolshellError:
+            with contextlib.suppress(ToolshellError):  # best effort: with the store down too, the claim stays
+                self.rows.hand_over(row.id_hash, self.worker, 0.0)
+            raise
 
     async def run_or_yield(
         self,
