@@ -332,3 +332,36 @@ async def test_a_takeover_whose_records_cannot_be_read_hands_the_task_back_and_t
     assert _body(done)["stdout"] == "start\ntick 1\ntick 2\ntick 3\ndone\n"
     assert calls(tmp_path / "calls.log") == [1, 2, 3], "the recorded call was answered from its record"
     assert row is not None and row.attempt == 2, "claimed twice: the first claim was handed back"
+
+
+@pytest.mark.parametrize("store_url", ENGINES, indirect=True)
+async def test_a_workers_heartbeat_renews_only_the_tasks_it_runs(
+    store_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task claimed by this worker whose run is not here (its start lost, with the store down at
+    the claim) is not kept alive by the heartbeat of the tasks it does run: it goes silent, and the
+    next poll anywhere takes it over."""
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "calls.log"))
+    monkeypatch.setenv("TOOLSHELL_STATE_KEYS", new_key())
+    (tmp_path / "calls.log.hold-1").touch()
+    config = Config.model_validate({"serve": {"heartbeat_seconds": 1, "tasks": {"after_seconds": 0}}})
+    async with (
+        Host.open(
+            config, store=open_store(store_url), state_dir=tmp_path / "s", servers={"counter": counter()}
+        ) as host,
+        Client(build_server(host, []), extensions=[TasksClient()]) as client,
+    ):
+        created = await client.session.call_tool("bash", {"script": "tools counter tick n=1"}, allow_claimed=True)
+        assert isinstance(created, CreatedTask), created
+        rows, running = TaskRows(host.store), id_hash(created.task_id)
+        rows.create("claimed-here-not-run", None, host.worker_id, 600, status="working")
+        host.store.execute("UPDATE tasks SET beat = beat - 60 WHERE id_hash = ?", ("claimed-here-not-run",))
+        lost = rows.get("claimed-here-not-run")
+        first = rows.get(running)
+        assert lost is not None and first is not None
+        with anyio.fail_after(30):  # two of the worker's beats (1 s apart) renew the task it runs
+            while (now := rows.get(running)) is None or now.beat < first.beat + 1.5:  # noqa: ASYNC110
+                await anyio.sleep(0.2)
+        after = rows.get("claimed-here-not-run")
+        (tmp_path / "calls.log.hold-1").unlink()
+    assert after is not None and after.beat == lost.beat, "the heartbeat renewed a task this worker does not run"

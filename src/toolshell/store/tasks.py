@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -292,10 +293,13 @@ class TaskRows:
             if done.rowcount:
                 self.store.notify(CHANNEL, key)
 
-    def beat(self, worker: str) -> None:
-        """The owner is alive: renew the heartbeat of its open tasks."""
-        self.store.execute(
-            "UPDATE tasks SET beat = ? WHERE worker = ? AND status IN (?, ?)", (time.time(), worker, *OPEN)
+    def beat(self, worker: str, keys: Collection[str]) -> None:
+        """The owner is alive: renew the heartbeat of the open tasks it runs (`keys`), and only
+        those: a task claimed here whose run never started goes silent, and is taken over."""
+        now = time.time()
+        self.store.executemany(
+            "UPDATE tasks SET beat = ? WHERE id_hash = ? AND worker = ? AND status IN (?, ?)",
+            [(now, key, worker, *OPEN) for key in keys],
         )
 
     def sweep(self, now: float, stale_after: float, yields_keep: float | None = None) -> None:

@@ -262,7 +262,7 @@ class TaskKeeper:
                 # the store alone, so in a worker thread: a store that hangs holds it, not the event loop
                 if self._owned and now - beat >= self.heartbeat_seconds:
                     beat = now
-                    await anyio.to_thread.run_sync(self.rows.beat, self.worker)
+                    await anyio.to_thread.run_sync(self.rows.beat, self.worker, list(self._owned))
                 if now - swept >= SWEEP_SECONDS:
                     swept = now
                     keep = (time.time(), 3 * self.heartbeat_seconds, self.config.keep_seconds)
