@@ -36,6 +36,7 @@ from __future__ import annotations
 import difflib
 import json
 import secrets
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -124,6 +125,10 @@ class Approvals:
     def __init__(self, store: StateStore, expire_seconds: float = DEFAULT_EXPIRE_SECONDS) -> None:
         self.store = store
         self.expire_seconds = expire_seconds
+        self._opening = threading.Lock()
+        """Held while a request is looked up and opened: the calls of one process ask from worker
+        threads, and two identical ones at once must open one request (PostgreSQL's transaction,
+        at READ COMMITTED, would let both insert)."""
         store.migrate("approvals", [SCHEMA])
         for table, column in NEWER_COLUMNS:
             store.ensure_column(table, column, "TEXT")
@@ -150,7 +155,7 @@ class Approvals:
         """
         key = (server_key(entry), entry.server_id, entry.name, canonical_json(input))
         self.expire()
-        with self.store.transaction():  # two identical calls at once open one request
+        with self._opening, self.store.transaction():  # two identical calls at once open one request
             rows = self.store.query(
                 "SELECT * FROM approval_requests WHERE status=? AND server=? AND server_id=? AND tool=? "
                 "AND input=? AND COALESCE(caller, '')=? ORDER BY created_at, id",
