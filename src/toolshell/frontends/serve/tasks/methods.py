@@ -152,7 +152,7 @@ async def _taking(take_over: Awaitable[_T]) -> _T:
     try:
         return await take_over
     except ToolshellError as err:
-        raise MCPError(types.INTERNAL_ERROR, f"the task store failed: {err}") from None
+        raise _failed(err) from None
 
 
 def _store(read: Callable[[], _T]) -> _T:
@@ -160,7 +160,11 @@ def _store(read: Callable[[], _T]) -> _T:
     try:
         return read()
     except ToolshellError as err:
-        raise MCPError(types.INTERNAL_ERROR, f"the task store failed: {err}") from None
+        raise _failed(err) from None
+
+
+def _failed(err: ToolshellError) -> MCPError:
+    return MCPError(types.INTERNAL_ERROR, f"the task store failed: {err}")
 
 
 __all__ = ["TaskMethods"]
